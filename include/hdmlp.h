@@ -1,0 +1,259 @@
+/*
+ * hdmlp — chunked datasets and a batched random-access loader for training.
+ *
+ * This is the only public header. It includes nothing but <stddef.h> and <stdint.h>.
+ *
+ * Conventions
+ *   - Every function that can fail returns an int status: HDMLP_OK (0) or a negative
+ *     HDMLP_E_* code. hdmlp_last_error() gives a detailed, thread-local message for the
+ *     most recent failure on the calling thread.
+ *   - Constructors hand objects out through a `**out` argument and set `*out = NULL` on
+ *     failure. Destructors (_close, _free, _release) accept NULL.
+ *   - The library never prints, exits or aborts.
+ */
+#ifndef HDMLP_H
+#define HDMLP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(HDMLP_BUILDING) && defined(__GNUC__)
+#define HDMLP_API __attribute__((visibility("default")))
+#else
+#define HDMLP_API
+#endif
+
+#define HDMLP_VERSION_MAJOR 0
+#define HDMLP_VERSION_MINOR 1
+#define HDMLP_VERSION_PATCH 0
+#define HDMLP_VERSION_NUMBER                                                                \
+    (HDMLP_VERSION_MAJOR * 10000 + HDMLP_VERSION_MINOR * 100 + HDMLP_VERSION_PATCH)
+
+/* Run-time version of the loaded library (compare with HDMLP_VERSION_NUMBER). */
+HDMLP_API unsigned hdmlp_version_number(void);
+HDMLP_API const char *hdmlp_version_string(void);
+
+/* ---------------------------------------------------------------------------------------
+ * Errors. Codes are pinned and never reused.
+ * ------------------------------------------------------------------------------------- */
+#define HDMLP_ERRNO_MAP(X)                                                                  \
+    X(OK, 0, "success")                                                                     \
+    X(END, 1, "end of data")                                                                \
+    X(E_INVAL, -1, "invalid argument")                                                      \
+    X(E_NOMEM, -2, "out of memory")                                                         \
+    X(E_IO, -3, "input/output error")                                                       \
+    X(E_CORRUPT, -4, "corrupt data")                                                        \
+    X(E_VERSION, -5, "unsupported format version")                                          \
+    X(E_NOTFOUND, -6, "not found")                                                          \
+    X(E_EXISTS, -7, "already exists")                                                       \
+    X(E_NOSPC, -8, "no space left on device")                                               \
+    X(E_RANGE, -9, "value out of range")                                                    \
+    X(E_UNSUPPORTED, -10, "operation not supported")                                        \
+    X(E_PEER, -11, "peer failure")                                                          \
+    X(E_STATE, -12, "invalid state for this call")                                          \
+    X(E_INTERRUPTED, -13, "interrupted")                                                    \
+    X(E_MFILE, -14, "too many open files")
+
+enum {
+#define HDMLP_ENUM_ENTRY(name, value, msg) HDMLP_##name = (value),
+    HDMLP_ERRNO_MAP(HDMLP_ENUM_ENTRY)
+#undef HDMLP_ENUM_ENTRY
+};
+
+/* Static message for a code ("unknown error" for unknown codes). Thread-safe. */
+HDMLP_API const char *hdmlp_strerror(int code);
+/* Symbolic name of a code, e.g. "HDMLP_E_CORRUPT". Thread-safe. */
+HDMLP_API const char *hdmlp_err_name(int code);
+/* Detail of the last failure on the calling thread (never NULL; "" if none). The string
+ * is owned by the library and valid until the next hdmlp call on this thread. */
+HDMLP_API const char *hdmlp_last_error(void);
+
+/* ---------------------------------------------------------------------------------------
+ * Packed datasets (read side).
+ *
+ * A dataset is a directory holding `index` and segment files, written by hdmlp-pack.
+ * Samples are numbered 0..N-1 in packed order; sample i lives in chunk i / K, slot i % K.
+ * An open dataset is immutable and all functions below are safe to call concurrently
+ * from any number of threads on the same handle.
+ * ------------------------------------------------------------------------------------- */
+typedef struct hdmlp_dataset hdmlp_dataset;
+
+typedef struct hdmlp_sample_info {
+    uint64_t index;       /* position in packed order */
+    uint64_t chunk;       /* index / chunk_size */
+    uint32_t slot;        /* index % chunk_size */
+    uint32_t label;       /* < hdmlp_dataset_label_count() */
+    uint64_t raw_size;    /* bytes after decompression */
+    uint64_t stored_size; /* bytes on disk */
+    uint32_t codec;       /* 0 none, 1 zstd, 2 zstd with the dataset dictionary */
+    uint32_t key_size;    /* bytes in key (not NUL-terminated; may hold any bytes) */
+    const char *key;      /* original name; owned by the dataset, valid until close */
+} hdmlp_sample_info;
+
+/* Opens the dataset in directory `path`, validating the index (checksum, version, every
+ * offset and length). Returns HDMLP_E_NOTFOUND, HDMLP_E_IO, HDMLP_E_CORRUPT or
+ * HDMLP_E_VERSION with detail in hdmlp_last_error(). The caller owns *out. */
+HDMLP_API int hdmlp_dataset_open(const char *path, hdmlp_dataset **out);
+/* Closes the dataset. Every view and key pointer obtained from it becomes invalid. The
+ * caller must ensure no other call on it is in progress and no loader still uses it. */
+HDMLP_API void hdmlp_dataset_close(hdmlp_dataset *ds);
+
+HDMLP_API uint64_t hdmlp_dataset_sample_count(const hdmlp_dataset *ds);
+HDMLP_API uint32_t hdmlp_dataset_chunk_size(const hdmlp_dataset *ds);
+HDMLP_API uint64_t hdmlp_dataset_chunk_count(const hdmlp_dataset *ds);
+HDMLP_API uint32_t hdmlp_dataset_segment_count(const hdmlp_dataset *ds);
+HDMLP_API uint32_t hdmlp_dataset_label_count(const hdmlp_dataset *ds);
+/* Seed the packer shuffled with. */
+HDMLP_API uint64_t hdmlp_dataset_seed(const hdmlp_dataset *ds);
+/* Sum over samples of raw (decompressed) and stored bytes. */
+HDMLP_API uint64_t hdmlp_dataset_raw_bytes(const hdmlp_dataset *ds);
+HDMLP_API uint64_t hdmlp_dataset_stored_bytes(const hdmlp_dataset *ds);
+/* Name of label `label` and its length in *size (names may hold any bytes; the pointer
+ * is also NUL-terminated). Owned by the dataset, valid until close. NULL if out of range. */
+HDMLP_API const char *hdmlp_dataset_label_name(const hdmlp_dataset *ds, uint32_t label,
+                                               size_t *size);
+/* Fills *info for sample `index`. HDMLP_E_RANGE if index >= sample count. */
+HDMLP_API int hdmlp_dataset_sample_info(const hdmlp_dataset *ds, uint64_t index,
+                                        hdmlp_sample_info *info);
+/* Finds the first sample whose key equals key[0..key_size). HDMLP_E_NOTFOUND if none.
+ * Linear in the sample count. */
+HDMLP_API int hdmlp_dataset_find_key(const hdmlp_dataset *ds, const char *key, size_t key_size,
+                                     uint64_t *index);
+/* Reads sample `index`: reads its stored bytes, verifies the checksum and decompresses
+ * into buf (capacity buf_size, at least raw_size bytes; else HDMLP_E_RANGE and *size set
+ * to the needed size). On success *size is the raw size. HDMLP_E_CORRUPT on a checksum
+ * or decode failure, naming segment, chunk and sample. */
+HDMLP_API int hdmlp_dataset_read_sample(hdmlp_dataset *ds, uint64_t index, void *buf,
+                                        size_t buf_size, size_t *size);
+/* Checks every chunk header and every sample checksum, in packed order. On the first
+ * failure returns HDMLP_E_CORRUPT or HDMLP_E_IO with the chunk/sample named in
+ * hdmlp_last_error(). `progress`, if not NULL, is called after each chunk. */
+HDMLP_API int hdmlp_dataset_verify(hdmlp_dataset *ds,
+                                   void (*progress)(void *arg, uint64_t chunks_done,
+                                                    uint64_t chunks_total),
+                                   void *arg);
+
+/* ---------------------------------------------------------------------------------------
+ * Loader configuration. A config is a plain value object: not thread-safe, may be freed
+ * as soon as hdmlp_loader_create() returns. Each setter checks its range and returns
+ * HDMLP_E_INVAL (naming the parameter) without changing the config on failure.
+ * ------------------------------------------------------------------------------------- */
+typedef struct hdmlp_config hdmlp_config;
+
+typedef enum hdmlp_engine {
+    HDMLP_ENGINE_AUTO = 0, /* io_uring when the kernel supports it, else pread */
+    HDMLP_ENGINE_PREAD = 1,
+    HDMLP_ENGINE_IO_URING = 2
+} hdmlp_engine;
+
+typedef enum hdmlp_policy {
+    HDMLP_POLICY_FILL_RATE = 0, /* refill the chunk with the best fill rate (default) */
+    HDMLP_POLICY_RANDOM = 1     /* refill a random eligible chunk (ablation) */
+} hdmlp_policy;
+
+typedef enum hdmlp_refill {
+    HDMLP_REFILL_AUTO = 0,  /* choose per refill from the storage cost model (default) */
+    HDMLP_REFILL_WHOLE = 1, /* read the whole chunk in one operation */
+    HDMLP_REFILL_RANGES = 2 /* read only the byte ranges of the fillable samples */
+} hdmlp_refill;
+
+HDMLP_API int hdmlp_config_create(hdmlp_config **out);
+HDMLP_API void hdmlp_config_free(hdmlp_config *cfg);
+/* Memory budget for everything the loader holds: slots, in-flight reads, scratch.
+ * At least 4096 bytes. Default 256 MiB. */
+HDMLP_API int hdmlp_config_set_memory(hdmlp_config *cfg, uint64_t bytes);
+/* Samples per batch, 1..2^20. Default 32. */
+HDMLP_API int hdmlp_config_set_batch_size(hdmlp_config *cfg, uint32_t n);
+/* Seed of the delivery order. Default 0. */
+HDMLP_API int hdmlp_config_set_seed(hdmlp_config *cfg, uint64_t seed);
+/* Epochs to deliver; 0 = unbounded. Default 1. */
+HDMLP_API int hdmlp_config_set_epochs(hdmlp_config *cfg, uint64_t epochs);
+/* Drop the last, short batch of each epoch (its samples are still consumed). Default 0. */
+HDMLP_API int hdmlp_config_set_drop_last(hdmlp_config *cfg, int drop_last);
+/* This process's rank and the world size. rank < world. Default 0 of 1. */
+HDMLP_API int hdmlp_config_set_rank(hdmlp_config *cfg, uint32_t rank, uint32_t world);
+/* I/O worker threads, 1..64. Default 2. */
+HDMLP_API int hdmlp_config_set_threads(hdmlp_config *cfg, uint32_t n);
+HDMLP_API int hdmlp_config_set_engine(hdmlp_config *cfg, hdmlp_engine engine);
+/* Read segments with O_DIRECT (bypassing the page cache). Default 0. */
+HDMLP_API int hdmlp_config_set_direct_io(hdmlp_config *cfg, int on);
+/* Most requests the scheduler may plan ahead of the consumer; 0 = as far as memory
+ * allows. Default 0. */
+HDMLP_API int hdmlp_config_set_lookahead(hdmlp_config *cfg, uint64_t requests);
+HDMLP_API int hdmlp_config_set_policy(hdmlp_config *cfg, hdmlp_policy policy);
+HDMLP_API int hdmlp_config_set_refill(hdmlp_config *cfg, hdmlp_refill refill);
+/* Storage cost model for HDMLP_REFILL_AUTO and range merging: cost of one read operation
+ * in microseconds (0..10^7) and sequential bandwidth in bytes per second (> 0).
+ * Defaults: 100 us and 1 GB/s. */
+HDMLP_API int hdmlp_config_set_storage_cost(hdmlp_config *cfg, double op_us,
+                                            double bytes_per_s);
+
+/* ---------------------------------------------------------------------------------------
+ * Loader. One consumer thread calls hdmlp_loader_next(); batches may be released from any
+ * thread. hdmlp_loader_stats() may be called from any thread at any time.
+ * ------------------------------------------------------------------------------------- */
+typedef struct hdmlp_loader hdmlp_loader;
+typedef struct hdmlp_batch hdmlp_batch;
+
+typedef struct hdmlp_sample_view {
+    const void *data; /* raw (decompressed) bytes; valid until the batch is released */
+    uint64_t size;
+    uint64_t index; /* position in packed order (as hdmlp_dataset_sample_info) */
+    uint32_t label;
+    uint32_t reserved;
+} hdmlp_sample_view;
+
+/* Creates a loader over `ds` (which must stay open until the loader is freed) and starts
+ * its I/O threads. The config is copied. The caller owns *out. */
+HDMLP_API int hdmlp_loader_create(hdmlp_dataset *ds, const hdmlp_config *cfg,
+                                  hdmlp_loader **out);
+/* Stops the I/O threads and frees the loader. Batches not yet released stay valid until
+ * released (their memory is freed on release). Not concurrent with hdmlp_loader_next. */
+HDMLP_API void hdmlp_loader_free(hdmlp_loader *ld);
+/* Blocks until the next batch is ready and hands it out in *out (owned by the caller until
+ * hdmlp_batch_release). Returns HDMLP_END (with *out = NULL) after the last epoch, or an
+ * error that a worker met (with detail naming segment, chunk and sample). Only one thread
+ * may call it at a time. */
+HDMLP_API int hdmlp_loader_next(hdmlp_loader *ld, hdmlp_batch **out);
+/* Returns the batch's memory to the loader's budget. Accepts NULL. Any thread. */
+HDMLP_API void hdmlp_batch_release(hdmlp_batch *batch);
+HDMLP_API size_t hdmlp_batch_size(const hdmlp_batch *batch);
+/* Epoch (0-based) all samples of this batch belong to. */
+HDMLP_API uint64_t hdmlp_batch_epoch(const hdmlp_batch *batch);
+/* Pointer to the batch's views (hdmlp_batch_size() of them), owned by the batch. */
+HDMLP_API const hdmlp_sample_view *hdmlp_batch_samples(const hdmlp_batch *batch);
+
+/* Counters since creation. All byte counts are exact. */
+typedef struct hdmlp_stats {
+    uint64_t samples;         /* samples delivered */
+    uint64_t batches;         /* batches delivered */
+    uint64_t epochs;          /* epochs completed */
+    uint64_t requests;        /* scheduler requests (== samples unless draining) */
+    uint64_t hits;            /* requests served from a filled slot */
+    uint64_t misses;          /* requests that needed a refill */
+    uint64_t chunk_loads;     /* refills (each reads one chunk, whole or ranged) */
+    uint64_t read_ops;        /* read operations issued to storage */
+    uint64_t bytes_read;      /* bytes read from storage */
+    uint64_t bytes_delivered; /* raw bytes of delivered samples */
+    uint64_t stored_bytes_delivered; /* stored bytes of delivered samples */
+    uint64_t samples_filled;  /* samples placed into slots */
+    uint64_t whole_refills;   /* refills read as one whole-chunk operation */
+    uint64_t ranged_refills;  /* refills read as byte ranges */
+    uint64_t peak_memory_bytes; /* peak accounted bytes (slots + in flight + scratch) */
+    uint64_t memory_budget;   /* configured budget */
+    uint64_t stall_ns;        /* time hdmlp_loader_next spent waiting for data */
+    uint64_t fill_hist[11];   /* refills by fill rate: bucket i holds [i/10, (i+1)/10) */
+    uint64_t abstract_chunks; /* A */
+    uint64_t chunk_groups;    /* same as A; groups of consecutive chunks */
+} hdmlp_stats;
+
+HDMLP_API int hdmlp_loader_stats(hdmlp_loader *ld, hdmlp_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* HDMLP_H */

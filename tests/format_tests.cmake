@@ -1,0 +1,1 @@
+# tests for this module are registered here
