@@ -1,0 +1,249 @@
+/*
+ * Planning: runs the scheduler ahead of the consumer in sequence order (clairvoyant
+ * lookahead) and turns its decisions into delivery items and refill jobs, admitting each
+ * only while the memory budget holds. Called with the loader lock held.
+ */
+#include "loader_core.h"
+#include "loader_sampler.h"
+
+#include <string.h>
+
+void sample_free(ld_sample *s)
+{
+    if (s != NULL) {
+        hd_free(s->data);
+        hd_free(s->err);
+        hd_free(s);
+    }
+}
+
+static ld_sample *sample_new(const fmt_index *ix, uint64_t index)
+{
+    ld_sample *s = hd_calloc(1, sizeof(*s));
+    if (s == NULL) {
+        return NULL;
+    }
+    fmt_sample rec;
+    fmt_index_sample(ix, index, &rec);
+    s->index = index;
+    s->size = rec.raw_len;
+    s->stored = rec.stored_len;
+    s->label = rec.label;
+    s->state = SAMPLE_PENDING;
+    return s;
+}
+
+static int ring_push(struct hdmlp_loader *ld, ld_sample *s, uint64_t epoch)
+{
+    if (ld->ring_count == ld->ring_cap) {
+        const uint64_t cap = ld->ring_cap ? ld->ring_cap * 2 : 256;
+        ld_item *r = hd_malloc(cap * sizeof(*r));
+        if (r == NULL) {
+            return hd_err(HDMLP_E_NOMEM, "loader: out of memory for the delivery queue");
+        }
+        for (uint64_t i = 0; i < ld->ring_count; i++) {
+            r[i] = ld->ring[(ld->ring_head + i) % ld->ring_cap];
+        }
+        hd_free(ld->ring);
+        ld->ring = r;
+        ld->ring_cap = cap;
+        ld->ring_head = 0;
+    }
+    ld->ring[(ld->ring_head + ld->ring_count) % ld->ring_cap] = (ld_item){s, epoch};
+    ld->ring_count++;
+    return HDMLP_OK;
+}
+
+/* Builds the refill job of a miss: samples for the delivered slot and every filled slot,
+ * in slot order, and the read plan. Not yet charged or queued. */
+static int job_build(struct hdmlp_loader *ld, const sched_step *st, ld_job **out)
+{
+    const uint32_t k = ld->ix->h.chunk_size;
+    const uint32_t t_req = (uint32_t)(st->sample % k);
+    ld_job *job = hd_calloc(1, sizeof(*job));
+    if (job == NULL) {
+        return hd_err(HDMLP_E_NOMEM, "loader: out of memory for a refill");
+    }
+    job->chunk = st->chunk;
+    job->samples = hd_calloc(st->n_fill + 1, sizeof(ld_sample *));
+    job->slots = hd_malloc((st->n_fill + 1) * sizeof(uint32_t));
+    if (job->samples == NULL || job->slots == NULL) {
+        job_free(job);
+        return hd_err(HDMLP_E_NOMEM, "loader: out of memory for a refill");
+    }
+    uint32_t n = 0;
+    int placed = 0;
+    for (uint32_t j = 0; j < st->n_fill; j++) {
+        if (!placed && t_req < st->fill_slot[j]) {
+            job->slots[n++] = t_req;
+            placed = 1;
+        }
+        job->slots[n++] = st->fill_slot[j];
+    }
+    if (!placed) {
+        job->slots[n++] = t_req;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        job->samples[i] = sample_new(ld->ix, st->chunk * k + job->slots[i]);
+        if (job->samples[i] == NULL) {
+            job->n = i;
+            job_free(job);
+            return hd_err(HDMLP_E_NOMEM, "loader: out of memory for a refill");
+        }
+    }
+    job->n = n;
+    const int rc = refill_plan_build(ld->ix, st->chunk, job->slots, n, ld->cfg.refill,
+                                     &ld->cost, ld->cfg.direct, &job->plan);
+    if (rc != HDMLP_OK) {
+        job_free(job);
+        return rc;
+    }
+    *out = job;
+    return HDMLP_OK;
+}
+
+static uint64_t job_bytes(const ld_job *job)
+{
+    uint64_t b = job->plan.buf_len;
+    for (uint32_t i = 0; i < job->n; i++) {
+        b += job->samples[i]->size;
+    }
+    return b;
+}
+
+static void charge(struct hdmlp_loader *ld, uint64_t bytes)
+{
+    ld->charged += bytes;
+    if (ld->charged > ld->st.peak_memory_bytes) {
+        ld->st.peak_memory_bytes = ld->charged;
+    }
+}
+
+/* Decides the next request into ld->pending_step (and ld->pending for a miss).
+ * Returns 1 if a step is pending, 0 when every epoch is planned, or an error. */
+static int decide_next(struct hdmlp_loader *ld)
+{
+    if (ld->have_pending) {
+        return 1;
+    }
+    while (!ld->plan_started || ld->plan_pos == ld->epoch_len) {
+        if (ld->plan_started) {
+            ld->plan_epoch++;
+        }
+        if ((ld->cfg.epochs != 0 && ld->plan_epoch >= ld->cfg.epochs) || ld->epoch_len == 0) {
+            ld->plan_done = 1;
+            return 0;
+        }
+        const int rc = sched_begin_epoch(ld->sch, ld->plan_epoch);
+        if (rc != HDMLP_OK) {
+            return rc;
+        }
+        sampler_rank_epoch(ld->cfg.seed, ld->plan_epoch, ld->ix->h.n_samples, ld->cfg.rank,
+                           ld->cfg.world, ld->scratch, ld->perm);
+        ld->plan_pos = 0;
+        ld->plan_started = 1;
+    }
+    const uint64_t x = ld->perm[ld->plan_pos];
+    int rc = sched_request(ld->sch, x, &ld->pending_step);
+    if (rc != HDMLP_OK) {
+        return rc;
+    }
+    if (!ld->pending_step.hit) {
+        rc = job_build(ld, &ld->pending_step, &ld->pending);
+        if (rc != HDMLP_OK) {
+            return rc;
+        }
+    }
+    ld->have_pending = 1;
+    return 1;
+}
+
+/* Admits the pending step if the budget allows. Returns 1 if admitted, 0 if not. */
+static int admit_pending(struct hdmlp_loader *ld)
+{
+    const sched_step *st = &ld->pending_step;
+    const uint32_t k = ld->ix->h.chunk_size;
+    ld->st.requests++;
+    if (st->hit) {
+        ld_sample *s = ld->slot_buf[st->slot];
+        ld->slot_buf[st->slot] = NULL;
+        const int rc = ring_push(ld, s, ld->plan_epoch);
+        if (rc != HDMLP_OK) {
+            ld->st.requests--;
+            return rc;
+        }
+        ld->st.hits++;
+    } else {
+        ld_job *job = ld->pending;
+        const uint64_t need = job_bytes(job);
+        if (ld->charged + need > ld->cfg.memory) {
+            ld->st.requests--;
+            return 0;
+        }
+        const uint64_t group_base = st->slot - st->sample % k;
+        ld_sample *delivered = NULL;
+        for (uint32_t i = 0; i < job->n; i++) {
+            if (job->samples[i]->index == st->sample) {
+                delivered = job->samples[i];
+            }
+        }
+        const int rc = ring_push(ld, delivered, ld->plan_epoch);
+        if (rc != HDMLP_OK) {
+            ld->st.requests--;
+            return rc;
+        }
+        for (uint32_t i = 0; i < job->n; i++) {
+            if (job->samples[i] != delivered) {
+                ld->slot_buf[group_base + job->slots[i]] = job->samples[i];
+            }
+        }
+        charge(ld, need);
+        ld->st.misses++;
+        ld->st.chunk_loads++;
+        ld->st.samples_filled += job->n;
+        ld->st.read_ops += job->plan.n_ranges;
+        ld->st.bytes_read += job->plan.buf_len;
+        if (job->plan.whole) {
+            ld->st.whole_refills++;
+        } else {
+            ld->st.ranged_refills++;
+        }
+        uint64_t bucket = (uint64_t)job->n * 10 / k;
+        ld->st.fill_hist[bucket > 10 ? 10 : bucket]++;
+        job->next = NULL;
+        if (ld->q_tail != NULL) {
+            ld->q_tail->next = job;
+        } else {
+            ld->q_head = job;
+        }
+        ld->q_tail = job;
+        ld->inflight++;
+        ld->pending = NULL;
+        pthread_cond_signal(&ld->work_cv);
+    }
+    ld->have_pending = 0;
+    ld->plan_pos++;
+    return 1;
+}
+
+int plan_advance(struct hdmlp_loader *ld)
+{
+    for (;;) {
+        if (ld->cfg.lookahead != 0 && ld->ring_count >= ld->cfg.lookahead) {
+            return HDMLP_OK;
+        }
+        int rc = decide_next(ld);
+        if (rc <= 0) {
+            return rc;
+        }
+        rc = admit_pending(ld);
+        if (rc <= 0) {
+            return rc;
+        }
+    }
+}
+
+int plan_stuck(const struct hdmlp_loader *ld)
+{
+    return ld->ring_count == 0 && ld->have_pending && ld->inflight == 0;
+}

@@ -1,0 +1,42 @@
+/*
+ * Refill read plans (policy): which byte ranges of a chunk to read for a refill.
+ *   whole  — one read of the whole chunk (header included, so it is verified);
+ *   ranges — the fillable samples' stored ranges, neighbours merged when reading the gap
+ *            costs less than another operation (gap / bandwidth < op cost);
+ *   auto   — whichever the storage cost model (op_us + bytes / bandwidth) says is cheaper.
+ * With direct I/O every range is widened to 4096-byte boundaries.
+ */
+#ifndef HDMLP_LOADER_REFILL_H
+#define HDMLP_LOADER_REFILL_H
+
+#include "format.h"
+
+typedef struct refill_range {
+    uint64_t seg_off; /* offset in the segment file */
+    uint64_t len;
+    uint64_t buf_off; /* where it lands in the refill buffer */
+} refill_range;
+
+typedef struct refill_plan {
+    uint32_t segment;
+    int whole; /* 1 if the plan reads the whole chunk in one range */
+    uint32_t n_ranges;
+    refill_range *ranges; /* n_ranges; owned (hd_free) */
+    uint64_t buf_len;     /* refill buffer bytes */
+    uint64_t *sample_pos; /* per requested slot: offset of its stored bytes in the buffer */
+} refill_plan;
+
+typedef struct refill_cost {
+    double op_us;       /* cost of one read operation */
+    double bytes_per_s; /* sequential bandwidth */
+} refill_cost;
+
+/* Plans reading `n` samples of `chunk` at in-chunk slots `slots` (strictly increasing).
+ * HDMLP_E_NOMEM on allocation failure. */
+int refill_plan_build(const fmt_index *ix, uint64_t chunk, const uint32_t *slots, uint32_t n,
+                      hdmlp_refill mode, const refill_cost *cost, int direct, refill_plan *out);
+void refill_plan_free(refill_plan *p);
+/* Largest buffer any plan of this index can need (a whole chunk, aligned). */
+uint64_t refill_max_buffer(const fmt_index *ix);
+
+#endif
