@@ -5,7 +5,10 @@
 
 void *hd_malloc(size_t n) { return malloc(n ? n : 1); }
 
-void *hd_calloc(size_t count, size_t size) { return calloc(count ? count : 1, size ? size : 1); }
+void *hd_calloc(size_t count, size_t size)
+{
+    return calloc(count ? count : 1, size ? size : 1);
+}
 
 void *hd_realloc(void *p, size_t n) { return realloc(p, n ? n : 1); }
 

@@ -12,8 +12,8 @@ static _Thread_local char last_error[HD_ERR_DETAIL_MAX];
 const char *hdmlp_strerror(int code)
 {
     switch (code) {
-#define HDMLP_MSG_ENTRY(name, value, msg)                                                   \
-    case (value):                                                                           \
+#define HDMLP_MSG_ENTRY(name, value, msg)                                                      \
+    case (value):                                                                              \
         return msg;
         HDMLP_ERRNO_MAP(HDMLP_MSG_ENTRY)
 #undef HDMLP_MSG_ENTRY
@@ -25,8 +25,8 @@ const char *hdmlp_strerror(int code)
 const char *hdmlp_err_name(int code)
 {
     switch (code) {
-#define HDMLP_NAME_ENTRY(name, value, msg)                                                  \
-    case (value):                                                                           \
+#define HDMLP_NAME_ENTRY(name, value, msg)                                                     \
+    case (value):                                                                              \
         return "HDMLP_" #name;
         HDMLP_ERRNO_MAP(HDMLP_NAME_ENTRY)
 #undef HDMLP_NAME_ENTRY

@@ -85,7 +85,10 @@ static inline void fmt_st64(uint8_t *p, uint64_t v)
 }
 
 uint64_t fmt_checksum(const void *data, size_t len); /* XXH3-64, seed 0 */
-static inline uint64_t fmt_align_up(uint64_t v) { return (v + FMT_ALIGN - 1) & ~(uint64_t)(FMT_ALIGN - 1); }
+static inline uint64_t fmt_align_up(uint64_t v)
+{
+    return (v + FMT_ALIGN - 1) & ~(uint64_t)(FMT_ALIGN - 1);
+}
 
 /* ---- decoded records ------------------------------------------------------------------ */
 typedef struct fmt_sample {
@@ -186,8 +189,7 @@ uint64_t fmt_chunk_header_encode(uint8_t hdr[FMT_CHUNK_HEADER_LEN], uint64_t dat
                                  uint64_t chunk, uint32_t n_samples, uint64_t payload_len);
 /* Checks a chunk header read from storage against the index (magic, checksum, dataset id,
  * chunk number, sample count, payload length). HDMLP_E_CORRUPT naming the chunk. */
-int fmt_chunk_header_check(const fmt_index *ix, uint64_t chunk, const uint8_t *hdr,
-                           size_t len);
+int fmt_chunk_header_check(const fmt_index *ix, uint64_t chunk, const uint8_t *hdr, size_t len);
 
 /* ---- samples -------------------------------------------------------------------------- */
 

@@ -30,7 +30,7 @@ extern "C" {
 #define HDMLP_VERSION_MAJOR 0
 #define HDMLP_VERSION_MINOR 1
 #define HDMLP_VERSION_PATCH 0
-#define HDMLP_VERSION_NUMBER                                                                \
+#define HDMLP_VERSION_NUMBER                                                                   \
     (HDMLP_VERSION_MAJOR * 10000 + HDMLP_VERSION_MINOR * 100 + HDMLP_VERSION_PATCH)
 
 /* Run-time version of the loaded library (compare with HDMLP_VERSION_NUMBER). */
@@ -40,22 +40,22 @@ HDMLP_API const char *hdmlp_version_string(void);
 /* ---------------------------------------------------------------------------------------
  * Errors. Codes are pinned and never reused.
  * ------------------------------------------------------------------------------------- */
-#define HDMLP_ERRNO_MAP(X)                                                                  \
-    X(OK, 0, "success")                                                                     \
-    X(END, 1, "end of data")                                                                \
-    X(E_INVAL, -1, "invalid argument")                                                      \
-    X(E_NOMEM, -2, "out of memory")                                                         \
-    X(E_IO, -3, "input/output error")                                                       \
-    X(E_CORRUPT, -4, "corrupt data")                                                        \
-    X(E_VERSION, -5, "unsupported format version")                                          \
-    X(E_NOTFOUND, -6, "not found")                                                          \
-    X(E_EXISTS, -7, "already exists")                                                       \
-    X(E_NOSPC, -8, "no space left on device")                                               \
-    X(E_RANGE, -9, "value out of range")                                                    \
-    X(E_UNSUPPORTED, -10, "operation not supported")                                        \
-    X(E_PEER, -11, "peer failure")                                                          \
-    X(E_STATE, -12, "invalid state for this call")                                          \
-    X(E_INTERRUPTED, -13, "interrupted")                                                    \
+#define HDMLP_ERRNO_MAP(X)                                                                     \
+    X(OK, 0, "success")                                                                        \
+    X(END, 1, "end of data")                                                                   \
+    X(E_INVAL, -1, "invalid argument")                                                         \
+    X(E_NOMEM, -2, "out of memory")                                                            \
+    X(E_IO, -3, "input/output error")                                                          \
+    X(E_CORRUPT, -4, "corrupt data")                                                           \
+    X(E_VERSION, -5, "unsupported format version")                                             \
+    X(E_NOTFOUND, -6, "not found")                                                             \
+    X(E_EXISTS, -7, "already exists")                                                          \
+    X(E_NOSPC, -8, "no space left on device")                                                  \
+    X(E_RANGE, -9, "value out of range")                                                       \
+    X(E_UNSUPPORTED, -10, "operation not supported")                                           \
+    X(E_PEER, -11, "peer failure")                                                             \
+    X(E_STATE, -12, "invalid state for this call")                                             \
+    X(E_INTERRUPTED, -13, "interrupted")                                                       \
     X(E_MFILE, -14, "too many open files")
 
 enum {
@@ -229,26 +229,26 @@ HDMLP_API const hdmlp_sample_view *hdmlp_batch_samples(const hdmlp_batch *batch)
 
 /* Counters since creation. All byte counts are exact. */
 typedef struct hdmlp_stats {
-    uint64_t samples;         /* samples delivered */
-    uint64_t batches;         /* batches delivered */
-    uint64_t epochs;          /* epochs completed */
-    uint64_t requests;        /* scheduler requests (== samples unless draining) */
-    uint64_t hits;            /* requests served from a filled slot */
-    uint64_t misses;          /* requests that needed a refill */
-    uint64_t chunk_loads;     /* refills (each reads one chunk, whole or ranged) */
-    uint64_t read_ops;        /* read operations issued to storage */
-    uint64_t bytes_read;      /* bytes read from storage */
-    uint64_t bytes_delivered; /* raw bytes of delivered samples */
+    uint64_t samples;                /* samples delivered */
+    uint64_t batches;                /* batches delivered */
+    uint64_t epochs;                 /* epochs completed */
+    uint64_t requests;               /* scheduler requests (== samples unless draining) */
+    uint64_t hits;                   /* requests served from a filled slot */
+    uint64_t misses;                 /* requests that needed a refill */
+    uint64_t chunk_loads;            /* refills (each reads one chunk, whole or ranged) */
+    uint64_t read_ops;               /* read operations issued to storage */
+    uint64_t bytes_read;             /* bytes read from storage */
+    uint64_t bytes_delivered;        /* raw bytes of delivered samples */
     uint64_t stored_bytes_delivered; /* stored bytes of delivered samples */
-    uint64_t samples_filled;  /* samples placed into slots */
-    uint64_t whole_refills;   /* refills read as one whole-chunk operation */
-    uint64_t ranged_refills;  /* refills read as byte ranges */
-    uint64_t peak_memory_bytes; /* peak accounted bytes (slots + in flight + scratch) */
-    uint64_t memory_budget;   /* configured budget */
-    uint64_t stall_ns;        /* time hdmlp_loader_next spent waiting for data */
-    uint64_t fill_hist[11];   /* refills by fill rate: bucket i holds [i/10, (i+1)/10) */
-    uint64_t abstract_chunks; /* A */
-    uint64_t chunk_groups;    /* same as A; groups of consecutive chunks */
+    uint64_t samples_filled;         /* samples placed into slots */
+    uint64_t whole_refills;          /* refills read as one whole-chunk operation */
+    uint64_t ranged_refills;         /* refills read as byte ranges */
+    uint64_t peak_memory_bytes;      /* peak accounted bytes (slots + in flight + scratch) */
+    uint64_t memory_budget;          /* configured budget */
+    uint64_t stall_ns;               /* time hdmlp_loader_next spent waiting for data */
+    uint64_t fill_hist[11];          /* refills by fill rate: bucket i holds [i/10, (i+1)/10) */
+    uint64_t abstract_chunks;        /* A */
+    uint64_t chunk_groups;           /* same as A; groups of consecutive chunks */
 } hdmlp_stats;
 
 HDMLP_API int hdmlp_loader_stats(hdmlp_loader *ld, hdmlp_stats *out);

@@ -7,8 +7,8 @@
 #include <pthread.h>
 
 struct hdmlp_dataset {
-    char *path;         /* dataset directory */
-    void *index_map;    /* mmap of DIR/index (or heap copy); owned */
+    char *path;      /* dataset directory */
+    void *index_map; /* mmap of DIR/index (or heap copy); owned */
     size_t index_size;
     fmt_index ix;       /* validated view of index_map */
     int *seg_fd;        /* n_segments buffered fds, -1 until first use */
