@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The whole test suite: dependencies, a warnings-as-errors build, the Criterion and CLI
+# tests, style and dependency checks, the suite again under ASan+UBSan, the threaded tests
+# under TSan, and short fuzz runs. Usage: bash tests/run.sh   (FAST=1 skips sanitizers/fuzz)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+jobs=$(nproc)
+
+step() { printf '\n==== %s\n' "$*"; }
+
+step "dependencies"
+bash .ci/deps.sh
+
+build() { # build DIR [cmake args...]
+    local dir=$1
+    shift
+    cmake -S "$root" -B "$dir" -DHDMLP_WERROR=ON -DPython3_EXECUTABLE=/usr/bin/python3 "$@" >/dev/null
+    cmake --build "$dir" -j"$jobs" 2>&1 | grep -E 'warning|error|Error' || true
+    cmake --build "$dir" -j"$jobs" >/dev/null
+}
+
+step "build (RelWithDebInfo, -Werror)"
+build build-ci
+
+step "style and dependency checks"
+bash .ci/check_style.sh
+
+step "tests"
+(cd build-ci && ctest -j"$jobs" --output-on-failure)
+
+if [ "${FAST:-0}" != 1 ]; then
+    step "tests under ASan+UBSan"
+    build build-ci-asan -DCMAKE_BUILD_TYPE=Debug -DHDMLP_SANITIZE=address,undefined
+    (cd build-ci-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+        ctest -j"$jobs" --output-on-failure -E '^bench_')
+
+    step "threaded tests under TSan"
+    build build-ci-tsan -DCMAKE_BUILD_TYPE=Debug -DHDMLP_SANITIZE=thread
+    (cd build-ci-tsan && TSAN_OPTIONS=halt_on_error=1 ctest -j"$jobs" --output-on-failure -R 'test_loader|test_io')
+
+    if [ -f tests/fuzz/run.sh ]; then
+        step "fuzzing (short)"
+        FUZZ_SECONDS=${FUZZ_SECONDS:-20} bash tests/fuzz/run.sh
+    fi
+fi
+
+step "summary"
+(cd build-ci && ctest -j"$jobs" 2>&1 | tail -n 3)
