@@ -27,7 +27,7 @@ step "style and dependency checks"
 bash .ci/check_style.sh
 
 step "tests"
-(cd build-ci && ctest -j"$jobs" --output-on-failure)
+(cd build-ci && ctest -j"$jobs" --output-on-failure) 2>&1 | tee build-ci/ctest.log
 
 if [ "${FAST:-0}" != 1 ]; then
     step "tests under ASan+UBSan"
@@ -46,4 +46,4 @@ if [ "${FAST:-0}" != 1 ]; then
 fi
 
 step "summary"
-(cd build-ci && ctest -j"$jobs" 2>&1 | tail -n 3)
+grep -E "tests passed|tests failed" build-ci/ctest.log | tail -n 1
