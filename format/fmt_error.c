@@ -56,14 +56,19 @@ int hd_err(int code, const char *fmt, ...)
 
 int hd_err_wrap(int code, const char *fmt, ...)
 {
-    char prefix[HD_ERR_DETAIL_MAX];
     char old[HD_ERR_DETAIL_MAX];
+    memcpy(old, last_error, sizeof(old));
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(prefix, sizeof(prefix), fmt, ap);
+    const int n = vsnprintf(last_error, sizeof(last_error), fmt, ap);
     va_end(ap);
-    memcpy(old, last_error, sizeof(old));
-    snprintf(last_error, sizeof(last_error), "%s%s", prefix, old);
+    if (n >= 0 && (size_t)n < sizeof(last_error) - 1) {
+        size_t len = strnlen(old, sizeof(old) - 1);
+        const size_t room = sizeof(last_error) - 1 - (size_t)n;
+        len = len < room ? len : room;
+        memcpy(last_error + n, old, len);
+        last_error[(size_t)n + len] = '\0';
+    }
     return code;
 }
 
