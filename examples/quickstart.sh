@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The main job end to end: install dependencies, build, turn Fashion-MNIST (Debian's
+# dataset-fashion-mnist) into a folder of 60,000 PNG files, pack it, verify it, and
+# iterate it from C in random order within a memory budget of 25 % of the dataset,
+# printing throughput.   Usage: bash examples/quickstart.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash .ci/deps.sh
+echo "== build"
+cmake -S . -B build -DPython3_EXECUTABLE=/usr/bin/python3 >/dev/null
+cmake --build build -j"$(nproc)" >/dev/null
+
+work=build/quickstart
+rm -rf "$work"
+mkdir -p "$work"
+echo "== dataset: Fashion-MNIST as an ImageFolder tree of PNG files"
+/usr/bin/python3 tests/data/make_fashion_mnist.py "$work/fashion-mnist"
+
+echo "== pack"
+build/packer/hdmlp-pack --seed 1 -o "$work/train.hdmlp" "$work/fashion-mnist/train"
+echo "== info"
+build/packer/hdmlp-pack --info "$work/train.hdmlp"
+echo "== verify"
+build/packer/hdmlp-pack --verify "$work/train.hdmlp"
+
+echo "== iterate from C (examples/iterate.c: one epoch, 256 MiB budget)"
+build/examples/hdmlp_example_iterate "$work/train.hdmlp"
+echo "== iterate with hdmlp-bench (3 epochs, memory budget 25 % of the dataset)"
+build/loader/hdmlp-bench "$work/train.hdmlp" --memory 25% --epochs 3 --batch 64
