@@ -56,7 +56,8 @@ HDMLP_API const char *hdmlp_version_string(void);
     X(E_PEER, -11, "peer failure")                                                             \
     X(E_STATE, -12, "invalid state for this call")                                             \
     X(E_INTERRUPTED, -13, "interrupted")                                                       \
-    X(E_MFILE, -14, "too many open files")
+    X(E_MFILE, -14, "too many open files")                                                     \
+    X(E_TIMEOUT, -15, "timed out")
 
 enum {
 #define HDMLP_ENUM_ENTRY(name, value, msg) HDMLP_##name = (value),
@@ -219,6 +220,15 @@ HDMLP_API void hdmlp_loader_free(hdmlp_loader *ld);
  * error that a worker met (with detail naming segment, chunk and sample). Only one thread
  * may call it at a time. */
 HDMLP_API int hdmlp_loader_next(hdmlp_loader *ld, hdmlp_batch **out);
+/* As hdmlp_loader_next, but gives up after timeout_ms milliseconds of waiting (0 = wait
+ * forever) with HDMLP_E_TIMEOUT; nothing is lost: the next call resumes the same batch.
+ * Lets callers such as the Python binding check for signals while they wait. */
+HDMLP_API int hdmlp_loader_next_timeout(hdmlp_loader *ld, hdmlp_batch **out,
+                                        uint32_t timeout_ms);
+/* Makes a hdmlp_loader_next() that is waiting (now or next) return HDMLP_E_INTERRUPTED
+ * instead of blocking; nothing is lost: the following call resumes the same batch.
+ * Thread-safe and async-signal-unsafe (call it from a thread, not a signal handler). */
+HDMLP_API void hdmlp_loader_interrupt(hdmlp_loader *ld);
 /* Returns the batch's memory to the loader's budget. Accepts NULL. Any thread. */
 HDMLP_API void hdmlp_batch_release(hdmlp_batch *batch);
 HDMLP_API size_t hdmlp_batch_size(const hdmlp_batch *batch);

@@ -11,6 +11,7 @@
 #include "loader_core.h"
 #include "loader_sampler.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -233,7 +234,7 @@ static int fail(hdmlp_loader *ld, int code, const char *detail)
 }
 
 /* Waits (lock held) until the next planned item is ready and pops it into *out. */
-static int take_item(hdmlp_loader *ld, ld_item *out)
+static int take_item(hdmlp_loader *ld, ld_item *out, const struct timespec *deadline)
 {
     for (;;) {
         if (ld->ring_count == 0) {
@@ -268,9 +269,21 @@ static int take_item(hdmlp_loader *ld, ld_item *out)
                      (unsigned long long)ld->outstanding_batches);
             return hd_err(HDMLP_E_NOMEM, "%s", detail);
         }
+        if (ld->interrupt) {
+            ld->interrupt = 0;
+            return hd_err(HDMLP_E_INTERRUPTED, "loader: interrupted while waiting for data");
+        }
         const uint64_t t0 = now_ns();
-        pthread_cond_wait(&ld->ready_cv, &ld->lock);
+        int wrc = 0;
+        if (deadline != NULL) {
+            wrc = pthread_cond_timedwait(&ld->ready_cv, &ld->lock, deadline);
+        } else {
+            pthread_cond_wait(&ld->ready_cv, &ld->lock);
+        }
         ld->st.stall_ns += now_ns() - t0;
+        if (wrc == ETIMEDOUT) {
+            return hd_err(HDMLP_E_TIMEOUT, "loader: no data within the timeout");
+        }
         const int rc = plan_advance(ld);
         if (rc != HDMLP_OK) {
             return fail(ld, rc, hdmlp_last_error());
@@ -300,6 +313,11 @@ static void batch_discard(hdmlp_loader *ld, hdmlp_batch *batch)
 
 int hdmlp_loader_next(hdmlp_loader *ld, hdmlp_batch **out)
 {
+    return hdmlp_loader_next_timeout(ld, out, 0);
+}
+
+int hdmlp_loader_next_timeout(hdmlp_loader *ld, hdmlp_batch **out, uint32_t timeout_ms)
+{
     if (out == NULL || ld == NULL) {
         return hd_err(HDMLP_E_INVAL, "loader_next: loader and out are required");
     }
@@ -309,6 +327,13 @@ int hdmlp_loader_next(hdmlp_loader *ld, hdmlp_batch **out)
         const int code = hd_err(ld->failed, "%s", ld->fail_detail);
         pthread_mutex_unlock(&ld->lock);
         return code;
+    }
+    struct timespec deadline;
+    if (timeout_ms != 0) {
+        clock_gettime(CLOCK_REALTIME, &deadline);
+        const uint64_t ns = (uint64_t)deadline.tv_nsec + (uint64_t)timeout_ms * 1000000ull;
+        deadline.tv_sec += (time_t)(ns / 1000000000ull);
+        deadline.tv_nsec = (long)(ns % 1000000000ull);
     }
     const uint64_t b = ld->cfg.batch;
     hdmlp_batch *batch = NULL;
@@ -336,13 +361,14 @@ int hdmlp_loader_next(hdmlp_loader *ld, hdmlp_batch **out)
         batch = ld->partial;
         while (batch->n < batch->cap) {
             ld_item it;
-            rc = take_item(ld, &it);
+            rc = take_item(ld, &it, timeout_ms != 0 ? &deadline : NULL);
             if (rc != HDMLP_OK) {
                 break;
             }
             batch->samples[batch->n++] = it.s;
         }
-        if (rc == HDMLP_E_NOMEM && !ld->failed) {
+        if ((rc == HDMLP_E_NOMEM || rc == HDMLP_E_INTERRUPTED || rc == HDMLP_E_TIMEOUT) &&
+            !ld->failed) {
             batch = NULL; /* budget held by the caller's batches: resume on the next call */
             break;
         }
@@ -390,6 +416,17 @@ int hdmlp_loader_next(hdmlp_loader *ld, hdmlp_batch **out)
     }
     pthread_mutex_unlock(&ld->lock);
     return rc;
+}
+
+void hdmlp_loader_interrupt(hdmlp_loader *ld)
+{
+    if (ld == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&ld->lock);
+    ld->interrupt = 1;
+    pthread_cond_broadcast(&ld->ready_cv);
+    pthread_mutex_unlock(&ld->lock);
 }
 
 void hdmlp_batch_release(hdmlp_batch *batch)

@@ -94,6 +94,7 @@ struct hdmlp_loader {
     uint64_t deliver_epoch, deliver_pos;
     uint64_t outstanding_batches;
     struct hdmlp_batch *partial; /* batch being assembled when the budget ran out */
+    int interrupt;
     int failed;
     char fail_detail[1024];
 
