@@ -1,0 +1,2 @@
+# Scheduler, sampler and refill-plan tests (pure policy, no I/O).
+hdmlp_add_test(NAME test_sched SOURCES test_sched.c TIMEOUT 180)

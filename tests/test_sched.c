@@ -1,0 +1,368 @@
+/* Scheduler (Brand protocol on metadata) and refill read plans: pure policy tests. */
+#include "fmt_rng.h"
+#include "format.h"
+#include "loader_refill.h"
+#include "loader_sampler.h"
+#include "loader_sched.h"
+
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct memds {
+    uint8_t *buf;
+    size_t len;
+    fmt_index ix;
+} memds;
+
+/* An in-memory index of n samples, chunk size k, sizes from size_of(i). */
+static void memds_make(memds *m, uint64_t n, uint32_t k, uint64_t (*size_of)(uint64_t))
+{
+    const uint64_t c = (n + k - 1) / k;
+    fmt_sample *s = calloc(n, sizeof(*s));
+    fmt_chunk *ch = calloc(c, sizeof(*ch));
+    uint8_t strings[] = "class-0";
+    fmt_label label = {0, 7};
+    uint64_t seg = 0, raw = 0;
+    for (uint64_t ci = 0; ci < c; ci++) {
+        uint64_t off = FMT_CHUNK_HEADER_LEN;
+        const uint64_t first = ci * k;
+        const uint64_t last = first + k < n ? first + k : n;
+        for (uint64_t i = first; i < last; i++) {
+            s[i].offset = off;
+            s[i].stored_len = s[i].raw_len = size_of(i);
+            s[i].key_off = 0;
+            s[i].key_len = 0;
+            off += s[i].stored_len;
+            raw += s[i].raw_len;
+        }
+        ch[ci].offset = seg;
+        ch[ci].length = off;
+        ch[ci].segment = 0;
+        ch[ci].n_samples = (uint32_t)(last - first);
+        seg += fmt_align_up(off);
+    }
+    fmt_segment sg = {seg, c};
+    fmt_index_build b;
+    memset(&b, 0, sizeof(b));
+    b.h.dataset_id = 7;
+    b.h.chunk_size = k;
+    b.h.raw_bytes = b.h.stored_bytes = raw;
+    b.samples = s;
+    b.n_samples = n;
+    b.chunks = ch;
+    b.n_chunks = c;
+    b.segments = &sg;
+    b.n_segments = 1;
+    b.labels = &label;
+    b.n_labels = 1;
+    b.strings = strings;
+    b.strings_len = 7;
+    cr_assert_eq(fmt_index_encode(&b, &m->buf, &m->len), HDMLP_OK, "%s", hdmlp_last_error());
+    cr_assert_eq(fmt_index_decode(m->buf, m->len, &m->ix), HDMLP_OK, "%s", hdmlp_last_error());
+    free(s);
+    free(ch);
+}
+
+static void memds_free(memds *m) { hd_free(m->buf); }
+
+static uint64_t size_1k(uint64_t i)
+{
+    (void)i;
+    return 1024;
+}
+
+static uint64_t size_varied(uint64_t i) { return 100 + (i * 7919) % 3000; }
+
+typedef struct run_result {
+    uint64_t loads, misses, hits;
+    uint64_t *order; /* delivered samples of all epochs */
+} run_result;
+
+/* Runs `epochs` epochs through the scheduler and checks exactly-once and empty slots. */
+static run_result run_sched(const fmt_index *ix, uint64_t a, hdmlp_policy pol, uint64_t seed,
+                            uint64_t cap, uint64_t epochs)
+{
+    const uint64_t n = ix->h.n_samples;
+    sched *s = NULL;
+    const sched_params p = {a, pol, seed, cap};
+    cr_assert_eq(sched_create(ix, &p, &s), HDMLP_OK, "%s", hdmlp_last_error());
+    run_result r = {0, 0, 0, malloc(n * epochs * sizeof(uint64_t))};
+    uint64_t *perm = malloc(n * sizeof(uint64_t));
+    uint8_t *seen = malloc(n);
+    for (uint64_t e = 0; e < epochs; e++) {
+        cr_assert_eq(sched_begin_epoch(s, e), HDMLP_OK, "%s", hdmlp_last_error());
+        sampler_epoch(seed, e, n, perm);
+        memset(seen, 0, n);
+        for (uint64_t i = 0; i < n; i++) {
+            sched_step st;
+            cr_assert_eq(sched_request(s, perm[i], &st), HDMLP_OK, "%s", hdmlp_last_error());
+            cr_assert_lt(st.sample, n);
+            cr_assert_eq(seen[st.sample], 0, "sample %llu delivered twice in epoch %llu",
+                         (unsigned long long)st.sample, (unsigned long long)e);
+            /* The delivered sample lives at the requested location. */
+            cr_assert_eq(st.sample % ix->h.chunk_size, perm[i] % ix->h.chunk_size);
+            cr_assert_eq(sched_group_of_chunk(s, st.sample / ix->h.chunk_size),
+                         sched_group_of_chunk(s, perm[i] / ix->h.chunk_size));
+            seen[st.sample] = 1;
+            r.order[e * n + i] = st.sample;
+            if (st.hit) {
+                r.hits++;
+            } else {
+                r.misses++;
+                r.loads++;
+                cr_assert_leq(st.n_fill + 1, st.fillable);
+            }
+            if (cap != 0) {
+                cr_assert_leq(sched_slot_bytes(s), cap);
+            }
+        }
+        cr_assert_eq(sched_slots_occupied(s), 0, "slots still valid at the end of epoch %llu",
+                     (unsigned long long)e);
+    }
+    free(perm);
+    free(seen);
+    sched_free(s);
+    return r;
+}
+
+Test(sched, exactly_once_over_random_parameters, .timeout = 60)
+{
+    const uint64_t seed = 20261122;
+    fmt_rng rng;
+    fmt_rng_seed(&rng, seed, 0);
+    printf("sched property seed %llu\n", (unsigned long long)seed);
+    const uint32_t ks[] = {1, 3, 64, 100};
+    for (int trial = 0; trial < 24; trial++) {
+        const uint32_t k = ks[trial % 4];
+        const uint64_t n = 1 + fmt_rng_below(&rng, trial < 20 ? 3000 : 100000);
+        const uint64_t c = (n + k - 1) / k;
+        const uint64_t a = 1 + fmt_rng_below(&rng, c);
+        memds m;
+        memds_make(&m, n, k, size_1k);
+        run_result r = run_sched(
+            &m.ix, a, trial % 2 ? HDMLP_POLICY_RANDOM : HDMLP_POLICY_FILL_RATE, trial, 0, 2);
+        cr_assert_eq(r.hits + r.misses, 2 * n);
+        cr_assert_geq(r.loads, 2 * c, "every chunk is read at least once per epoch");
+        free(r.order);
+        memds_free(&m);
+    }
+}
+
+Test(sched, deterministic_for_same_seed_and_different_for_another, .timeout = 30)
+{
+    memds m;
+    memds_make(&m, 5000, 16, size_1k);
+    run_result a = run_sched(&m.ix, 40, HDMLP_POLICY_FILL_RATE, 1, 0, 2);
+    run_result b = run_sched(&m.ix, 40, HDMLP_POLICY_FILL_RATE, 1, 0, 2);
+    run_result c = run_sched(&m.ix, 40, HDMLP_POLICY_FILL_RATE, 2, 0, 2);
+    cr_assert_eq(memcmp(a.order, b.order, 2 * 5000 * sizeof(uint64_t)), 0);
+    cr_assert_neq(memcmp(a.order, c.order, 2 * 5000 * sizeof(uint64_t)), 0);
+    free(a.order);
+    free(b.order);
+    free(c.order);
+    memds_free(&m);
+}
+
+Test(sched, fill_rate_loads_no_more_than_random, .timeout = 60)
+{
+    /* The paper's Table 5: choosing by fill rate needs fewer chunk loads than choosing at
+     * random. Summed over seeds so the comparison is not a coin flip. */
+    memds m;
+    memds_make(&m, 20000, 64, size_1k);
+    uint64_t fr = 0, rnd = 0;
+    for (uint64_t seed = 1; seed <= 3; seed++) {
+        run_result a = run_sched(&m.ix, 78, HDMLP_POLICY_FILL_RATE, seed, 0, 1);
+        run_result b = run_sched(&m.ix, 78, HDMLP_POLICY_RANDOM, seed, 0, 1);
+        fr += a.loads;
+        rnd += b.loads;
+        free(a.order);
+        free(b.order);
+    }
+    printf("loads: fill-rate %llu, random %llu\n", (unsigned long long)fr,
+           (unsigned long long)rnd);
+    cr_assert_lt(fr, rnd);
+    memds_free(&m);
+}
+
+Test(sched, everything_in_memory_reads_each_chunk_once, .timeout = 30)
+{
+    memds m;
+    memds_make(&m, 1000, 10, size_1k);
+    run_result r = run_sched(&m.ix, 100, HDMLP_POLICY_FILL_RATE, 5, 0, 3);
+    cr_assert_eq(r.loads, 3 * 100);
+    free(r.order);
+    memds_free(&m);
+}
+
+Test(sched, byte_cap_bounds_slot_bytes, .timeout = 30)
+{
+    memds m;
+    memds_make(&m, 4000, 32, size_varied);
+    const uint64_t cap = 20 * 3100;
+    run_result r = run_sched(&m.ix, 10, HDMLP_POLICY_FILL_RATE, 9, cap, 2);
+    free(r.order);
+    memds_free(&m);
+}
+
+Test(sched, rejects_bad_abstract_chunk_count)
+{
+    memds m;
+    memds_make(&m, 100, 10, size_1k);
+    sched *s = NULL;
+    sched_params p = {0, HDMLP_POLICY_FILL_RATE, 0, 0};
+    cr_assert_eq(sched_create(&m.ix, &p, &s), HDMLP_E_INVAL);
+    cr_assert_null(s);
+    p.abstract_chunks = 11;
+    cr_assert_eq(sched_create(&m.ix, &p, &s), HDMLP_E_INVAL);
+    p.abstract_chunks = 10;
+    cr_assert_eq(sched_create(&m.ix, &p, &s), HDMLP_OK);
+    sched_free(s);
+    memds_free(&m);
+}
+
+Test(sched, groups_are_consecutive_and_balanced)
+{
+    memds m;
+    memds_make(&m, 1000, 10, size_1k); /* 100 chunks */
+    sched *s = NULL;
+    const sched_params p = {7, HDMLP_POLICY_FILL_RATE, 0, 0};
+    cr_assert_eq(sched_create(&m.ix, &p, &s), HDMLP_OK);
+    uint64_t count[7] = {0};
+    uint64_t prev = 0;
+    for (uint64_t c = 0; c < 100; c++) {
+        const uint64_t g = sched_group_of_chunk(s, c);
+        cr_assert(g == prev || g == prev + 1);
+        prev = g;
+        count[g]++;
+    }
+    for (int g = 0; g < 7; g++) {
+        cr_assert(count[g] == 14 || count[g] == 15, "group %d has %llu chunks", g,
+                  (unsigned long long)count[g]);
+    }
+    cr_assert_eq(count[0], 15); /* 100 = 7*14 + 2: the first two groups are larger */
+    cr_assert_eq(count[2], 14);
+    sched_free(s);
+    memds_free(&m);
+}
+
+Test(sampler, ranks_partition_the_epoch)
+{
+    const uint64_t n = 1003;
+    uint64_t *perm = malloc(n * sizeof(uint64_t));
+    uint64_t *out = malloc(n * sizeof(uint64_t));
+    uint8_t *seen = calloc(n, 1);
+    uint64_t total = 0;
+    for (uint32_t r = 0; r < 4; r++) {
+        const uint64_t cnt = sampler_rank_count(n, r, 4);
+        cr_assert(cnt == 250 || cnt == 251);
+        sampler_rank_epoch(11, 3, n, r, 4, perm, out);
+        for (uint64_t i = 0; i < cnt; i++) {
+            cr_assert_eq(seen[out[i]], 0);
+            seen[out[i]] = 1;
+        }
+        total += cnt;
+    }
+    cr_assert_eq(total, n);
+    free(perm);
+    free(out);
+    free(seen);
+}
+
+Test(sampler, epochs_differ_and_repeat)
+{
+    uint64_t a[100], b[100], c[100];
+    sampler_epoch(5, 0, 100, a);
+    sampler_epoch(5, 0, 100, b);
+    sampler_epoch(5, 1, 100, c);
+    cr_assert_eq(memcmp(a, b, sizeof(a)), 0);
+    cr_assert_neq(memcmp(a, c, sizeof(a)), 0);
+}
+
+static const refill_cost fast_ops = {1.0, 1e9};     /* operations nearly free */
+static const refill_cost slow_ops = {10000.0, 1e9}; /* 10 ms per operation */
+
+Test(refill, whole_reads_the_chunk_in_one_operation)
+{
+    memds m;
+    memds_make(&m, 640, 64, size_1k);
+    const uint32_t slots[] = {3, 40};
+    refill_plan p;
+    cr_assert_eq(refill_plan_build(&m.ix, 2, slots, 2, HDMLP_REFILL_WHOLE, &fast_ops, 0, &p),
+                 HDMLP_OK);
+    cr_assert_eq(p.whole, 1);
+    cr_assert_eq(p.n_ranges, 1);
+    cr_assert_eq(p.buf_len, 64 + 64 * 1024);
+    cr_assert_eq(p.sample_pos[0], 64 + 3 * 1024);
+    cr_assert_eq(p.sample_pos[1], 64 + 40 * 1024);
+    refill_plan_free(&p);
+    memds_free(&m);
+}
+
+Test(refill, ranges_merge_neighbours_and_split_far_samples)
+{
+    memds m;
+    memds_make(&m, 640, 64, size_1k);
+    const uint32_t slots[] = {3, 4, 40};
+    refill_plan p;
+    cr_assert_eq(refill_plan_build(&m.ix, 1, slots, 3, HDMLP_REFILL_RANGES, &fast_ops, 0, &p),
+                 HDMLP_OK);
+    cr_assert_eq(p.whole, 0);
+    cr_assert_eq(p.n_ranges, 2, "adjacent samples 3,4 merge; 40 stands alone");
+    cr_assert_eq(p.buf_len, 3 * 1024);
+    cr_assert_eq(p.sample_pos[0], 0);
+    cr_assert_eq(p.sample_pos[1], 1024);
+    cr_assert_eq(p.sample_pos[2], 2048);
+    refill_plan_free(&p);
+    /* With expensive operations the gap is cheaper than a second read: one range. */
+    cr_assert_eq(refill_plan_build(&m.ix, 1, slots, 3, HDMLP_REFILL_RANGES, &slow_ops, 0, &p),
+                 HDMLP_OK);
+    cr_assert_eq(p.n_ranges, 1);
+    cr_assert_eq(p.sample_pos[2], 37 * 1024);
+    refill_plan_free(&p);
+    memds_free(&m);
+}
+
+Test(refill, auto_picks_the_cheaper_plan)
+{
+    memds m;
+    memds_make(&m, 640, 64, size_1k);
+    const uint32_t few[] = {0, 63};
+    refill_plan p;
+    /* Cheap operations: two small reads beat one 64 KiB read. */
+    cr_assert_eq(refill_plan_build(&m.ix, 0, few, 2, HDMLP_REFILL_AUTO, &fast_ops, 0, &p),
+                 HDMLP_OK);
+    cr_assert_eq(p.whole, 0);
+    refill_plan_free(&p);
+    /* Expensive operations: one read wins. */
+    cr_assert_eq(refill_plan_build(&m.ix, 0, few, 2, HDMLP_REFILL_AUTO, &slow_ops, 0, &p),
+                 HDMLP_OK);
+    cr_assert_eq(p.whole, 1);
+    refill_plan_free(&p);
+    memds_free(&m);
+}
+
+Test(refill, direct_io_aligns_every_range)
+{
+    memds m;
+    memds_make(&m, 640, 64, size_1k);
+    const uint32_t slots[] = {5, 50};
+    refill_plan p;
+    cr_assert_eq(refill_plan_build(&m.ix, 3, slots, 2, HDMLP_REFILL_RANGES, &fast_ops, 1, &p),
+                 HDMLP_OK);
+    for (uint32_t i = 0; i < p.n_ranges; i++) {
+        cr_assert_eq(p.ranges[i].seg_off % FMT_ALIGN, 0);
+        cr_assert_eq(p.ranges[i].len % FMT_ALIGN, 0);
+        cr_assert_eq(p.ranges[i].buf_off % FMT_ALIGN, 0);
+    }
+    fmt_chunk ch;
+    fmt_index_chunk(&m.ix, 3, &ch);
+    /* sample 50's bytes land where the plan says */
+    fmt_sample s;
+    fmt_index_sample(&m.ix, 3 * 64 + 50, &s);
+    const refill_range *r = &p.ranges[p.n_ranges - 1];
+    cr_assert_eq(p.sample_pos[1], r->buf_off + (ch.offset + s.offset - r->seg_off));
+    refill_plan_free(&p);
+    memds_free(&m);
+}
