@@ -168,8 +168,15 @@ static int ring_complete(ring_slot *s, int res)
  * into the caller's buffers), fails every unfinished request, and marks the ring broken. */
 static int ring_fail(io_ring *r, io_read *reads, unsigned n, unsigned in_kernel, int rc)
 {
-    struct io_uring_cqe *cqe = NULL;
-    while (in_kernel > 0 && io_uring_wait_cqe(&r->ring, &cqe) == 0) {
+    while (in_kernel > 0) {
+        struct io_uring_cqe *cqe = NULL;
+        const int wrc = io_uring_wait_cqe(&r->ring, &cqe);
+        if (wrc == -EINTR) {
+            continue;
+        }
+        if (wrc < 0) {
+            break;
+        }
         io_uring_cqe_seen(&r->ring, cqe);
         in_kernel--;
     }
