@@ -1,0 +1,251 @@
+/* Sample compression: zstd contexts, per-sample decode with checks, dictionary training. */
+#include "format.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <zdict.h>
+#include <zstd.h>
+#include <zstd_errors.h>
+
+typedef unsigned long long ull;
+
+struct fmt_decoder {
+    ZSTD_DCtx *dctx;
+    ZSTD_DDict *ddict;   /* NULL when the index has no dictionary */
+    uint32_t chunk_size; /* to name the chunk in messages; 0 if unknown */
+};
+
+struct fmt_encoder {
+    ZSTD_CCtx *cctx;
+    ZSTD_CDict *cdict; /* NULL without a dictionary */
+    int level;
+};
+
+int fmt_decoder_create(const fmt_index *ix, fmt_decoder **out)
+{
+    *out = NULL;
+    fmt_decoder *d = hd_calloc(1, sizeof(*d));
+    if (d == NULL) {
+        return hd_err(HDMLP_E_NOMEM, "decoder: out of memory");
+    }
+    d->dctx = ZSTD_createDCtx();
+    if (d->dctx == NULL) {
+        hd_free(d);
+        return hd_err(HDMLP_E_NOMEM, "decoder: cannot create a zstd context");
+    }
+    if (ix != NULL) {
+        d->chunk_size = ix->h.chunk_size;
+        if (ix->dict_len > 0) {
+            d->ddict = ZSTD_createDDict(ix->dict, (size_t)ix->dict_len);
+            if (d->ddict == NULL) {
+                fmt_decoder_free(d);
+                return hd_err(HDMLP_E_CORRUPT,
+                              "index: dict: not a usable zstd dictionary (%llu bytes)",
+                              (ull)ix->dict_len);
+            }
+        }
+    }
+    *out = d;
+    return HDMLP_OK;
+}
+
+void fmt_decoder_free(fmt_decoder *d)
+{
+    if (d == NULL) {
+        return;
+    }
+    ZSTD_freeDDict(d->ddict);
+    ZSTD_freeDCtx(d->dctx);
+    hd_free(d);
+}
+
+/* HDMLP_E_CORRUPT with "sample I (chunk C): " + message. */
+static int sample_err(const fmt_decoder *d, uint64_t index, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+static int sample_err(const fmt_decoder *d, uint64_t index, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (d->chunk_size) {
+        return hd_err(HDMLP_E_CORRUPT, "sample %llu (chunk %llu): %s", (ull)index,
+                      (ull)(index / d->chunk_size), msg);
+    }
+    return hd_err(HDMLP_E_CORRUPT, "sample %llu: %s", (ull)index, msg);
+}
+
+int fmt_sample_decode(fmt_decoder *d, uint64_t index, const fmt_sample *s,
+                      const uint8_t *stored, void *dst, size_t dst_cap)
+{
+    if (stored == NULL && s->stored_len != 0) {
+        return hd_err(HDMLP_E_INVAL, "sample %llu: NULL stored bytes", (ull)index);
+    }
+    const uint64_t sum = fmt_checksum(stored, (size_t)s->stored_len);
+    if (sum != s->checksum) {
+        return sample_err(d, index,
+                          "checksum mismatch (stored bytes hash to %016llx, the index says "
+                          "%016llx)",
+                          (ull)sum, (ull)s->checksum);
+    }
+    if (s->raw_len > dst_cap) {
+        return hd_err(HDMLP_E_RANGE, "sample %llu: needs %llu bytes, the buffer holds %zu",
+                      (ull)index, (ull)s->raw_len, dst_cap);
+    }
+    if (dst == NULL && s->raw_len != 0) {
+        return hd_err(HDMLP_E_INVAL, "sample %llu: NULL destination", (ull)index);
+    }
+    const size_t raw_len = (size_t)s->raw_len;
+    const size_t stored_len = (size_t)s->stored_len;
+    uint8_t dummy;
+    void *out = raw_len ? dst : &dummy;
+    switch (s->codec) {
+    case FMT_CODEC_NONE:
+        if (stored_len != raw_len) {
+            return sample_err(d, index, "codec 0 with stored_length %zu != raw_length %zu",
+                              stored_len, raw_len);
+        }
+        if (raw_len) {
+            memcpy(dst, stored, raw_len);
+        }
+        return HDMLP_OK;
+    case FMT_CODEC_ZSTD:
+    case FMT_CODEC_ZSTD_DICT:
+        break;
+    default:
+        return sample_err(d, index, "unknown codec %u", s->codec);
+    }
+    if (s->codec == FMT_CODEC_ZSTD_DICT && d->ddict == NULL) {
+        return sample_err(d, index, "codec 2 but the decoder has no dictionary");
+    }
+    const void *src = stored_len ? (const void *)stored : (const void *)&dummy;
+    const size_t frame = ZSTD_findFrameCompressedSize(src, stored_len);
+    if (ZSTD_isError(frame)) {
+        return sample_err(d, index, "not a zstd frame: %s", ZSTD_getErrorName(frame));
+    }
+    if (frame != stored_len) {
+        return sample_err(d, index, "zstd frame of %zu bytes, stored_length is %zu", frame,
+                          stored_len);
+    }
+    const unsigned long long content = ZSTD_getFrameContentSize(src, stored_len);
+    if (content == ZSTD_CONTENTSIZE_ERROR) {
+        return sample_err(d, index, "unreadable zstd frame header");
+    }
+    if (content != ZSTD_CONTENTSIZE_UNKNOWN && content != raw_len) {
+        return sample_err(d, index, "zstd frame content size %llu != raw_length %zu", content,
+                          raw_len);
+    }
+    size_t n;
+    if (s->codec == FMT_CODEC_ZSTD_DICT) {
+        n = ZSTD_decompress_usingDDict(d->dctx, out, raw_len, src, stored_len, d->ddict);
+    } else {
+        n = ZSTD_decompress_usingDict(d->dctx, out, raw_len, src, stored_len, NULL, 0);
+    }
+    if (ZSTD_isError(n)) {
+        return sample_err(d, index, "zstd decode failed: %s", ZSTD_getErrorName(n));
+    }
+    if (n != raw_len) {
+        return sample_err(d, index, "decoded %zu bytes, raw_length is %zu", n, raw_len);
+    }
+    return HDMLP_OK;
+}
+
+int fmt_encoder_create(int level, const void *dict, size_t dict_len, fmt_encoder **out)
+{
+    *out = NULL;
+    if (level < 1 || level > ZSTD_maxCLevel()) {
+        return hd_err(HDMLP_E_INVAL, "encoder: zstd level %d outside 1..%d", level,
+                      ZSTD_maxCLevel());
+    }
+    if (dict == NULL && dict_len != 0) {
+        return hd_err(HDMLP_E_INVAL, "encoder: NULL dictionary");
+    }
+    fmt_encoder *e = hd_calloc(1, sizeof(*e));
+    if (e == NULL) {
+        return hd_err(HDMLP_E_NOMEM, "encoder: out of memory");
+    }
+    e->level = level;
+    e->cctx = ZSTD_createCCtx();
+    if (e->cctx == NULL) {
+        hd_free(e);
+        return hd_err(HDMLP_E_NOMEM, "encoder: cannot create a zstd context");
+    }
+    if (dict_len > 0) {
+        e->cdict = ZSTD_createCDict(dict, dict_len, level);
+        if (e->cdict == NULL) {
+            fmt_encoder_free(e);
+            return hd_err(HDMLP_E_INVAL, "encoder: not a usable zstd dictionary (%zu bytes)",
+                          dict_len);
+        }
+    }
+    *out = e;
+    return HDMLP_OK;
+}
+
+void fmt_encoder_free(fmt_encoder *e)
+{
+    if (e == NULL) {
+        return;
+    }
+    ZSTD_freeCDict(e->cdict);
+    ZSTD_freeCCtx(e->cctx);
+    hd_free(e);
+}
+
+int fmt_encode(fmt_encoder *e, const void *src, size_t len, uint8_t **dst, size_t *dst_cap,
+               size_t *out_len, uint32_t *codec)
+{
+    *out_len = 0;
+    if (src == NULL && len != 0) {
+        return hd_err(HDMLP_E_INVAL, "encode: NULL source");
+    }
+    const size_t bound = ZSTD_compressBound(len);
+    if (bound == 0 || ZSTD_isError(bound)) {
+        return hd_err(HDMLP_E_RANGE, "encode: %zu bytes is too large for one zstd frame", len);
+    }
+    if (*dst == NULL || *dst_cap < bound) {
+        uint8_t *p = hd_realloc(*dst, bound);
+        if (p == NULL) {
+            return hd_err(HDMLP_E_NOMEM, "encode: cannot allocate %zu bytes", bound);
+        }
+        *dst = p;
+        *dst_cap = bound;
+    }
+    static const uint8_t empty[1] = {0};
+    const void *in = len ? src : (const void *)empty;
+    size_t n;
+    if (e->cdict != NULL) {
+        n = ZSTD_compress_usingCDict(e->cctx, *dst, *dst_cap, in, len, e->cdict);
+    } else {
+        n = ZSTD_compressCCtx(e->cctx, *dst, *dst_cap, in, len, e->level);
+    }
+    if (ZSTD_isError(n)) {
+        const int code = ZSTD_getErrorCode(n) == ZSTD_error_memory_allocation ? HDMLP_E_NOMEM
+                                                                              : HDMLP_E_INVAL;
+        return hd_err(code, "encode: zstd: %s", ZSTD_getErrorName(n));
+    }
+    *out_len = n;
+    *codec = e->cdict != NULL ? FMT_CODEC_ZSTD_DICT : FMT_CODEC_ZSTD;
+    return HDMLP_OK;
+}
+
+int fmt_dict_train(const void *samples, const size_t *sizes, unsigned n, void *dict,
+                   size_t dict_cap, size_t *dict_len)
+{
+    *dict_len = 0;
+    if (samples == NULL || sizes == NULL || dict == NULL || n == 0) {
+        return hd_err(HDMLP_E_INVAL, "dictionary training: no samples or no output buffer");
+    }
+    const size_t r = ZDICT_trainFromBuffer(dict, dict_cap, samples, sizes, n);
+    if (ZDICT_isError(r)) {
+        return hd_err(HDMLP_E_INVAL, "dictionary training failed (%u samples): %s", n,
+                      ZDICT_getErrorName(r));
+    }
+    *dict_len = r;
+    return HDMLP_OK;
+}
