@@ -1,0 +1,133 @@
+/* Compression decisions: recognising already-compressed media, training the dictionary. */
+#include "pack_internal.h"
+
+#include <string.h>
+
+static int has(const uint8_t *p, size_t n, size_t at, const char *magic, size_t len)
+{
+    return n >= at + len && memcmp(p + at, magic, len) == 0;
+}
+
+/* An MPEG audio / ADTS frame header (needs 3 bytes): sync, valid version, layer, bitrate
+ * and sampling rate, so that runs of 0xff are not taken for audio. */
+static int is_mpeg_audio(const uint8_t *p)
+{
+    if (p[0] != 0xff || (p[1] & 0xe0) != 0xe0) {
+        return 0;
+    }
+    const unsigned version = (p[1] >> 3) & 3u, layer = (p[1] >> 1) & 3u;
+    const unsigned rate = p[2] >> 4, freq = (p[2] >> 2) & 3u;
+    if (version == 1) {
+        return 0;
+    }
+    if (layer == 0) { /* ADTS (AAC) */
+        return ((p[2] >> 2) & 0xfu) < 13;
+    }
+    return rate != 15 && freq != 3;
+}
+
+int pack_is_compressed_media(const uint8_t *p, size_t n)
+{
+    if (n < 4) {
+        return 0;
+    }
+    return has(p, n, 0, "\xff\xd8\xff", 3) ||      /* JPEG */
+           has(p, n, 0, "\x89PNG\r\n\x1a\n", 8) || /* PNG */
+           has(p, n, 0, "GIF87a", 6) || has(p, n, 0, "GIF89a", 6) ||
+           (has(p, n, 0, "RIFF", 4) && (has(p, n, 8, "WEBP", 4) || has(p, n, 8, "AVI ", 4))) ||
+           has(p, n, 0, "\x1f\x8b", 2) ||         /* gzip */
+           has(p, n, 0, "\x28\xb5\x2f\xfd", 4) || /* zstd */
+           has(p, n, 0, "PK\x03\x04", 4) || has(p, n, 0, "PK\x05\x06", 4) ||
+           has(p, n, 0, "PK\x07\x08", 4) || /* zip, npz, docx, jar */
+           has(p, n, 0,
+               "\xfd"
+               "7zXZ\x00",
+               6) ||                                /* xz */
+           has(p, n, 0, "BZh", 3) ||                /* bzip2 */
+           has(p, n, 0, "7z\xbc\xaf\x27\x1c", 6) || /* 7z */
+           has(p, n, 0, "\x04\x22\x4d\x18", 4) ||   /* lz4 */
+           has(p, n, 0, "Rar!\x1a\x07", 6) ||       /* rar */
+           has(p, n, 4, "ftyp", 4) ||               /* mp4, mov, heic, avif, 3gp */
+           has(p, n, 0, "\x1a\x45\xdf\xa3", 4) ||   /* webm, mkv */
+           has(p, n, 0, "OggS", 4) ||
+           has(p, n, 0, "fLaC", 4) || has(p, n, 0, "ID3", 3) || /* mp3 with a tag */
+           is_mpeg_audio(p) ||                                  /* mp3, aac adts */
+           has(p, n, 0, "\x00\x00\x00\x0cjP  ", 8) ||           /* jpeg 2000 */
+           has(p, n, 0, "\xff\x4f\xff\x51", 4) ||               /* jpeg 2000 codestream */
+           has(p, n, 0, "\xff\x0a", 2) ||                       /* jpeg xl codestream */
+           has(p, n, 0, "\x00\x00\x00\x0cJXL ", 8);             /* jpeg xl container */
+}
+
+#define DICT_MAX_SAMPLES 1000u
+#define DICT_MAX_BYTES (8u << 20)
+#define DICT_SAMPLE_PREFIX (128u << 10) /* bytes taken from each sample at most */
+#define DICT_CAP (110u << 10)
+#define DICT_MIN_SAMPLES 8u
+
+int pack_train_dict(pack_ctx *ctx, const uint64_t *perm, uint8_t **dict, size_t *dict_len)
+{
+    *dict = NULL;
+    *dict_len = 0;
+    uint8_t *const buf = hd_malloc(DICT_MAX_BYTES);
+    size_t *const sizes = hd_malloc(DICT_MAX_SAMPLES * sizeof(size_t));
+    uint8_t *const out = hd_malloc(DICT_CAP);
+    if (!buf || !sizes || !out) {
+        hd_free(buf);
+        hd_free(sizes);
+        hd_free(out);
+        return hd_err(HDMLP_E_NOMEM, "out of memory training the dictionary");
+    }
+    pack_reader r;
+    pack_reader_init(&r, ctx);
+    unsigned n = 0;
+    size_t used = 0;
+    int rc = HDMLP_OK;
+    for (uint64_t i = 0; i < ctx->n_items && n < DICT_MAX_SAMPLES && used < DICT_MAX_BYTES;
+         i++) {
+        const pack_item *const it = &ctx->items[perm[i]];
+        uint64_t len = it->size < DICT_SAMPLE_PREFIX ? it->size : DICT_SAMPLE_PREFIX;
+        if (len > DICT_MAX_BYTES - used) {
+            len = DICT_MAX_BYTES - used;
+        }
+        if (len < 8) {
+            continue;
+        }
+        rc = pack_read_item(&r, it, buf + used, len);
+        if (rc != HDMLP_OK) {
+            break;
+        }
+        if (ctx->o->compress == PACK_COMPRESS_AUTO &&
+            pack_is_compressed_media(buf + used, len)) {
+            continue;
+        }
+        sizes[n++] = (size_t)len;
+        used += (size_t)len;
+        pack_report(ctx->o, PACK_PHASE_DICT, n, 0, used, 0);
+        if (pack_cancelled(ctx->o)) {
+            rc = hd_err(HDMLP_E_INTERRUPTED, "interrupted");
+            break;
+        }
+    }
+    pack_reader_free(&r);
+    if (rc == HDMLP_OK && n < DICT_MIN_SAMPLES) {
+        pack_warn(ctx->o,
+                  "too few compressible samples (%u) to train a dictionary; "
+                  "packing without one",
+                  n);
+    } else if (rc == HDMLP_OK) {
+        size_t len = 0;
+        if (fmt_dict_train(buf, sizes, n, out, DICT_CAP, &len) == HDMLP_OK && len > 0) {
+            *dict = out;
+            *dict_len = len;
+        } else {
+            pack_warn(ctx->o, "dictionary training failed (%s); packing without one",
+                      hdmlp_last_error());
+        }
+    }
+    hd_free(buf);
+    hd_free(sizes);
+    if (!*dict) {
+        hd_free(out);
+    }
+    return rc;
+}

@@ -1,0 +1,246 @@
+/* hdmlp-pack --info / --verify / --extract: through the public API (hdmlp.h) only. */
+#include "hdmlp.h"
+#include "pack_cli.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static int fail(const char *path, int code)
+{
+    const char *const detail = hdmlp_last_error();
+    fprintf(stderr, PACK_CLI_NAME ": %s: %s\n", path, *detail ? detail : hdmlp_strerror(code));
+    return 1;
+}
+
+static int open_ds(const char *path, hdmlp_dataset **ds)
+{
+    const int rc = hdmlp_dataset_open(path, ds);
+    if (rc != HDMLP_OK) {
+        return fail(path, rc);
+    }
+    return 0;
+}
+
+/* Prints bytes that may hold anything: printable ASCII as-is, the rest as \xNN. */
+static void put_escaped(FILE *f, const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char c = (unsigned char)s[i];
+        if (c >= 0x20 && c < 0x7f && c != '\\') {
+            fputc(c, f);
+        } else {
+            fprintf(f, "\\x%02x", c);
+        }
+    }
+}
+
+/* The dictionary size and creation time are in the index header (FORMAT.md) but have no
+ * getter in hdmlp.h yet; read those two fields from the header directly. */
+static void header_extras(const char *path, uint64_t *dict_len, uint64_t *created, int *ok)
+{
+    *ok = 0;
+    char name[4096];
+    snprintf(name, sizeof(name), "%s/index", path);
+    const int fd = open(name, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return;
+    }
+    unsigned char h[256];
+    if (pread(fd, h, sizeof(h), 0) == (ssize_t)sizeof(h)) {
+        uint64_t c = 0, d = 0;
+        for (int i = 7; i >= 0; i--) {
+            c = c << 8 | h[64 + i];
+            d = d << 8 | h[88 + 5 * 16 + 8 + i]; /* sections[5] (dict).length */
+        }
+        *created = c;
+        *dict_len = d;
+        *ok = 1;
+    }
+    close(fd);
+}
+
+int pack_cmd_info(const char *path)
+{
+    hdmlp_dataset *ds;
+    if (open_ds(path, &ds)) {
+        return 1;
+    }
+    const uint64_t n = hdmlp_dataset_sample_count(ds);
+    const uint32_t n_labels = hdmlp_dataset_label_count(ds);
+    uint64_t *const per_label = calloc(n_labels ? n_labels : 1, sizeof(uint64_t));
+    if (!per_label) {
+        hdmlp_dataset_close(ds);
+        fprintf(stderr, PACK_CLI_NAME ": out of memory\n");
+        return 1;
+    }
+    uint64_t codecs[3] = {0, 0, 0};
+    for (uint64_t i = 0; i < n; i++) {
+        hdmlp_sample_info si;
+        if (hdmlp_dataset_sample_info(ds, i, &si) == HDMLP_OK) {
+            per_label[si.label < n_labels ? si.label : 0]++;
+            codecs[si.codec < 3 ? si.codec : 0]++;
+        }
+    }
+    const uint64_t raw = hdmlp_dataset_raw_bytes(ds);
+    const uint64_t stored = hdmlp_dataset_stored_bytes(ds);
+    char h1[32], h2[32];
+    printf("dataset       %s\n", path);
+    printf("samples       %llu\n", (unsigned long long)n);
+    printf("chunk size    %u\n", hdmlp_dataset_chunk_size(ds));
+    printf("chunks        %llu\n", (unsigned long long)hdmlp_dataset_chunk_count(ds));
+    printf("segments      %u\n", hdmlp_dataset_segment_count(ds));
+    printf("raw bytes     %llu (%s)\n", (unsigned long long)raw,
+           pack_human_bytes(raw, h1, sizeof(h1)));
+    printf("stored bytes  %llu (%s), ratio %.3f\n", (unsigned long long)stored,
+           pack_human_bytes(stored, h2, sizeof(h2)),
+           stored ? (double)raw / (double)stored : 1.0);
+    printf("codecs        none %llu, zstd %llu, zstd+dict %llu\n",
+           (unsigned long long)codecs[0], (unsigned long long)codecs[1],
+           (unsigned long long)codecs[2]);
+    uint64_t dict_len = 0, created = 0;
+    int have_extras;
+    header_extras(path, &dict_len, &created, &have_extras);
+    if (have_extras) {
+        printf("dictionary    %llu bytes\n", (unsigned long long)dict_len);
+    }
+    printf("seed          %llu\n", (unsigned long long)hdmlp_dataset_seed(ds));
+    if (have_extras) {
+        char when[64] = "?";
+        const time_t t = (time_t)created;
+        struct tm tm;
+        if (gmtime_r(&t, &tm)) {
+            strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+        }
+        printf("created       %s (%llu)\n", when, (unsigned long long)created);
+    }
+    printf("labels        %u\n", n_labels);
+    for (uint32_t l = 0; l < n_labels; l++) {
+        size_t len = 0;
+        const char *const name = hdmlp_dataset_label_name(ds, l, &len);
+        printf("  %6u  %12llu  ", l, (unsigned long long)per_label[l]);
+        put_escaped(stdout, name ? name : "", name ? len : 0);
+        putchar('\n');
+    }
+    free(per_label);
+    hdmlp_dataset_close(ds);
+    if (fflush(stdout) != 0) {
+        fprintf(stderr, PACK_CLI_NAME ": cannot write to standard output: %s\n",
+                strerror(errno));
+        return 1;
+    }
+    return 0;
+}
+
+static void verify_progress(void *arg, uint64_t done, uint64_t total)
+{
+    pack_bar_verify(arg, done, total);
+}
+
+int pack_cmd_verify(const char *path, int progress)
+{
+    hdmlp_dataset *ds;
+    if (open_ds(path, &ds)) {
+        return 1;
+    }
+    pack_bar bar;
+    pack_bar_init(&bar, progress);
+    const int rc = hdmlp_dataset_verify(ds, verify_progress, &bar);
+    pack_bar_clear(&bar);
+    int ret = 0;
+    if (rc != HDMLP_OK) {
+        ret = fail(path, rc);
+    } else {
+        printf("OK\n");
+    }
+    hdmlp_dataset_close(ds);
+    return ret;
+}
+
+static int write_all(int fd, const unsigned char *p, size_t n)
+{
+    while (n > 0) {
+        const ssize_t r = write(fd, p, n);
+        if (r < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            return -1;
+        }
+        p += r;
+        n -= (size_t)r;
+    }
+    return 0;
+}
+
+/* Finds the sample: a decimal string is a sample index, anything else a key. */
+static int find_sample(hdmlp_dataset *ds, const char *path, const char *what, uint64_t *index)
+{
+    const size_t len = strlen(what);
+    const int decimal = len > 0 && strspn(what, "0123456789") == len;
+    if (!decimal) {
+        if (hdmlp_dataset_find_key(ds, what, len, index) != HDMLP_OK) {
+            fprintf(stderr, PACK_CLI_NAME ": %s: no sample with key '%s'\n", path, what);
+            return 1;
+        }
+        return 0;
+    }
+    errno = 0;
+    char *end;
+    const unsigned long long v = strtoull(what, &end, 10);
+    const uint64_t n = hdmlp_dataset_sample_count(ds);
+    if (errno != 0 || *end != '\0' || v >= n) {
+        fprintf(stderr, PACK_CLI_NAME ": %s: sample index %s out of range (%llu samples)\n",
+                path, what, (unsigned long long)n);
+        return 1;
+    }
+    *index = v;
+    return 0;
+}
+
+int pack_cmd_extract(const char *path, const char *what, const char *out_file)
+{
+    hdmlp_dataset *ds;
+    if (open_ds(path, &ds)) {
+        return 1;
+    }
+    uint64_t index = 0;
+    hdmlp_sample_info si;
+    if (find_sample(ds, path, what, &index) != 0) {
+        hdmlp_dataset_close(ds);
+        return 1;
+    }
+    int rc = hdmlp_dataset_sample_info(ds, index, &si);
+    if (rc != HDMLP_OK || si.raw_size > SIZE_MAX) {
+        hdmlp_dataset_close(ds);
+        return fail(path, rc);
+    }
+    unsigned char *const buf = malloc(si.raw_size ? (size_t)si.raw_size : 1);
+    if (!buf) {
+        hdmlp_dataset_close(ds);
+        fprintf(stderr, PACK_CLI_NAME ": out of memory (%llu bytes)\n",
+                (unsigned long long)si.raw_size);
+        return 1;
+    }
+    size_t size = 0;
+    rc = hdmlp_dataset_read_sample(ds, index, buf, (size_t)si.raw_size, &size);
+    int ret = 0;
+    if (rc != HDMLP_OK) {
+        ret = fail(path, rc);
+    } else {
+        const int fd = out_file ? open(out_file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)
+                                : STDOUT_FILENO;
+        if (fd < 0 || write_all(fd, buf, size) != 0 || (out_file && close(fd) != 0)) {
+            fprintf(stderr, PACK_CLI_NAME ": cannot write %s: %s\n",
+                    out_file ? out_file : "standard output", strerror(errno));
+            ret = 1;
+        }
+    }
+    free(buf);
+    hdmlp_dataset_close(ds);
+    return ret;
+}

@@ -1,0 +1,194 @@
+/* Shared internals of the packing library (not for the CLI). */
+#ifndef HDMLP_PACK_INTERNAL_H
+#define HDMLP_PACK_INTERNAL_H
+
+#include "format.h"
+#include "packer.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* ---- growable byte buffer (pack_items.c) ------------------------------------------------ */
+typedef struct pack_buf {
+    uint8_t *p;
+    size_t len;
+    size_t cap;
+} pack_buf;
+
+int pack_buf_reserve(pack_buf *b, size_t extra);
+int pack_buf_append(pack_buf *b, const void *data, size_t n);
+void pack_buf_free(pack_buf *b);
+
+/* ---- one sample's metadata (32 bytes) -------------------------------------------------- */
+typedef struct pack_item {
+    uint64_t key_off; /* into ctx->keys (which becomes the index strings section) */
+    uint64_t size;    /* raw bytes */
+    uint64_t src;     /* archive inputs: offset of the bytes in the spill file */
+    uint32_t label;   /* provisional id while scanning; final id after pack_labels_finish */
+    uint16_t key_len;
+    uint16_t input; /* index into ctx->inputs */
+} pack_item;
+
+/* ---- label names (pack_items.c) --------------------------------------------------------- */
+typedef struct pack_labels {
+    pack_buf names;   /* name bytes back to back */
+    uint64_t *off;    /* per provisional id */
+    uint32_t *len;    /* per provisional id */
+    uint32_t n, cap;  /* ids */
+    uint32_t *table;  /* open addressing: id + 1, 0 = empty */
+    uint32_t tab_cap; /* power of two */
+    uint32_t *remap;  /* provisional id → final id (after finish) */
+    uint32_t *order;  /* final id → provisional id (after finish) */
+} pack_labels;
+
+int pack_labels_intern(pack_labels *lt, const void *name, size_t len, uint32_t *id);
+/* Sorts names bytewise and fills remap/order. */
+int pack_labels_finish(pack_labels *lt);
+void pack_labels_free(pack_labels *lt);
+
+/* ---- inputs and the packing context ---------------------------------------------------- */
+enum pack_src_kind { PACK_SRC_DIR = 0, PACK_SRC_ARCHIVE = 1, PACK_SRC_LIST = 2 };
+
+typedef struct pack_src {
+    int kind;
+    const char *arg; /* as given (for messages) */
+    char *root;      /* DIR: the directory; LIST: directory relative paths start from */
+    size_t root_len;
+} pack_src;
+
+typedef struct pack_ctx {
+    const pack_opts *o;
+    pack_src *srcs;
+    size_t n_srcs;
+    pack_item *items; /* in scan order */
+    uint64_t n_items, cap_items;
+    pack_buf keys; /* key bytes; label names are appended before encoding the index */
+    pack_labels labels;
+    uint64_t raw_bytes;
+    char *tmpdir; /* temporary output directory */
+    dev_t tmp_dev;
+    ino_t tmp_ino;
+    int spill_fd; /* -1 until an archive input needs it */
+    uint64_t spill_size;
+    uint64_t last_progress_items; /* scan progress throttle */
+    uint64_t last_progress_bytes;
+} pack_ctx;
+
+/* Appends one item (copying the key). Checks key length and the 4 GiB strings limit;
+ * `what` names the sample in errors. */
+int pack_add_item(pack_ctx *ctx, uint32_t input, const void *key, size_t key_len,
+                  uint32_t label, uint64_t size, uint64_t src, const char *what);
+/* perm[0..n) = item ids sorted by (input, key bytes, scan order). */
+int pack_sort_items(const pack_ctx *ctx, uint64_t *perm);
+
+/* Progress/cancel helpers (pack_run.c). */
+bool pack_cancelled(const pack_opts *o);
+void pack_report(const pack_opts *o, pack_phase phase, uint64_t samples_done,
+                 uint64_t samples_total, uint64_t bytes_done, uint64_t bytes_total);
+void pack_warn(const pack_opts *o, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+/* Scan progress: reports every 1024 items or 16 MiB; `pending` = bytes of an item being
+ * read that is not yet added. */
+void pack_scan_tick(pack_ctx *ctx, uint64_t pending);
+
+/* ---- scanners --------------------------------------------------------------------------- */
+int pack_scan_dir(pack_ctx *ctx, uint32_t input);
+int pack_scan_archive(pack_ctx *ctx, uint32_t input);
+int pack_scan_list(pack_ctx *ctx, uint32_t input);
+
+/* ---- spill file (pack_spill.c) ---------------------------------------------------------- */
+typedef struct pack_spill_writer {
+    int fd;
+    const char *path; /* for messages */
+    uint8_t *buf;
+    size_t len, cap;
+    uint64_t pos; /* file offset of buf[0] */
+} pack_spill_writer;
+
+/* Creates (and immediately unlinks) the spill file in ctx->tmpdir if needed, and starts
+ * appending at ctx->spill_size. */
+int pack_spill_open(pack_ctx *ctx, pack_spill_writer *w);
+/* Space to append into (flushing when full); then advance w->len by what was used. The
+ * logical end of the spill is w->pos + w->len. */
+int pack_spill_reserve(pack_spill_writer *w, uint8_t **p, size_t *avail);
+/* Flushes; updates ctx->spill_size. Frees the buffer either way. */
+int pack_spill_close(pack_ctx *ctx, pack_spill_writer *w, int ok);
+
+/* ---- reading sample bytes (pack_source.c) ---------------------------------------------- */
+typedef struct pack_reader {
+    const pack_ctx *ctx;
+    char *path;
+    size_t path_cap;
+} pack_reader;
+
+void pack_reader_init(pack_reader *r, const pack_ctx *ctx);
+void pack_reader_free(pack_reader *r);
+/* Full path of a file-backed item (DIR/LIST) in r->path; NULL on allocation failure. */
+const char *pack_reader_path(pack_reader *r, const pack_item *it);
+/* Reads the first `len` (≤ it->size) bytes of item `it` into dst. With len == it->size
+ * the source must still have exactly it->size bytes ("changed during packing"). */
+int pack_read_item(pack_reader *r, const pack_item *it, uint8_t *dst, uint64_t len);
+/* Asks the kernel to start reading item `it` (its first `len` bytes). Best effort. */
+void pack_prefetch_item(pack_reader *r, const pack_item *it, uint64_t len);
+
+/* ---- compression decisions (pack_codec.c) ---------------------------------------------- */
+/* Nonzero if the bytes start like an already-compressed format (JPEG, PNG, ...). */
+int pack_is_compressed_media(const uint8_t *p, size_t n);
+/* Trains a dictionary from the first samples in packed order (perm). *dict (hd_free) is
+ * NULL with *dict_len 0 when there is too little data (a warning says so). */
+int pack_train_dict(pack_ctx *ctx, const uint64_t *perm, uint8_t **dict, size_t *dict_len);
+
+/* ---- segment writer (pack_segment.c) --------------------------------------------------- */
+typedef struct pack_segw {
+    int dirfd;
+    const char *dir;
+    uint64_t limit; /* 0 = one chunk per segment */
+    int fd;         /* current segment, -1 if none */
+    uint64_t size;  /* bytes written to the current segment */
+    uint64_t synced;
+    uint64_t waited;
+    fmt_segment *segs;
+    uint32_t n_segs, cap_segs;
+    uint64_t file_bytes;
+} pack_segw;
+
+void pack_segw_init(pack_segw *w, int dirfd, const char *dir, uint64_t limit);
+/* Appends a chunk: buf holds `len` bytes followed by zero padding up to
+ * fmt_align_up(len). Fills rec->segment and rec->offset. */
+int pack_segw_append(pack_segw *w, const uint8_t *buf, uint64_t len, fmt_chunk *rec);
+/* Fsyncs and closes the last segment. */
+int pack_segw_finish(pack_segw *w);
+void pack_segw_free(pack_segw *w);
+
+/* ---- chunk pipeline (pack_write.c) ----------------------------------------------------- */
+typedef struct pack_write_args {
+    pack_ctx *ctx;
+    const uint64_t *perm; /* packed position → item id */
+    uint64_t n;
+    uint64_t dataset_id;
+    const uint8_t *dict;
+    size_t dict_len;
+    fmt_sample *samples; /* N records: key/label/raw_len pre-filled; the rest filled here */
+    fmt_chunk *chunks;   /* C records, filled here */
+    pack_segw *segw;
+} pack_write_args;
+
+int pack_write_chunks(pack_write_args *a);
+
+/* ---- output directory (pack_outdir.c) -------------------------------------------------- */
+/* Checks `out` (exists / --force rules) and creates the temporary directory beside it.
+ * *tmpdir is owned by the caller (hd_free). */
+int pack_outdir_begin(const char *out, int force, char **tmpdir, int *tmp_fd);
+/* Writes `index` into the temporary directory and fsyncs it and the directory. */
+int pack_outdir_write_index(int tmp_fd, const char *tmpdir, const uint8_t *buf, size_t len);
+/* Renames the temporary directory to `out` (exchanging with and then removing an old
+ * `out` when o->force is set; a failure to remove the old one is only a warning). */
+int pack_outdir_commit(const pack_opts *o, const char *tmpdir, const char *out);
+/* Removes the temporary directory and its files (best effort). */
+void pack_outdir_abort(const char *tmpdir);
+
+#endif /* HDMLP_PACK_INTERNAL_H */

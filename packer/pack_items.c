@@ -1,0 +1,278 @@
+/* Sample metadata: the item table, key arena, label names and the deterministic sort. */
+#include "pack_internal.h"
+
+#include <string.h>
+
+int pack_buf_reserve(pack_buf *b, size_t extra)
+{
+    if (extra <= b->cap - b->len) {
+        return HDMLP_OK;
+    }
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap - b->len < extra) {
+        if (cap > SIZE_MAX / 2) {
+            return hd_err(HDMLP_E_NOMEM, "buffer of %zu bytes too large", b->len + extra);
+        }
+        cap *= 2;
+    }
+    uint8_t *const p = hd_realloc(b->p, cap);
+    if (!p) {
+        return hd_err(HDMLP_E_NOMEM, "out of memory (%zu bytes)", cap);
+    }
+    b->p = p;
+    b->cap = cap;
+    return HDMLP_OK;
+}
+
+int pack_buf_append(pack_buf *b, const void *data, size_t n)
+{
+    const int rc = pack_buf_reserve(b, n);
+    if (rc != HDMLP_OK) {
+        return rc;
+    }
+    if (n) {
+        memcpy(b->p + b->len, data, n);
+    }
+    b->len += n;
+    return HDMLP_OK;
+}
+
+void pack_buf_free(pack_buf *b)
+{
+    hd_free(b->p);
+    b->p = NULL;
+    b->len = b->cap = 0;
+}
+
+int pack_add_item(pack_ctx *ctx, uint32_t input, const void *key, size_t key_len,
+                  uint32_t label, uint64_t size, uint64_t src, const char *what)
+{
+    if (key_len > FMT_MAX_KEY_LEN) {
+        return hd_err(HDMLP_E_RANGE, "%s: name longer than %u bytes", what, FMT_MAX_KEY_LEN);
+    }
+    if (ctx->keys.len + key_len > UINT32_MAX) {
+        return hd_err(HDMLP_E_RANGE, "%s: sample names exceed 4 GiB in total", what);
+    }
+    if (ctx->n_items == ctx->cap_items) {
+        const uint64_t cap = ctx->cap_items ? ctx->cap_items * 2 : 1024;
+        if (cap > SIZE_MAX / sizeof(pack_item)) {
+            return hd_err(HDMLP_E_NOMEM, "too many samples");
+        }
+        pack_item *const items = hd_realloc(ctx->items, (size_t)cap * sizeof(pack_item));
+        if (!items) {
+            return hd_err(HDMLP_E_NOMEM, "out of memory for %llu samples",
+                          (unsigned long long)cap);
+        }
+        ctx->items = items;
+        ctx->cap_items = cap;
+    }
+    pack_item *const it = &ctx->items[ctx->n_items];
+    it->key_off = ctx->keys.len;
+    const int rc = pack_buf_append(&ctx->keys, key, key_len);
+    if (rc != HDMLP_OK) {
+        return rc;
+    }
+    it->key_len = (uint16_t)key_len;
+    it->input = (uint16_t)input;
+    it->label = label;
+    it->size = size;
+    it->src = src;
+    ctx->n_items++;
+    ctx->raw_bytes += size;
+    return HDMLP_OK;
+}
+
+/* ---- labels ----------------------------------------------------------------------------- */
+
+static int label_cmp(const pack_labels *lt, uint32_t a, uint32_t b)
+{
+    const size_t la = lt->len[a], lb = lt->len[b];
+    const int c = memcmp(lt->names.p + lt->off[a], lt->names.p + lt->off[b], la < lb ? la : lb);
+    if (c != 0) {
+        return c;
+    }
+    return la < lb ? -1 : la > lb ? 1 : 0;
+}
+
+static int labels_grow_table(pack_labels *lt)
+{
+    const uint32_t cap = lt->tab_cap ? lt->tab_cap * 2 : 64;
+    uint32_t *const t = hd_calloc(cap, sizeof(uint32_t));
+    if (!t) {
+        return hd_err(HDMLP_E_NOMEM, "out of memory for labels");
+    }
+    for (uint32_t id = 0; id < lt->n; id++) {
+        uint64_t h = fmt_checksum(lt->names.p + lt->off[id], lt->len[id]);
+        while (t[h & (cap - 1)]) {
+            h++;
+        }
+        t[h & (cap - 1)] = id + 1;
+    }
+    hd_free(lt->table);
+    lt->table = t;
+    lt->tab_cap = cap;
+    return HDMLP_OK;
+}
+
+int pack_labels_intern(pack_labels *lt, const void *name, size_t len, uint32_t *id)
+{
+    if (len > UINT32_MAX) {
+        return hd_err(HDMLP_E_RANGE, "label name too long");
+    }
+    if ((uint64_t)(lt->n + 1) * 2 > lt->tab_cap) {
+        const int rc = labels_grow_table(lt);
+        if (rc != HDMLP_OK) {
+            return rc;
+        }
+    }
+    uint64_t h = fmt_checksum(name, len);
+    for (;;) {
+        const uint32_t e = lt->table[h & (lt->tab_cap - 1)];
+        if (e == 0) {
+            break;
+        }
+        if (lt->len[e - 1] == len && memcmp(lt->names.p + lt->off[e - 1], name, len) == 0) {
+            *id = e - 1;
+            return HDMLP_OK;
+        }
+        h++;
+    }
+    if (lt->n == UINT32_MAX - 1) {
+        return hd_err(HDMLP_E_RANGE, "too many labels");
+    }
+    if (lt->n == lt->cap) {
+        const uint32_t cap = lt->cap ? lt->cap * 2 : 16;
+        uint64_t *const off = hd_realloc(lt->off, (size_t)cap * sizeof(uint64_t));
+        if (!off) {
+            return hd_err(HDMLP_E_NOMEM, "out of memory for labels");
+        }
+        lt->off = off;
+        uint32_t *const ln = hd_realloc(lt->len, (size_t)cap * sizeof(uint32_t));
+        if (!ln) {
+            return hd_err(HDMLP_E_NOMEM, "out of memory for labels");
+        }
+        lt->len = ln;
+        lt->cap = cap;
+    }
+    lt->off[lt->n] = lt->names.len;
+    lt->len[lt->n] = (uint32_t)len;
+    const int rc = pack_buf_append(&lt->names, name, len);
+    if (rc != HDMLP_OK) {
+        return rc;
+    }
+    lt->table[h & (lt->tab_cap - 1)] = lt->n + 1;
+    *id = lt->n++;
+    return HDMLP_OK;
+}
+
+/* ---- stable merge sort of u64 ids with a context comparator --------------------------- */
+
+typedef int (*pack_cmp_fn)(const void *ctx, uint64_t a, uint64_t b);
+
+static void merge_sort(uint64_t *v, uint64_t *tmp, uint64_t n, pack_cmp_fn cmp, const void *c)
+{
+    if (n < 16) {
+        for (uint64_t i = 1; i < n; i++) {
+            const uint64_t x = v[i];
+            uint64_t j = i;
+            while (j > 0 && cmp(c, v[j - 1], x) > 0) {
+                v[j] = v[j - 1];
+                j--;
+            }
+            v[j] = x;
+        }
+        return;
+    }
+    const uint64_t h = n / 2;
+    merge_sort(v, tmp, h, cmp, c);
+    merge_sort(v + h, tmp, n - h, cmp, c);
+    if (cmp(c, v[h - 1], v[h]) <= 0) {
+        return;
+    }
+    memcpy(tmp, v, h * sizeof(uint64_t));
+    uint64_t i = 0, j = h, k = 0;
+    while (i < h && j < n) {
+        if (cmp(c, v[j], tmp[i]) < 0) {
+            v[k++] = v[j++];
+        } else {
+            v[k++] = tmp[i++];
+        }
+    }
+    while (i < h) {
+        v[k++] = tmp[i++];
+    }
+}
+
+static int label_id_cmp(const void *c, uint64_t a, uint64_t b)
+{
+    return label_cmp(c, (uint32_t)a, (uint32_t)b);
+}
+
+int pack_labels_finish(pack_labels *lt)
+{
+    uint64_t *const ids = hd_malloc((size_t)lt->n * sizeof(uint64_t) * 2);
+    lt->remap = hd_malloc((size_t)lt->n * sizeof(uint32_t));
+    lt->order = hd_malloc((size_t)lt->n * sizeof(uint32_t));
+    if (!ids || !lt->remap || !lt->order) {
+        hd_free(ids);
+        return hd_err(HDMLP_E_NOMEM, "out of memory for labels");
+    }
+    for (uint32_t i = 0; i < lt->n; i++) {
+        ids[i] = i;
+    }
+    merge_sort(ids, ids + lt->n, lt->n, label_id_cmp, lt);
+    for (uint32_t i = 0; i < lt->n; i++) {
+        lt->order[i] = (uint32_t)ids[i];
+        lt->remap[ids[i]] = i;
+    }
+    hd_free(ids);
+    return HDMLP_OK;
+}
+
+void pack_labels_free(pack_labels *lt)
+{
+    pack_buf_free(&lt->names);
+    hd_free(lt->off);
+    hd_free(lt->len);
+    hd_free(lt->table);
+    hd_free(lt->remap);
+    hd_free(lt->order);
+    memset(lt, 0, sizeof(*lt));
+}
+
+/* ---- item order -------------------------------------------------------------------------- */
+
+static int item_cmp(const void *c, uint64_t a, uint64_t b)
+{
+    const pack_ctx *const ctx = c;
+    const pack_item *const x = &ctx->items[a];
+    const pack_item *const y = &ctx->items[b];
+    if (x->input != y->input) {
+        return x->input < y->input ? -1 : 1;
+    }
+    const size_t n = x->key_len < y->key_len ? x->key_len : y->key_len;
+    const int r = memcmp(ctx->keys.p + x->key_off, ctx->keys.p + y->key_off, n);
+    if (r != 0) {
+        return r;
+    }
+    if (x->key_len != y->key_len) {
+        return x->key_len < y->key_len ? -1 : 1;
+    }
+    return a < b ? -1 : a > b ? 1 : 0;
+}
+
+int pack_sort_items(const pack_ctx *ctx, uint64_t *perm)
+{
+    const uint64_t n = ctx->n_items;
+    uint64_t *const tmp = hd_malloc((size_t)(n / 2 + 1) * sizeof(uint64_t));
+    if (!tmp) {
+        return hd_err(HDMLP_E_NOMEM, "out of memory sorting %llu samples",
+                      (unsigned long long)n);
+    }
+    for (uint64_t i = 0; i < n; i++) {
+        perm[i] = i;
+    }
+    merge_sort(perm, tmp, n, item_cmp, ctx);
+    hd_free(tmp);
+    return HDMLP_OK;
+}

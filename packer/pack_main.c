@@ -1,0 +1,543 @@
+/* hdmlp-pack: argv, messages and exit codes (0 ok, 1 failure, 2 usage error). */
+#include "hdmlp.h"
+#include "pack_cli.h"
+#include "packer.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char usage_text[] =
+    "Usage: hdmlp-pack [options] -o OUT INPUT...\n"
+    "       hdmlp-pack --info DATASET\n"
+    "       hdmlp-pack --verify DATASET\n"
+    "       hdmlp-pack --extract DATASET INDEX|KEY [-o FILE]\n"
+    "\n"
+    "Packs samples into the hdmlp dataset directory OUT (an index and segment files):\n"
+    "globally shuffled, grouped into chunks of K samples, each chunk 4 KiB aligned.\n"
+    "\n"
+    "Inputs (several merge; labels are the union of their names, numbered in bytewise\n"
+    "sorted order; keys need not be unique):\n"
+    "  DIR              every subdirectory of DIR is a label and every file below it a\n"
+    "                   sample of that label; files directly in DIR get the label \".\".\n"
+    "                   Keys are paths relative to DIR. Entries are visited in bytewise\n"
+    "                   order; hidden files are included; symlinks to files are followed,\n"
+    "                   symlinks to directories are not (a warning names each); dangling\n"
+    "                   or looping symlinks, unreadable and special files are errors.\n"
+    "  ARCHIVE          a tar (plain, gz, bz2, xz, zst, ...), zip, 7z or cpio file,\n"
+    "                   recognised by its content. Each regular member is a sample keyed\n"
+    "                   by its stored name (never used as a path); its label is its top\n"
+    "                   directory (after leading \"/\" and \"./\"), \".\" for members in the\n"
+    "                   root. The archive is unpacked into a temporary spill file beside\n"
+    "                   OUT while packing.\n"
+    "  --list FILE      lines \"PATH<TAB>LABEL\"; relative paths are relative to FILE's\n"
+    "                   directory (\"-\": standard input, relative to the working\n"
+    "                   directory); blank lines and lines starting with # are skipped.\n"
+    "\n"
+    "Options:\n"
+    "  -o, --output OUT       dataset directory to create\n"
+    "      --chunk-size K     samples per chunk, 1..1048576 (default 64)\n"
+    "      --seed S           shuffle seed, decimal or 0x-hex (default: random from\n"
+    "                         /dev/urandom; printed in the summary, stored in the index)\n"
+    "      --compress MODE    none | zstd[:LEVEL] | auto (default auto: zstd level 3,\n"
+    "                         except samples recognised as already-compressed media by\n"
+    "                         their magic bytes: JPEG, PNG, GIF, WebP, MP4, gzip, zstd, zip,\n"
+    "                         xz, bzip2, ...). A sample is stored compressed only if that\n"
+    "                         saves at least 3 %.\n"
+    "      --dict             train a zstd dictionary (at most 110 KiB) from up to 1000\n"
+    "                         samples / 8 MiB of the packed order and compress with it\n"
+    "  -j, --threads N        worker threads (default: number of CPUs)\n"
+    "      --segment-size SIZE  start a new segment file when the next chunk would exceed\n"
+    "                         SIZE (default 1G; 0 = one chunk per file); suffixes K, M, G, T\n"
+    "                         (powers of 1024)\n"
+    "  -f, --force            replace an existing OUT (only a previous dataset, an empty\n"
+    "                         directory or a non-directory is replaced)\n"
+    "  -q, --quiet            no progress bar, no summary\n"
+    "  -h, --help             show this help and exit\n"
+    "  -V, --version          show the version and exit\n"
+    "\n"
+    "Inspection (through the public API):\n"
+    "      --info DATASET     samples, chunks, segments, labels with counts, sizes, seed\n"
+    "      --verify DATASET   check every checksum; prints OK, or names the first bad\n"
+    "                         chunk or sample and exits 1\n"
+    "      --extract DATASET INDEX|KEY [-o FILE]\n"
+    "                         write one sample's original bytes to FILE or stdout; a\n"
+    "                         decimal INDEX is a position in packed order, anything else\n"
+    "                         a key\n"
+    "\n"
+    "The output is written atomically (a temporary directory beside OUT, renamed at the\n"
+    "end) and is reproducible: the same inputs, options and seed give byte-identical\n"
+    "files, whatever the thread count, when SOURCE_DATE_EPOCH is set (it is stored as the\n"
+    "creation time; otherwise the current time is).\n"
+    "A progress bar is drawn on stderr when it is a terminal.\n"
+    "\n"
+    "Exit status: 0 success, 1 failure, 2 usage error.\n";
+
+static void usage_error(const char *fmt, const char *arg)
+{
+    fputs(PACK_CLI_NAME ": ", stderr);
+    fprintf(stderr, fmt, arg);
+    fputs("\nTry 'hdmlp-pack --help' for more information.\n", stderr);
+}
+
+/* ---- argument parsing --------------------------------------------------------------- */
+
+/* Decimal or 0x-hex unsigned 64-bit. */
+static int parse_u64(const char *s, uint64_t *out)
+{
+    if (!s || !*s || *s == '-' || *s == '+' || *s == ' ') {
+        return -1;
+    }
+    const int hex = s[0] == '0' && (s[1] == 'x' || s[1] == 'X');
+    char *end;
+    errno = 0;
+    const unsigned long long v = strtoull(s, &end, hex ? 16 : 10);
+    if (errno != 0 || end == s + (hex ? 2 : 0) || *end != '\0') {
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* A size with an optional K/M/G/T suffix (powers of 1024, "B"/"iB" allowed after it). */
+static int parse_size(const char *s, uint64_t *out)
+{
+    if (!s || !*s || *s == '-' || *s == '+' || *s == ' ') {
+        return -1;
+    }
+    char *end;
+    errno = 0;
+    const unsigned long long v = strtoull(s, &end, 10);
+    if (errno != 0 || end == s) {
+        return -1;
+    }
+    unsigned shift = 0;
+    switch (*end) {
+    case 'k':
+    case 'K':
+        shift = 10;
+        break;
+    case 'm':
+    case 'M':
+        shift = 20;
+        break;
+    case 'g':
+    case 'G':
+        shift = 30;
+        break;
+    case 't':
+    case 'T':
+        shift = 40;
+        break;
+    case '\0':
+        break;
+    case 'b':
+    case 'B':
+        shift = 0;
+        end--; /* "123B": fall through to the suffix check below */
+        break;
+    default:
+        return -1;
+    }
+    if (*end != '\0') {
+        end++;
+        if (strcmp(end, "") != 0 && strcmp(end, "B") != 0 && strcmp(end, "iB") != 0) {
+            return -1;
+        }
+    }
+    if (shift && v > (UINT64_MAX >> shift)) {
+        return -1;
+    }
+    *out = (uint64_t)v << shift;
+    return 0;
+}
+
+static int parse_compress(const char *s, pack_opts *o)
+{
+    if (strcmp(s, "none") == 0) {
+        o->compress = PACK_COMPRESS_NONE;
+        return 0;
+    }
+    if (strcmp(s, "auto") == 0) {
+        o->compress = PACK_COMPRESS_AUTO;
+        return 0;
+    }
+    if (strncmp(s, "zstd", 4) != 0 || (s[4] != '\0' && s[4] != ':')) {
+        return -1;
+    }
+    o->compress = PACK_COMPRESS_ZSTD;
+    if (s[4] == ':') {
+        uint64_t level;
+        if (parse_u64(s + 5, &level) != 0 || level < 1 || level > 22) {
+            return -1;
+        }
+        o->level = (int)level;
+    }
+    return 0;
+}
+
+/* ---- signals, callbacks -------------------------------------------------------------- */
+
+static volatile sig_atomic_t g_stop; /* set by SIGINT/SIGTERM; the CLI's, not the library's */
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    g_stop = 1;
+}
+
+static void install_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+typedef struct cli {
+    pack_bar bar;
+} cli;
+
+static int cb_cancel(void *arg)
+{
+    (void)arg;
+    return g_stop != 0;
+}
+
+static void cb_progress(void *arg, const pack_progress *p)
+{
+    cli *const c = arg;
+    pack_bar_update(&c->bar, p);
+}
+
+static void cb_message(void *arg, const char *msg)
+{
+    cli *const c = arg;
+    pack_bar_clear(&c->bar);
+    fprintf(stderr, PACK_CLI_NAME ": warning: %s\n", msg);
+}
+
+static int random_seed(uint64_t *seed)
+{
+    const int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return -1;
+    }
+    unsigned char b[8];
+    const ssize_t r = read(fd, b, sizeof(b));
+    close(fd);
+    if (r != (ssize_t)sizeof(b)) {
+        return -1;
+    }
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) {
+        v = v << 8 | b[i];
+    }
+    *seed = v;
+    return 0;
+}
+
+static void print_summary(const pack_summary *s, const char *out)
+{
+    char in_h[32], st_h[32];
+    const double ratio = s->stored_bytes ? (double)s->raw_bytes / (double)s->stored_bytes : 1.0;
+    const double rate = s->seconds > 0 ? (double)s->raw_bytes / s->seconds / 1e6 : 0.0;
+    printf("Packed %llu samples with %u label%s into %s: %llu chunk%s of up to %u samples in "
+           "%u segment file%s. %s in, %s stored (ratio %.2f; codecs: %llu none, %llu zstd, "
+           "%llu zstd+dict; ",
+           (unsigned long long)s->samples, s->labels, s->labels == 1 ? "" : "s", out,
+           (unsigned long long)s->chunks, s->chunks == 1 ? "" : "s", s->chunk_size, s->segments,
+           s->segments == 1 ? "" : "s", pack_human_bytes(s->raw_bytes, in_h, sizeof(in_h)),
+           pack_human_bytes(s->stored_bytes, st_h, sizeof(st_h)), ratio,
+           (unsigned long long)s->codec_count[0], (unsigned long long)s->codec_count[1],
+           (unsigned long long)s->codec_count[2]);
+    if (s->dict_bytes) {
+        printf("dictionary %llu bytes). ", (unsigned long long)s->dict_bytes);
+    } else {
+        printf("no dictionary). ");
+    }
+    printf("Seed %llu. %.2f s, %.1f MB/s.\n", (unsigned long long)s->seed, s->seconds, rate);
+}
+
+/* ---- main ------------------------------------------------------------------------------ */
+
+enum {
+    OPT_LIST = 256,
+    OPT_CHUNK,
+    OPT_SEED,
+    OPT_COMPRESS,
+    OPT_DICT,
+    OPT_SEGMENT,
+    OPT_INFO,
+    OPT_VERIFY,
+    OPT_EXTRACT
+};
+
+enum mode { MODE_PACK, MODE_INFO, MODE_VERIFY, MODE_EXTRACT };
+
+static const struct option long_opts[] = {
+    {"output", required_argument, NULL, 'o'},
+    {"list", required_argument, NULL, OPT_LIST},
+    {"chunk-size", required_argument, NULL, OPT_CHUNK},
+    {"seed", required_argument, NULL, OPT_SEED},
+    {"compress", required_argument, NULL, OPT_COMPRESS},
+    {"dict", no_argument, NULL, OPT_DICT},
+    {"threads", required_argument, NULL, 'j'},
+    {"segment-size", required_argument, NULL, OPT_SEGMENT},
+    {"force", no_argument, NULL, 'f'},
+    {"quiet", no_argument, NULL, 'q'},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, 'V'},
+    {"info", required_argument, NULL, OPT_INFO},
+    {"verify", required_argument, NULL, OPT_VERIFY},
+    {"extract", required_argument, NULL, OPT_EXTRACT},
+    {NULL, 0, NULL, 0},
+};
+
+typedef struct args {
+    enum mode mode;
+    const char *dataset; /* inspection modes */
+    const char *out;
+    pack_input *inputs;
+    size_t n_inputs;
+    int quiet;
+    int have_seed;
+    int pack_only; /* a packing option was given */
+    pack_opts o;
+} args;
+
+static int set_mode(args *a, enum mode m, const char *dataset, const char *opt)
+{
+    if (a->mode != MODE_PACK) {
+        usage_error("%s cannot be combined with another of --info, --verify, --extract", opt);
+        return -1;
+    }
+    a->mode = m;
+    a->dataset = dataset;
+    return 0;
+}
+
+/* Returns -1 to continue, else the exit code. */
+static int parse_args(int argc, char **argv, args *a)
+{
+    a->inputs = calloc((size_t)argc, sizeof(pack_input));
+    if (!a->inputs) {
+        fputs(PACK_CLI_NAME ": out of memory\n", stderr);
+        return 1;
+    }
+    opterr = 0;
+    int c;
+    uint64_t v;
+    while ((c = getopt_long(argc, argv, "-:o:j:fqhV", long_opts, NULL)) != -1) {
+        switch (c) {
+        case 1:
+            a->inputs[a->n_inputs].kind = PACK_INPUT_PATH;
+            a->inputs[a->n_inputs++].path = optarg;
+            break;
+        case OPT_LIST:
+            a->inputs[a->n_inputs].kind = PACK_INPUT_LIST;
+            a->inputs[a->n_inputs++].path = optarg;
+            a->pack_only = 1;
+            break;
+        case 'o':
+            a->out = optarg;
+            break;
+        case OPT_CHUNK:
+            if (parse_u64(optarg, &v) != 0 || v == 0 || v > (1u << 20)) {
+                usage_error("--chunk-size must be an integer from 1 to 1048576 (got '%s')",
+                            optarg);
+                return 2;
+            }
+            a->o.chunk_size = (uint32_t)v;
+            a->pack_only = 1;
+            break;
+        case OPT_SEED:
+            if (parse_u64(optarg, &a->o.seed) != 0) {
+                usage_error("--seed must be an unsigned 64-bit integer (got '%s')", optarg);
+                return 2;
+            }
+            a->have_seed = 1;
+            a->pack_only = 1;
+            break;
+        case OPT_COMPRESS:
+            if (parse_compress(optarg, &a->o) != 0) {
+                usage_error("--compress must be none, auto, zstd or zstd:LEVEL with LEVEL "
+                            "1..22 (got '%s')",
+                            optarg);
+                return 2;
+            }
+            a->pack_only = 1;
+            break;
+        case OPT_DICT:
+            a->o.dict = 1;
+            a->pack_only = 1;
+            break;
+        case 'j':
+            if (parse_u64(optarg, &v) != 0 || v == 0 || v > PACK_MAX_THREADS) {
+                usage_error("--threads must be an integer from 1 to 256 (got '%s')", optarg);
+                return 2;
+            }
+            a->o.threads = (unsigned)v;
+            a->pack_only = 1;
+            break;
+        case OPT_SEGMENT:
+            if (parse_size(optarg, &a->o.segment_size) != 0) {
+                usage_error("--segment-size must be a size such as 512M or 2G (got '%s')",
+                            optarg);
+                return 2;
+            }
+            a->pack_only = 1;
+            break;
+        case 'f':
+            a->o.force = 1;
+            a->pack_only = 1;
+            break;
+        case 'q':
+            a->quiet = 1;
+            break;
+        case 'h':
+            fputs(usage_text, stdout);
+            return 0;
+        case 'V':
+            printf("hdmlp-pack %s (format %u.%u)\n", hdmlp_version_string(), 1u, 0u);
+            return 0;
+        case OPT_INFO:
+            if (set_mode(a, MODE_INFO, optarg, "--info") != 0) {
+                return 2;
+            }
+            break;
+        case OPT_VERIFY:
+            if (set_mode(a, MODE_VERIFY, optarg, "--verify") != 0) {
+                return 2;
+            }
+            break;
+        case OPT_EXTRACT:
+            if (set_mode(a, MODE_EXTRACT, optarg, "--extract") != 0) {
+                return 2;
+            }
+            break;
+        case ':':
+            usage_error("option '%s' needs an argument", argv[optind - 1]);
+            return 2;
+        default:
+            usage_error("unrecognized option '%s'", argv[optind - 1]);
+            return 2;
+        }
+    }
+    return -1;
+}
+
+static int check_mode_args(const args *a)
+{
+    if (a->mode == MODE_PACK) {
+        if (!a->out) {
+            usage_error("%s", "no output directory (-o OUT)");
+            return 2;
+        }
+        if (a->n_inputs == 0) {
+            usage_error("%s", "no inputs (DIR, ARCHIVE or --list FILE)");
+            return 2;
+        }
+        if (a->o.dict && a->o.compress == PACK_COMPRESS_NONE) {
+            usage_error("%s", "--dict cannot be used with --compress none");
+            return 2;
+        }
+        return -1;
+    }
+    if (a->pack_only) {
+        usage_error("%s", "packing options cannot be used with --info, --verify or --extract");
+        return 2;
+    }
+    if (a->mode == MODE_EXTRACT) {
+        if (a->n_inputs != 1 || a->inputs[0].kind != PACK_INPUT_PATH) {
+            usage_error("%s", "--extract needs DATASET and one INDEX or KEY");
+            return 2;
+        }
+        return -1;
+    }
+    if (a->n_inputs != 0 || a->out) {
+        usage_error("unexpected argument '%s'", a->n_inputs ? a->inputs[0].path : a->out);
+        return 2;
+    }
+    return -1;
+}
+
+static int run_pack(args *a)
+{
+    if (!a->have_seed && random_seed(&a->o.seed) != 0) {
+        fprintf(stderr, PACK_CLI_NAME ": cannot read /dev/urandom for a seed: %s\n",
+                strerror(errno));
+        return 1;
+    }
+    const char *const sde = getenv("SOURCE_DATE_EPOCH");
+    if (sde && *sde) {
+        if (parse_u64(sde, &a->o.created) != 0) {
+            fprintf(stderr, PACK_CLI_NAME ": SOURCE_DATE_EPOCH is not a number: '%s'\n", sde);
+            return 2;
+        }
+        a->o.has_created = 1;
+    }
+    cli c;
+    pack_bar_init(&c.bar, !a->quiet && isatty(STDERR_FILENO));
+    a->o.progress = cb_progress;
+    a->o.message = cb_message;
+    a->o.cancel = cb_cancel;
+    a->o.cb_arg = &c;
+    install_signals();
+    pack_summary sum;
+    const int rc = pack_run(&a->o, a->inputs, a->n_inputs, a->out, &sum);
+    pack_bar_clear(&c.bar);
+    if (rc != HDMLP_OK) {
+        const char *const detail = hdmlp_last_error();
+        fprintf(stderr, PACK_CLI_NAME ": %s\n", *detail ? detail : hdmlp_strerror(rc));
+        return 1;
+    }
+    if (!a->quiet) {
+        print_summary(&sum, a->out);
+        if (fflush(stdout) != 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    args a;
+    memset(&a, 0, sizeof(a));
+    pack_opts_init(&a.o);
+    const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    a.o.threads = cpus < 1                        ? 1u
+                  : cpus > (long)PACK_MAX_THREADS ? PACK_MAX_THREADS
+                                                  : (unsigned)cpus;
+    int ret = parse_args(argc, argv, &a);
+    if (ret < 0) {
+        ret = check_mode_args(&a);
+    }
+    if (ret < 0) {
+        switch (a.mode) {
+        case MODE_INFO:
+            ret = pack_cmd_info(a.dataset);
+            break;
+        case MODE_VERIFY:
+            ret = pack_cmd_verify(a.dataset, !a.quiet && isatty(STDERR_FILENO));
+            break;
+        case MODE_EXTRACT:
+            ret = pack_cmd_extract(a.dataset, a.inputs[0].path, a.out);
+            break;
+        default:
+            ret = run_pack(&a);
+            break;
+        }
+    }
+    free(a.inputs);
+    return ret;
+}

@@ -1,0 +1,434 @@
+/* pack_run(): scan → sort → shuffle → (dictionary) → chunks → index → commit. */
+#include "fmt_rng.h"
+#include "pack_internal.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define XXH_STATIC_LINKING_ONLY
+#include <xxhash.h>
+
+void pack_opts_init(pack_opts *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->chunk_size = PACK_DEFAULT_CHUNK_SIZE;
+    o->compress = PACK_COMPRESS_AUTO;
+    o->level = PACK_DEFAULT_LEVEL;
+    o->threads = 1;
+    o->segment_size = PACK_DEFAULT_SEGMENT_SIZE;
+}
+
+bool pack_cancelled(const pack_opts *o) { return o->cancel && o->cancel(o->cb_arg) != 0; }
+
+void pack_report(const pack_opts *o, pack_phase phase, uint64_t samples_done,
+                 uint64_t samples_total, uint64_t bytes_done, uint64_t bytes_total)
+{
+    if (o->progress) {
+        const pack_progress p = {phase, samples_done, samples_total, bytes_done, bytes_total};
+        o->progress(o->cb_arg, &p);
+    }
+}
+
+void pack_warn(const pack_opts *o, const char *fmt, ...)
+{
+    if (!o->message) {
+        return;
+    }
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    o->message(o->cb_arg, msg);
+}
+
+void pack_scan_tick(pack_ctx *ctx, uint64_t pending)
+{
+    const uint64_t bytes = ctx->raw_bytes + pending;
+    if (ctx->n_items - ctx->last_progress_items >= 1024 ||
+        bytes - ctx->last_progress_bytes >= (16u << 20)) {
+        ctx->last_progress_items = ctx->n_items;
+        ctx->last_progress_bytes = bytes;
+        pack_report(ctx->o, PACK_PHASE_SCAN, ctx->n_items, 0, bytes, 0);
+    }
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int check_opts(const pack_opts *o, size_t n_inputs, const char *out)
+{
+    if (o->chunk_size == 0 || o->chunk_size > FMT_MAX_CHUNK_SIZE) {
+        return hd_err(HDMLP_E_INVAL, "chunk size must be 1..%u", FMT_MAX_CHUNK_SIZE);
+    }
+    if (o->threads == 0 || o->threads > PACK_MAX_THREADS) {
+        return hd_err(HDMLP_E_INVAL, "threads must be 1..%u", PACK_MAX_THREADS);
+    }
+    if (o->compress != PACK_COMPRESS_NONE && (o->level < 1 || o->level > 22)) {
+        return hd_err(HDMLP_E_INVAL, "zstd level must be 1..22");
+    }
+    if (o->compress != PACK_COMPRESS_NONE && o->compress != PACK_COMPRESS_AUTO &&
+        o->compress != PACK_COMPRESS_ZSTD) {
+        return hd_err(HDMLP_E_INVAL, "unknown compression mode");
+    }
+    if (o->dict && o->compress == PACK_COMPRESS_NONE) {
+        return hd_err(HDMLP_E_INVAL, "a dictionary needs compression");
+    }
+    if (n_inputs == 0 || n_inputs > UINT16_MAX) {
+        return hd_err(HDMLP_E_INVAL, "need 1..%u inputs", UINT16_MAX);
+    }
+    if (!out || !*out) {
+        return hd_err(HDMLP_E_INVAL, "no output directory");
+    }
+    return HDMLP_OK;
+}
+
+/* root + '/' unless it already ends with one ("" stays ""). */
+static int set_root(pack_src *s, const char *dir, size_t len)
+{
+    const int slash = len > 0 && dir[len - 1] != '/';
+    s->root = hd_malloc(len + 2);
+    if (!s->root) {
+        return hd_err(HDMLP_E_NOMEM, "out of memory");
+    }
+    memcpy(s->root, dir, len);
+    if (slash) {
+        s->root[len] = '/';
+    }
+    s->root_len = len + (size_t)slash;
+    s->root[s->root_len] = '\0';
+    return HDMLP_OK;
+}
+
+static int setup_srcs(pack_ctx *ctx, const pack_input *inputs, size_t n)
+{
+    ctx->srcs = hd_calloc(n, sizeof(pack_src));
+    if (!ctx->srcs) {
+        return hd_err(HDMLP_E_NOMEM, "out of memory");
+    }
+    ctx->n_srcs = n;
+    for (size_t i = 0; i < n; i++) {
+        pack_src *const s = &ctx->srcs[i];
+        const char *const path = inputs[i].path;
+        s->arg = path;
+        int rc;
+        if (inputs[i].kind == PACK_INPUT_LIST) {
+            s->kind = PACK_SRC_LIST;
+            const char *const slash = strrchr(path, '/');
+            if (strcmp(path, "-") == 0 || !slash) {
+                rc = set_root(s, "", 0);
+            } else {
+                rc = set_root(s, path, (size_t)(slash - path) + 1);
+            }
+        } else {
+            struct stat st;
+            if (stat(path, &st) != 0) {
+                return hd_err(hd_errno_code(errno), "cannot access %s: %s", path,
+                              strerror(errno));
+            }
+            if (S_ISDIR(st.st_mode)) {
+                s->kind = PACK_SRC_DIR;
+                rc = set_root(s, path, strlen(path));
+            } else if (S_ISREG(st.st_mode)) {
+                s->kind = PACK_SRC_ARCHIVE;
+                rc = set_root(s, "", 0);
+            } else {
+                return hd_err(HDMLP_E_UNSUPPORTED,
+                              "%s: not a directory or an archive (use --list for lists)", path);
+            }
+        }
+        if (rc != HDMLP_OK) {
+            return rc;
+        }
+    }
+    return HDMLP_OK;
+}
+
+static int scan_all(pack_ctx *ctx)
+{
+    for (size_t i = 0; i < ctx->n_srcs; i++) {
+        int rc;
+        switch (ctx->srcs[i].kind) {
+        case PACK_SRC_DIR:
+            rc = pack_scan_dir(ctx, (uint32_t)i);
+            break;
+        case PACK_SRC_ARCHIVE:
+            rc = pack_scan_archive(ctx, (uint32_t)i);
+            break;
+        default:
+            rc = pack_scan_list(ctx, (uint32_t)i);
+            break;
+        }
+        if (rc != HDMLP_OK) {
+            return rc;
+        }
+    }
+    pack_report(ctx->o, PACK_PHASE_SCAN, ctx->n_items, ctx->n_items, ctx->raw_bytes,
+                ctx->raw_bytes);
+    const int rc = pack_labels_finish(&ctx->labels);
+    if (rc != HDMLP_OK) {
+        return rc;
+    }
+    for (uint64_t i = 0; i < ctx->n_items; i++) {
+        ctx->items[i].label = ctx->labels.remap[ctx->items[i].label];
+    }
+    return HDMLP_OK;
+}
+
+static uint64_t compute_dataset_id(const pack_ctx *ctx, const uint64_t *perm)
+{
+    XXH3_state_t st;
+    XXH3_INITSTATE(&st);
+    XXH3_64bits_reset(&st);
+    uint8_t b[20];
+    fmt_st64(b, ctx->o->seed);
+    fmt_st32(b + 8, ctx->o->chunk_size);
+    fmt_st64(b + 12, ctx->n_items);
+    XXH3_64bits_update(&st, b, 20);
+    for (uint64_t p = 0; p < ctx->n_items; p++) {
+        const pack_item *const it = &ctx->items[perm[p]];
+        fmt_st32(b, it->key_len);
+        XXH3_64bits_update(&st, b, 4);
+        XXH3_64bits_update(&st, ctx->keys.p + it->key_off, it->key_len);
+        fmt_st32(b, it->label);
+        fmt_st64(b + 4, it->size);
+        XXH3_64bits_update(&st, b, 12);
+    }
+    return XXH3_64bits_digest(&st);
+}
+
+/* Everything pack_run allocates, so one cleanup path frees it. */
+typedef struct run_state {
+    pack_ctx ctx;
+    int tmp_fd;
+    uint64_t *perm;
+    uint8_t *dict;
+    size_t dict_len;
+    fmt_sample *samples;
+    fmt_chunk *chunks;
+    fmt_label *labels;
+    pack_segw segw;
+    uint64_t dataset_id;
+    uint8_t *index;
+    size_t index_len;
+} run_state;
+
+static void run_free(run_state *r)
+{
+    pack_ctx *const ctx = &r->ctx;
+    for (size_t i = 0; i < ctx->n_srcs; i++) {
+        hd_free(ctx->srcs[i].root);
+    }
+    hd_free(ctx->srcs);
+    hd_free(ctx->items);
+    pack_buf_free(&ctx->keys);
+    pack_labels_free(&ctx->labels);
+    if (ctx->spill_fd >= 0) {
+        close(ctx->spill_fd);
+    }
+    if (r->tmp_fd >= 0) {
+        close(r->tmp_fd);
+    }
+    hd_free(ctx->tmpdir);
+    hd_free(r->perm);
+    hd_free(r->dict);
+    hd_free(r->samples);
+    hd_free(r->chunks);
+    hd_free(r->labels);
+    pack_segw_free(&r->segw);
+    hd_free(r->index);
+}
+
+/* Shuffles, trains the dictionary and writes the segments. */
+static int write_data(run_state *r)
+{
+    pack_ctx *const ctx = &r->ctx;
+    const pack_opts *const o = ctx->o;
+    const uint64_t n = ctx->n_items;
+    const uint64_t n_chunks = (n + o->chunk_size - 1) / o->chunk_size;
+    r->perm = hd_malloc((size_t)n * sizeof(uint64_t));
+    r->samples = hd_calloc((size_t)n, sizeof(fmt_sample));
+    r->chunks = hd_calloc((size_t)n_chunks, sizeof(fmt_chunk));
+    if (!r->perm || !r->samples || !r->chunks) {
+        return hd_err(HDMLP_E_NOMEM, "out of memory for %llu samples", (unsigned long long)n);
+    }
+    int rc = pack_sort_items(ctx, r->perm);
+    if (rc != HDMLP_OK) {
+        return rc;
+    }
+    fmt_rng rng;
+    fmt_rng_seed(&rng, o->seed, 0);
+    fmt_rng_shuffle_u64(&rng, r->perm, n);
+    if (o->dict) {
+        rc = pack_train_dict(ctx, r->perm, &r->dict, &r->dict_len);
+        if (rc != HDMLP_OK) {
+            return rc;
+        }
+    }
+    for (uint64_t p = 0; p < n; p++) {
+        const pack_item *const it = &ctx->items[r->perm[p]];
+        fmt_sample *const s = &r->samples[p];
+        s->raw_len = it->size;
+        s->key_off = (uint32_t)it->key_off;
+        s->key_len = it->key_len;
+        s->label = it->label;
+    }
+    pack_segw_init(&r->segw, r->tmp_fd, ctx->tmpdir, o->segment_size);
+    r->dataset_id = compute_dataset_id(ctx, r->perm);
+    pack_write_args a = {
+        .ctx = ctx,
+        .perm = r->perm,
+        .n = n,
+        .dataset_id = r->dataset_id,
+        .dict = r->dict,
+        .dict_len = r->dict_len,
+        .samples = r->samples,
+        .chunks = r->chunks,
+        .segw = &r->segw,
+    };
+    pack_report(o, PACK_PHASE_WRITE, 0, n, 0, ctx->raw_bytes);
+    rc = pack_write_chunks(&a);
+    if (rc == HDMLP_OK) {
+        rc = pack_segw_finish(&r->segw);
+    }
+    return rc;
+}
+
+static int build_index(run_state *r, pack_summary *sum)
+{
+    pack_ctx *const ctx = &r->ctx;
+    const pack_opts *const o = ctx->o;
+    const uint64_t n = ctx->n_items;
+    /* Only the keys are needed from here on. */
+    hd_free(ctx->items);
+    ctx->items = NULL;
+    hd_free(r->perm);
+    r->perm = NULL;
+    const pack_labels *const lt = &ctx->labels;
+    r->labels = hd_calloc(lt->n, sizeof(fmt_label));
+    if (!r->labels) {
+        return hd_err(HDMLP_E_NOMEM, "out of memory");
+    }
+    for (uint32_t l = 0; l < lt->n; l++) {
+        const uint32_t id = lt->order[l];
+        if (ctx->keys.len + lt->len[id] > UINT32_MAX) {
+            return hd_err(HDMLP_E_RANGE, "sample and label names exceed 4 GiB in total");
+        }
+        r->labels[l].name_off = (uint32_t)ctx->keys.len;
+        r->labels[l].name_len = lt->len[id];
+        const int rc = pack_buf_append(&ctx->keys, lt->names.p + lt->off[id], lt->len[id]);
+        if (rc != HDMLP_OK) {
+            return rc;
+        }
+    }
+    uint64_t stored = 0;
+    for (uint64_t p = 0; p < n; p++) {
+        stored += r->samples[p].stored_len;
+        sum->codec_count[r->samples[p].codec < 3 ? r->samples[p].codec : 0]++;
+    }
+    fmt_index_build b;
+    memset(&b, 0, sizeof(b));
+    b.h.dataset_id = r->dataset_id;
+    b.h.chunk_size = o->chunk_size;
+    b.h.pack_seed = o->seed;
+    b.h.created = o->has_created ? o->created : (uint64_t)time(NULL);
+    b.h.raw_bytes = ctx->raw_bytes;
+    b.h.stored_bytes = stored;
+    b.samples = r->samples;
+    b.n_samples = n;
+    b.chunks = r->chunks;
+    b.n_chunks = (n + o->chunk_size - 1) / o->chunk_size;
+    b.segments = r->segw.segs;
+    b.n_segments = r->segw.n_segs;
+    b.labels = r->labels;
+    b.n_labels = lt->n;
+    b.strings = ctx->keys.p;
+    b.strings_len = ctx->keys.len;
+    b.dict = r->dict;
+    b.dict_len = r->dict_len;
+    const int rc = fmt_index_encode(&b, &r->index, &r->index_len);
+    if (rc != HDMLP_OK) {
+        return hd_err_wrap(rc, "encoding the index: ");
+    }
+    sum->samples = n;
+    sum->chunks = b.n_chunks;
+    sum->segments = b.n_segments;
+    sum->labels = lt->n;
+    sum->chunk_size = o->chunk_size;
+    sum->raw_bytes = ctx->raw_bytes;
+    sum->stored_bytes = stored;
+    sum->seed = o->seed;
+    sum->dataset_id = r->dataset_id;
+    sum->dict_bytes = r->dict_len;
+    sum->file_bytes = r->segw.file_bytes + r->index_len;
+    return HDMLP_OK;
+}
+
+int pack_run(const pack_opts *o, const pack_input *inputs, size_t n_inputs, const char *out,
+             pack_summary *sum)
+{
+    const double t0 = now_s();
+    pack_summary local;
+    memset(&local, 0, sizeof(local));
+    int rc = check_opts(o, n_inputs, out);
+    if (rc != HDMLP_OK) {
+        return rc;
+    }
+    run_state r;
+    memset(&r, 0, sizeof(r));
+    r.ctx.o = o;
+    r.ctx.spill_fd = -1;
+    r.tmp_fd = -1;
+    r.segw.fd = -1;
+    rc = setup_srcs(&r.ctx, inputs, n_inputs);
+    if (rc == HDMLP_OK) {
+        rc = pack_outdir_begin(out, o->force, &r.ctx.tmpdir, &r.tmp_fd);
+    }
+    if (rc == HDMLP_OK) {
+        struct stat st;
+        if (fstat(r.tmp_fd, &st) == 0) {
+            r.ctx.tmp_dev = st.st_dev;
+            r.ctx.tmp_ino = st.st_ino;
+        }
+        rc = scan_all(&r.ctx);
+    }
+    if (rc == HDMLP_OK) {
+        rc = write_data(&r);
+    }
+    if (rc == HDMLP_OK) {
+        pack_report(o, PACK_PHASE_INDEX, r.ctx.n_items, r.ctx.n_items, r.ctx.raw_bytes,
+                    r.ctx.raw_bytes);
+        rc = build_index(&r, &local);
+    }
+    if (rc == HDMLP_OK) {
+        hd_free(r.samples); /* the encoded index holds everything now */
+        r.samples = NULL;
+        pack_buf_free(&r.ctx.keys);
+        rc = pack_outdir_write_index(r.tmp_fd, r.ctx.tmpdir, r.index, r.index_len);
+    }
+    if (rc == HDMLP_OK && r.ctx.spill_fd >= 0) {
+        close(r.ctx.spill_fd); /* already unlinked */
+        r.ctx.spill_fd = -1;
+    }
+    if (rc == HDMLP_OK) {
+        rc = pack_outdir_commit(o, r.ctx.tmpdir, out);
+    }
+    if (rc != HDMLP_OK && r.ctx.tmpdir) {
+        pack_outdir_abort(r.ctx.tmpdir);
+    }
+    run_free(&r);
+    if (rc == HDMLP_OK && sum) {
+        local.seconds = now_s() - t0;
+        *sum = local;
+    }
+    return rc;
+}

@@ -1,0 +1,380 @@
+/* The chunk pipeline: worker threads build whole chunks (read samples in packed order,
+ * compress, checksum, chunk header); the calling thread appends them in order to the
+ * segment files; a prefetch thread asks the kernel to read the samples of the next chunks
+ * ahead (posix_fadvise WILLNEED), which gives the random reads a deep queue.
+ *
+ * Memory: at most `window` (2 × threads) chunks are in flight, and no more than
+ * INFLIGHT_BUDGET bytes of chunk buffers unless a single chunk is larger (it then goes
+ * alone). Workers wait on condition variables; nothing spins or sleeps. */
+#include "pack_internal.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#define INFLIGHT_BUDGET (256ull << 20)
+#define PREFETCH_BYTES (32ull << 20)
+#define PREFETCH_SAMPLES 4096u
+#define ERRMSG_MAX 1024
+
+typedef struct wr_slot {
+    uint8_t *buf;
+    uint64_t len; /* chunk length (header + payload) */
+    uint64_t est; /* bytes reserved from the budget */
+    uint64_t raw; /* raw bytes of its samples */
+    uint32_t n;   /* samples */
+    int ready;
+} wr_slot;
+
+typedef struct wr_state {
+    pack_write_args *a;
+    uint32_t k;
+    uint64_t n_chunks;
+    pthread_mutex_t mu;
+    pthread_cond_t cv_work; /* workers: window or budget */
+    pthread_cond_t cv_done; /* writer: a chunk became ready, or stop */
+    pthread_cond_t cv_pf;   /* prefetcher: workers consumed, or stop */
+    uint64_t next_claim;
+    uint64_t next_est; /* budget estimate of chunk next_claim */
+    uint64_t next_write;
+    uint64_t window;
+    uint64_t inflight;
+    wr_slot *slots;
+    int stop;
+    int err;
+    char errmsg[ERRMSG_MAX];
+    /* prefetch */
+    uint64_t pf_pos, pf_bytes; /* next position to prefetch; raw bytes before it */
+    uint64_t consumed_samples, consumed_bytes;
+    int pf_waiting;
+} wr_state;
+
+static uint64_t chunk_raw(const wr_state *s, uint64_t c, uint32_t *n)
+{
+    const pack_write_args *const a = s->a;
+    const uint64_t first = c * s->k;
+    const uint64_t end = first + s->k < a->n ? first + s->k : a->n;
+    uint64_t raw = 0;
+    for (uint64_t p = first; p < end; p++) {
+        raw += a->ctx->items[a->perm[p]].size;
+    }
+    *n = (uint32_t)(end - first);
+    return raw;
+}
+
+static uint64_t chunk_est(const wr_state *s, uint64_t c)
+{
+    uint32_t n;
+    if (c >= s->n_chunks) {
+        return 0;
+    }
+    return fmt_align_up(FMT_CHUNK_HEADER_LEN + chunk_raw(s, c, &n));
+}
+
+/* Records the first error (with the calling thread's detail) and stops everyone.
+ * Called with the lock held. */
+static void fail_locked(wr_state *s, int code)
+{
+    if (!s->err) {
+        s->err = code;
+        snprintf(s->errmsg, sizeof(s->errmsg), "%s", hdmlp_last_error());
+    }
+    s->stop = 1;
+    pthread_cond_broadcast(&s->cv_work);
+    pthread_cond_broadcast(&s->cv_done);
+    pthread_cond_broadcast(&s->cv_pf);
+}
+
+static void fail(wr_state *s, int code)
+{
+    pthread_mutex_lock(&s->mu);
+    fail_locked(s, code);
+    pthread_mutex_unlock(&s->mu);
+}
+
+typedef struct worker {
+    wr_state *s;
+    pthread_t tid;
+    fmt_encoder *enc;
+    uint8_t *scratch;
+    size_t scratch_cap;
+    pack_reader r;
+} worker;
+
+static void consumed(wr_state *s, uint64_t bytes)
+{
+    pthread_mutex_lock(&s->mu);
+    s->consumed_samples++;
+    s->consumed_bytes += bytes;
+    if (s->pf_waiting) {
+        pthread_cond_signal(&s->cv_pf);
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Reads, encodes and checksums sample at packed position p into buf + *off. */
+static int build_sample(worker *w, uint8_t *buf, uint64_t *off, uint64_t p)
+{
+    const pack_write_args *const a = w->s->a;
+    const pack_item *const it = &a->ctx->items[a->perm[p]];
+    uint8_t *const dst = buf + *off;
+    int rc = pack_read_item(&w->r, it, dst, it->size);
+    if (rc != HDMLP_OK) {
+        return rc;
+    }
+    consumed(w->s, it->size);
+    uint64_t stored = it->size;
+    uint32_t codec = FMT_CODEC_NONE;
+    const pack_compress mode = a->ctx->o->compress;
+    if (w->enc && it->size > 0 &&
+        !(mode == PACK_COMPRESS_AUTO && pack_is_compressed_media(dst, it->size))) {
+        size_t out_len = 0;
+        uint32_t cc = FMT_CODEC_NONE;
+        rc = fmt_encode(w->enc, dst, it->size, &w->scratch, &w->scratch_cap, &out_len, &cc);
+        if (rc != HDMLP_OK) {
+            return hd_err_wrap(rc, "compressing %.*s: ", (int)it->key_len,
+                               (const char *)a->ctx->keys.p + it->key_off);
+        }
+        if ((uint64_t)out_len * 100 <= it->size * 97) { /* shrinks by at least 3 % */
+            memcpy(dst, w->scratch, out_len);
+            stored = out_len;
+            codec = cc;
+        }
+    }
+    fmt_sample *const rec = &a->samples[p];
+    rec->offset = *off;
+    rec->stored_len = stored;
+    rec->checksum = fmt_checksum(dst, stored);
+    rec->codec = codec;
+    *off += stored;
+    return HDMLP_OK;
+}
+
+static int build_chunk(worker *w, uint64_t c, wr_slot *out)
+{
+    wr_state *const s = w->s;
+    const pack_write_args *const a = s->a;
+    uint32_t n;
+    const uint64_t raw = chunk_raw(s, c, &n);
+    const uint64_t est = fmt_align_up(FMT_CHUNK_HEADER_LEN + raw);
+    uint8_t *const buf = est <= SIZE_MAX ? hd_malloc((size_t)est) : NULL;
+    if (!buf) {
+        return hd_err(HDMLP_E_NOMEM, "out of memory for chunk %llu (%llu bytes)",
+                      (unsigned long long)c, (unsigned long long)est);
+    }
+    uint64_t off = FMT_CHUNK_HEADER_LEN;
+    for (uint64_t p = c * s->k; p < c * s->k + n; p++) {
+        int rc = build_sample(w, buf, &off, p);
+        if (rc == HDMLP_OK && pack_cancelled(a->ctx->o)) {
+            rc = hd_err(HDMLP_E_INTERRUPTED, "interrupted");
+        }
+        if (rc != HDMLP_OK) {
+            hd_free(buf);
+            return rc;
+        }
+    }
+    const uint64_t hsum =
+        fmt_chunk_header_encode(buf, a->dataset_id, c, n, off - FMT_CHUNK_HEADER_LEN);
+    memset(buf + off, 0, (size_t)(fmt_align_up(off) - off));
+    fmt_chunk *const rec = &a->chunks[c];
+    rec->length = off;
+    rec->n_samples = n;
+    rec->header_checksum = hsum;
+    out->buf = buf;
+    out->len = off;
+    out->est = est;
+    out->raw = raw;
+    out->n = n;
+    return HDMLP_OK;
+}
+
+static void *worker_main(void *arg)
+{
+    worker *const w = arg;
+    wr_state *const s = w->s;
+    for (;;) {
+        pthread_mutex_lock(&s->mu);
+        while (!s->stop && s->next_claim < s->n_chunks &&
+               !(s->next_claim < s->next_write + s->window &&
+                 (s->inflight == 0 || s->inflight + s->next_est <= INFLIGHT_BUDGET))) {
+            pthread_cond_wait(&s->cv_work, &s->mu);
+        }
+        if (s->stop || s->next_claim >= s->n_chunks) {
+            pthread_mutex_unlock(&s->mu);
+            break;
+        }
+        const uint64_t c = s->next_claim++;
+        s->inflight += s->next_est;
+        s->next_est = chunk_est(s, s->next_claim);
+        pthread_mutex_unlock(&s->mu);
+
+        wr_slot slot = {0};
+        const int rc = build_chunk(w, c, &slot);
+        pthread_mutex_lock(&s->mu);
+        if (rc != HDMLP_OK) {
+            fail_locked(s, rc);
+            pthread_mutex_unlock(&s->mu);
+            break;
+        }
+        slot.ready = 1;
+        s->slots[c % s->window] = slot;
+        pthread_cond_signal(&s->cv_done);
+        pthread_mutex_unlock(&s->mu);
+    }
+    return NULL;
+}
+
+static void *prefetch_main(void *arg)
+{
+    wr_state *const s = arg;
+    const pack_write_args *const a = s->a;
+    pack_reader r;
+    pack_reader_init(&r, a->ctx);
+    pthread_mutex_lock(&s->mu);
+    while (!s->stop && s->pf_pos < a->n) {
+        if (s->pf_bytes >= s->consumed_bytes + PREFETCH_BYTES ||
+            s->pf_pos >= s->consumed_samples + PREFETCH_SAMPLES) {
+            s->pf_waiting = 1;
+            pthread_cond_wait(&s->cv_pf, &s->mu);
+            s->pf_waiting = 0;
+            continue;
+        }
+        const uint64_t p = s->pf_pos;
+        const int behind = p < s->consumed_samples; /* workers are past it (roughly) */
+        pthread_mutex_unlock(&s->mu);
+        const pack_item *const it = &a->ctx->items[a->perm[p]];
+        const uint64_t len = it->size < PREFETCH_BYTES ? it->size : PREFETCH_BYTES;
+        if (!behind) {
+            pack_prefetch_item(&r, it, len);
+        }
+        pthread_mutex_lock(&s->mu);
+        s->pf_pos = p + 1;
+        s->pf_bytes += it->size;
+    }
+    pthread_mutex_unlock(&s->mu);
+    pack_reader_free(&r);
+    return NULL;
+}
+
+/* The writer: appends chunks in order. Runs on the calling thread. */
+static void write_loop(wr_state *s)
+{
+    pack_write_args *const a = s->a;
+    uint64_t samples_done = 0, bytes_done = 0;
+    for (uint64_t c = 0; c < s->n_chunks; c++) {
+        pthread_mutex_lock(&s->mu);
+        wr_slot *const slot = &s->slots[c % s->window];
+        while (!s->stop && !slot->ready) {
+            pthread_cond_wait(&s->cv_done, &s->mu);
+        }
+        if (s->stop) {
+            pthread_mutex_unlock(&s->mu);
+            return;
+        }
+        const wr_slot mine = *slot;
+        memset(slot, 0, sizeof(*slot));
+        pthread_mutex_unlock(&s->mu);
+
+        const int rc = pack_segw_append(a->segw, mine.buf, mine.len, &a->chunks[c]);
+        hd_free(mine.buf);
+        pthread_mutex_lock(&s->mu);
+        s->inflight -= mine.est;
+        s->next_write = c + 1;
+        pthread_cond_broadcast(&s->cv_work);
+        if (rc != HDMLP_OK) {
+            fail_locked(s, rc);
+        } else if (pack_cancelled(a->ctx->o)) {
+            fail_locked(s, hd_err(HDMLP_E_INTERRUPTED, "interrupted"));
+        }
+        const int stop = s->stop;
+        pthread_mutex_unlock(&s->mu);
+        if (stop) {
+            return;
+        }
+        samples_done += mine.n;
+        bytes_done += mine.raw;
+        pack_report(a->ctx->o, PACK_PHASE_WRITE, samples_done, a->n, bytes_done,
+                    a->ctx->raw_bytes);
+    }
+}
+
+int pack_write_chunks(pack_write_args *a)
+{
+    const pack_opts *const o = a->ctx->o;
+    wr_state s;
+    memset(&s, 0, sizeof(s));
+    s.a = a;
+    s.k = o->chunk_size;
+    s.n_chunks = (a->n + s.k - 1) / s.k;
+    s.window = 2ull * o->threads;
+    s.slots = hd_calloc((size_t)s.window, sizeof(wr_slot));
+    const unsigned nw = o->threads;
+    worker *const ws = hd_calloc(nw, sizeof(worker));
+    if (!s.slots || !ws) {
+        hd_free(s.slots);
+        hd_free(ws);
+        return hd_err(HDMLP_E_NOMEM, "out of memory for %u workers", nw);
+    }
+    s.next_est = chunk_est(&s, 0);
+    pthread_mutex_init(&s.mu, NULL);
+    pthread_cond_init(&s.cv_work, NULL);
+    pthread_cond_init(&s.cv_done, NULL);
+    pthread_cond_init(&s.cv_pf, NULL);
+
+    int rc = HDMLP_OK;
+    unsigned started = 0;
+    for (unsigned i = 0; i < nw && rc == HDMLP_OK; i++) {
+        ws[i].s = &s;
+        pack_reader_init(&ws[i].r, a->ctx);
+        if (o->compress != PACK_COMPRESS_NONE) {
+            rc = fmt_encoder_create(o->level, a->dict, a->dict_len, &ws[i].enc);
+        }
+    }
+    pthread_t pf;
+    int pf_started = 0;
+    if (rc == HDMLP_OK) {
+        pf_started = pthread_create(&pf, NULL, prefetch_main, &s) == 0;
+        for (; started < nw; started++) {
+            if (pthread_create(&ws[started].tid, NULL, worker_main, &ws[started]) != 0) {
+                rc = hd_err(HDMLP_E_NOMEM, "cannot start worker thread %u", started);
+                fail(&s, rc);
+                break;
+            }
+        }
+    }
+    if (rc == HDMLP_OK) {
+        write_loop(&s);
+    } else {
+        fail(&s, rc);
+    }
+    for (unsigned i = 0; i < started; i++) {
+        pthread_join(ws[i].tid, NULL);
+    }
+    if (pf_started) {
+        pthread_mutex_lock(&s.mu);
+        s.stop = 1;
+        pthread_cond_broadcast(&s.cv_pf);
+        pthread_mutex_unlock(&s.mu);
+        pthread_join(pf, NULL);
+    }
+    if (rc == HDMLP_OK && s.err) {
+        rc = hd_err(s.err, "%s", s.errmsg);
+    }
+    for (uint64_t i = 0; i < s.window; i++) {
+        hd_free(s.slots[i].buf);
+    }
+    for (unsigned i = 0; i < nw; i++) {
+        if (ws[i].enc) {
+            fmt_encoder_free(ws[i].enc);
+        }
+        hd_free(ws[i].scratch);
+        pack_reader_free(&ws[i].r);
+    }
+    hd_free(ws);
+    hd_free(s.slots);
+    pthread_cond_destroy(&s.cv_pf);
+    pthread_cond_destroy(&s.cv_done);
+    pthread_cond_destroy(&s.cv_work);
+    pthread_mutex_destroy(&s.mu);
+    return rc;
+}

@@ -1,0 +1,140 @@
+/*
+ * packer/ — the packing library behind hdmlp-pack. Internal (not installed).
+ *
+ * pack_run() scans the inputs, shuffles the samples globally, groups them into chunks of
+ * K samples, compresses and checksums them on worker threads and writes a dataset
+ * directory atomically (FORMAT.md, "Writing protocol"). Only metadata (key, label, size,
+ * source reference per sample: ~100-150 bytes) is held in memory; sample bytes stream
+ * through a bounded pipeline.
+ *
+ * Inputs
+ *   PACK_INPUT_PATH naming a directory: every subdirectory of the root is a label; every
+ *     regular file below it (any depth) is a sample of that label, keyed by its path
+ *     relative to the root ("cat/001.jpg"). Regular files directly in the root get the
+ *     label ".". Entries are visited in bytewise-sorted order at each level; nothing is
+ *     skipped silently (hidden files are samples). Symlinks to regular files are followed;
+ *     symlinks to directories are not followed (a warning names each one); a dangling
+ *     or looping symlink, an unreadable entry or a special file (fifo, socket, device) is
+ *     an error naming it. A directory reached twice (bind mount loop) is an error.
+ *     Empty class directories still define their label.
+ *   PACK_INPUT_PATH naming a regular file: an archive recognised by libarchive from its
+ *     content (tar in any of its dialects, cpio, zip, 7z; compressed with gzip, bzip2,
+ *     xz, lzma, lz4, zstd or compress). Each regular member is a sample keyed by its
+ *     stored name, bytes as-is (names such as "/etc/x" or "../x" are only keys and are
+ *     never used as paths). Its label is the first component of the name after leading
+ *     "/" and "./" components; members in the root get the label ".". Hard links refer
+ *     to the bytes of their target member. Symlinks and special members are skipped with
+ *     a warning; directory members carry no data and are ignored. The archive is
+ *     streamed once into an unlinked spill file inside the temporary output directory
+ *     (so packing an archive needs its unpacked size in free space there, temporarily).
+ *   PACK_INPUT_LIST: a text file of lines "PATH<TAB>LABEL" (exactly one TAB; a trailing
+ *     CR is ignored). Relative paths are relative to the list file's directory ("-"
+ *     reads standard input, relative to the working directory). Blank lines and lines
+ *     whose first byte is '#' are skipped; a malformed line is an error naming FILE:LINE.
+ *     The key is the PATH column as written.
+ *   Several inputs merge. Label names are the union over all inputs, numbered in
+ *   bytewise-sorted order. Keys need not be unique.
+ *
+ * Order and reproducibility
+ *   Samples are sorted by (input position, key bytes, scan order), then shuffled with
+ *   Fisher-Yates driven by fmt_rng(seed, stream 0). The dataset id is XXH3-64 over
+ *   (seed u64, K u32, N u64, then per sample in packed order: key length u32, key bytes,
+ *   label u32, raw size u64), all little-endian. The same inputs, options and `created`
+ *   give byte-identical output, whatever the thread count.
+ *
+ * Threads: pack_run() runs on the calling thread plus `threads` workers and one prefetch
+ * thread. progress and message callbacks run on the calling thread; cancel may be called
+ * from any of the library's threads, concurrently.
+ */
+#ifndef HDMLP_PACKER_H
+#define HDMLP_PACKER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum pack_compress {
+    PACK_COMPRESS_AUTO = 0, /* zstd except for media recognised by magic bytes */
+    PACK_COMPRESS_NONE = 1, /* every sample codec 0 */
+    PACK_COMPRESS_ZSTD = 2  /* try zstd on every sample */
+} pack_compress;
+
+typedef enum pack_input_kind {
+    PACK_INPUT_PATH = 0, /* directory or archive, detected */
+    PACK_INPUT_LIST = 1  /* list file */
+} pack_input_kind;
+
+typedef struct pack_input {
+    pack_input_kind kind;
+    const char *path;
+} pack_input;
+
+typedef enum pack_phase {
+    PACK_PHASE_SCAN = 0,  /* samples_done/bytes_done count what was found so far */
+    PACK_PHASE_DICT = 1,  /* training the dictionary */
+    PACK_PHASE_WRITE = 2, /* samples/bytes written out of the totals */
+    PACK_PHASE_INDEX = 3  /* writing the index and committing */
+} pack_phase;
+
+typedef struct pack_progress {
+    pack_phase phase;
+    uint64_t samples_done;
+    uint64_t samples_total; /* 0 while unknown */
+    uint64_t bytes_done;    /* raw bytes */
+    uint64_t bytes_total;   /* 0 while unknown */
+} pack_progress;
+
+typedef struct pack_summary {
+    uint64_t samples;
+    uint64_t chunks;
+    uint32_t segments;
+    uint32_t labels;
+    uint32_t chunk_size;
+    uint64_t raw_bytes;
+    uint64_t stored_bytes;
+    uint64_t file_bytes; /* bytes of all files written (segments with padding + index) */
+    uint64_t seed;
+    uint64_t dataset_id;
+    uint64_t dict_bytes;
+    uint64_t codec_count[3]; /* samples stored with codec 0, 1, 2 */
+    double seconds;          /* wall time of pack_run */
+} pack_summary;
+
+#define PACK_DEFAULT_CHUNK_SIZE 64u
+#define PACK_DEFAULT_SEGMENT_SIZE (1ull << 30)
+#define PACK_DEFAULT_LEVEL 3
+#define PACK_MAX_THREADS 256u
+
+typedef struct pack_opts {
+    uint32_t chunk_size; /* K, 1..2^20 */
+    uint64_t seed;       /* shuffle seed (stored in the index) */
+    pack_compress compress;
+    int level;             /* zstd level 1..22 for ZSTD and AUTO */
+    int dict;              /* train and use a dictionary (not with NONE) */
+    unsigned threads;      /* worker threads, 1..PACK_MAX_THREADS */
+    int force;             /* replace an existing OUT (see pack_run) */
+    uint64_t segment_size; /* new segment when the next chunk would exceed it; 0 = one
+                              chunk per segment; a chunk larger than this gets its own */
+    int has_created;       /* use `created` as the index creation time, else time(NULL) */
+    uint64_t created;
+    void (*progress)(void *arg, const pack_progress *p); /* optional; often, cheap */
+    void (*message)(void *arg, const char *msg);         /* optional; warnings */
+    int (*cancel)(void *arg); /* optional; nonzero = stop with HDMLP_E_INTERRUPTED */
+    void *cb_arg;
+} pack_opts;
+
+/* Fills *o with the defaults (K 64, auto compression at level 3, 1 thread, 1 GiB
+ * segments, seed 0, no callbacks). */
+void pack_opts_init(pack_opts *o);
+
+/* Packs inputs[0..n_inputs) into the dataset directory `out`, atomically: everything is
+ * written under `.NAME.tmp-XXXXXX` beside `out` and renamed at the end; on failure the
+ * temporary directory is removed and `out` is untouched. If `out` exists: without
+ * o->force, HDMLP_E_EXISTS; with it, `out` is replaced only if it is a non-directory, an
+ * empty directory or a directory holding nothing but `index` and `segment-*` files
+ * (else HDMLP_E_EXISTS): it is atomically exchanged with the new dataset, then removed.
+ * Returns 0 and fills *sum (may be NULL), or a negative HDMLP_E_* code with detail in
+ * hdmlp_last_error() naming the file, member or line at fault. */
+int pack_run(const pack_opts *o, const pack_input *inputs, size_t n_inputs, const char *out,
+             pack_summary *sum);
+
+#endif /* HDMLP_PACKER_H */
