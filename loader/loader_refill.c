@@ -75,7 +75,9 @@ int refill_plan_build(const fmt_index *ix, uint64_t chunk, const uint32_t *slots
     const uint64_t whole_len = direct ? fmt_align_up(ch.length) : ch.length;
     int whole = mode == HDMLP_REFILL_WHOLE;
     if (mode == HDMLP_REFILL_AUTO) {
-        whole = plan_cost(cost, 1, whole_len) <= plan_cost(cost, out->n_ranges, range_bytes);
+        /* Within 1 %, whole wins: it also verifies the chunk header. */
+        whole =
+            plan_cost(cost, 1, whole_len) <= 1.01 * plan_cost(cost, out->n_ranges, range_bytes);
     }
     if (whole || n == 0) {
         out->whole = 1;

@@ -3,7 +3,8 @@
  *   whole  — one read of the whole chunk (header included, so it is verified);
  *   ranges — the fillable samples' stored ranges, neighbours merged when reading the gap
  *            costs less than another operation (gap / bandwidth < op cost);
- *   auto   — whichever the storage cost model (op_us + bytes / bandwidth) says is cheaper.
+ *   auto   — whichever the storage cost model (op_us + bytes / bandwidth) says is cheaper
+ *            (whole when within 1 %: it also verifies the chunk header).
  * With direct I/O every range is widened to 4096-byte boundaries.
  */
 #ifndef HDMLP_LOADER_REFILL_H
