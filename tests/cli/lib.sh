@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared helpers for the hdmlp-pack CLI tests (sourced, not run).
 #
 # Every test script is called as
