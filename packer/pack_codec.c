@@ -3,11 +3,6 @@
 
 #include <string.h>
 
-static int has(const uint8_t *p, size_t n, size_t at, const char *magic, size_t len)
-{
-    return n >= at + len && memcmp(p + at, magic, len) == 0;
-}
-
 /* An MPEG audio / ADTS frame header (needs 3 bytes): sync, valid version, layer, bitrate
  * and sampling rate, so that runs of 0xff are not taken for audio. */
 static int is_mpeg_audio(const uint8_t *p)
@@ -26,36 +21,55 @@ static int is_mpeg_audio(const uint8_t *p)
     return rate != 15 && freq != 3;
 }
 
+typedef struct magic {
+    uint8_t at;
+    uint8_t len;
+    const char *bytes;
+} magic;
+
+static const magic media[] = {
+    {0, 3, "\xff\xd8\xff"},       /* JPEG */
+    {0, 8, "\x89PNG\r\n\x1a\n"},  /* PNG */
+    {0, 6, "GIF87a"},             /* GIF */
+    {0, 6, "GIF89a"},             /* GIF */
+    {8, 4, "WEBP"},               /* WebP (RIFF container) */
+    {8, 4, "AVI "},               /* AVI (RIFF container) */
+    {0, 2, "\x1f\x8b"},           /* gzip */
+    {0, 4, "\x28\xb5\x2f\xfd"},   /* zstd */
+    {0, 4, "PK\x03\x04"},         /* zip, npz, docx, jar */
+    {0, 4, "PK\x05\x06"},         /* empty zip */
+    {0, 4, "PK\x07\x08"},         /* spanned zip */
+    {0, 6, "\3757zXZ\0"},         /* xz */
+    {0, 3, "BZh"},                /* bzip2 */
+    {0, 6, "7z\xbc\xaf\x27\x1c"}, /* 7z */
+    {0, 4, "\x04\x22\x4d\x18"},   /* lz4 */
+    {0, 6, "Rar!\x1a\x07"},       /* rar */
+    {4, 4, "ftyp"},               /* mp4, mov, heic, avif, 3gp */
+    {0, 4, "\x1a\x45\xdf\xa3"},   /* webm, mkv */
+    {0, 4, "OggS"},               /* ogg */
+    {0, 4, "fLaC"},               /* flac */
+    {0, 3, "ID3"},                /* mp3 with a tag */
+    {0, 8, "\0\0\0\x0cjP  "},     /* jpeg 2000 */
+    {0, 4, "\xff\x4f\xff\x51"},   /* jpeg 2000 codestream */
+    {0, 2, "\xff\x0a"},           /* jpeg xl codestream */
+    {0, 8, "\0\0\0\x0cJXL "},     /* jpeg xl container */
+};
+
 int pack_is_compressed_media(const uint8_t *p, size_t n)
 {
     if (n < 4) {
         return 0;
     }
-    return has(p, n, 0, "\xff\xd8\xff", 3) ||      /* JPEG */
-           has(p, n, 0, "\x89PNG\r\n\x1a\n", 8) || /* PNG */
-           has(p, n, 0, "GIF87a", 6) || has(p, n, 0, "GIF89a", 6) ||
-           (has(p, n, 0, "RIFF", 4) && (has(p, n, 8, "WEBP", 4) || has(p, n, 8, "AVI ", 4))) ||
-           has(p, n, 0, "\x1f\x8b", 2) ||         /* gzip */
-           has(p, n, 0, "\x28\xb5\x2f\xfd", 4) || /* zstd */
-           has(p, n, 0, "PK\x03\x04", 4) || has(p, n, 0, "PK\x05\x06", 4) ||
-           has(p, n, 0, "PK\x07\x08", 4) || /* zip, npz, docx, jar */
-           has(p, n, 0,
-               "\xfd"
-               "7zXZ\x00",
-               6) ||                                /* xz */
-           has(p, n, 0, "BZh", 3) ||                /* bzip2 */
-           has(p, n, 0, "7z\xbc\xaf\x27\x1c", 6) || /* 7z */
-           has(p, n, 0, "\x04\x22\x4d\x18", 4) ||   /* lz4 */
-           has(p, n, 0, "Rar!\x1a\x07", 6) ||       /* rar */
-           has(p, n, 4, "ftyp", 4) ||               /* mp4, mov, heic, avif, 3gp */
-           has(p, n, 0, "\x1a\x45\xdf\xa3", 4) ||   /* webm, mkv */
-           has(p, n, 0, "OggS", 4) ||
-           has(p, n, 0, "fLaC", 4) || has(p, n, 0, "ID3", 3) || /* mp3 with a tag */
-           is_mpeg_audio(p) ||                                  /* mp3, aac adts */
-           has(p, n, 0, "\x00\x00\x00\x0cjP  ", 8) ||           /* jpeg 2000 */
-           has(p, n, 0, "\xff\x4f\xff\x51", 4) ||               /* jpeg 2000 codestream */
-           has(p, n, 0, "\xff\x0a", 2) ||                       /* jpeg xl codestream */
-           has(p, n, 0, "\x00\x00\x00\x0cJXL ", 8);             /* jpeg xl container */
+    for (size_t i = 0; i < sizeof(media) / sizeof(media[0]); i++) {
+        const magic *const m = &media[i];
+        if (n >= (size_t)m->at + m->len && memcmp(p + m->at, m->bytes, m->len) == 0) {
+            if (m->at == 8 && memcmp(p, "RIFF", 4) != 0) {
+                continue;
+            }
+            return 1;
+        }
+    }
+    return is_mpeg_audio(p);
 }
 
 #define DICT_MAX_SAMPLES 1000u

@@ -13,7 +13,12 @@
 static int fail(const char *path, int code)
 {
     const char *const detail = hdmlp_last_error();
-    fprintf(stderr, PACK_CLI_NAME ": %s: %s\n", path, *detail ? detail : hdmlp_strerror(code));
+    if (*detail && strstr(detail, path)) {
+        fprintf(stderr, PACK_CLI_NAME ": %s\n", detail);
+    } else {
+        fprintf(stderr, PACK_CLI_NAME ": %s: %s\n", path,
+                *detail ? detail : hdmlp_strerror(code));
+    }
     return 1;
 }
 

@@ -3,6 +3,7 @@
 
 #include <archive.h>
 #include <archive_entry.h>
+#include <errno.h>
 #include <string.h>
 
 #define ARCHIVE_BLOCK (1u << 20)
@@ -81,6 +82,9 @@ typedef struct arc_scan {
 
 static void arc_warn(arc_scan *s, const char *what)
 {
+    if (what && strstr(what, "can't be converted")) {
+        return; /* names are kept as raw bytes anyway */
+    }
     if (s->warnings < MAX_WARNINGS) {
         pack_warn(s->ctx->o, "%s: %s", s->path, what);
     } else if (s->warnings == MAX_WARNINGS) {
@@ -159,7 +163,27 @@ static int add_member(arc_scan *s, struct archive_entry *e)
         return rc;
     }
     if (type == AE_IFDIR) {
-        return HDMLP_OK;
+        /* A top-level directory defines its label even when it holds no samples, as an
+         * empty class directory does for directory inputs. */
+        size_t n = len;
+        while (n > 0 && name[n - 1] == '/') {
+            n--;
+        }
+        member_label(name, n, &lab, &lab_len);
+        if (lab_len == 1 && lab[0] == '.') {
+            /* the name had no '/' after normalising: it is the top directory itself */
+            size_t i = 0;
+            while (i < n &&
+                   (name[i] == '/' || (name[i] == '.' && i + 1 < n && name[i + 1] == '/'))) {
+                i += name[i] == '/' ? 1 : 2;
+            }
+            lab = name + i;
+            lab_len = n - i;
+            if (lab_len == 0 || (lab_len == 1 && lab[0] == '.')) {
+                return HDMLP_OK; /* the root */
+            }
+        }
+        return pack_labels_intern(&s->ctx->labels, lab, lab_len, &label);
     }
     if (type != AE_IFREG) {
         const char *const what = type == AE_IFLNK ? "symbolic link" : "special file";
@@ -202,7 +226,14 @@ int pack_scan_archive(pack_ctx *ctx, uint32_t input)
     }
     int rc = HDMLP_OK;
     if (archive_read_open_filename(s.a, s.path, ARCHIVE_BLOCK) != ARCHIVE_OK) {
-        rc = hd_err(HDMLP_E_IO, "cannot open %s: %s", s.path, archive_error_string(s.a));
+        if (archive_errno(s.a) == EILSEQ) { /* libarchive's ARCHIVE_ERRNO_FILE_FORMAT */
+            rc = hd_err(HDMLP_E_UNSUPPORTED,
+                        "%s: not a directory or a recognised archive (tar, tar.gz, tar.zst, "
+                        "zip, 7z, cpio, ...)",
+                        s.path);
+        } else {
+            rc = hd_err(HDMLP_E_IO, "cannot open %s: %s", s.path, archive_error_string(s.a));
+        }
         archive_read_free(s.a);
         return rc;
     }
