@@ -32,7 +32,8 @@ step "tests"
 if [ "${FAST:-0}" != 1 ]; then
     step "tests under ASan+UBSan"
     build build-ci-asan -DCMAKE_BUILD_TYPE=Debug -DHDMLP_SANITIZE=address,undefined
-    (cd build-ci-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+    (cd build-ci-asan && ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions="$root/tests/lsan.supp" \
+        UBSAN_OPTIONS=print_stacktrace=1 \
         ctest -j"$jobs" --output-on-failure -E '^bench_')
 
     step "threaded tests under TSan"
