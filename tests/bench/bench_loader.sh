@@ -1,0 +1,357 @@
+#!/bin/bash
+# Loader benchmark (issue 3, "Measure"): hdmlp against per-file random reads, inside a
+# benchmark cell (cgroup v1 memory limit incl. page cache + blkio read throttle, caches
+# dropped before every run), in two storage regimes. See tests/bench/README.md.
+#
+#   tests/bench/bench_loader.sh [--build DIR] [--out DIR] [--work DIR] [--small]
+#                               [--scale F] [--hdmlp-io buffered|direct] [--no-torch]
+#                               [--no-sweep] [--keep-data]
+#
+# Needs root and writable cgroup v1 memory + blkio controllers (else: SKIP, exit 0), the
+# built hdmlp-bench and hdmlp-pack (--build, default build/), gcc, /usr/bin/python3 with
+# numpy (and torch for the PyTorch contender), gnuplot for the plots.
+# Output: OUT/results.json, OUT/table.txt, OUT/*.png, OUT/runs.jsonl, OUT/logs/.
+set -u
+set -o pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+SRC=$(cd "$HERE/../.." && pwd)
+BUILD=$SRC/build
+OUT=$PWD/bench-loader-out
+WORK=${TMPDIR:-/var/tmp}/hdmlp-loader-bench
+PY=/usr/bin/python3
+SCALE=1
+SMALL=0
+TORCH=1
+SWEEP=1
+KEEP=0
+HDMLP_IO=buffered
+
+usage() {
+    sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
+    exit "${1:-2}"
+}
+
+while [ $# -gt 0 ]; do
+    case $1 in
+    --build) BUILD=${2:?}; shift ;;
+    --out) OUT=${2:?}; shift ;;
+    --work) WORK=${2:?}; shift ;;
+    --small) SMALL=1 ;;
+    --scale) SCALE=${2:?}; shift ;;
+    --hdmlp-io) HDMLP_IO=${2:?}; shift ;;
+    --no-torch) TORCH=0 ;;
+    --no-sweep) SWEEP=0 ;;
+    --keep-data) KEEP=1 ;;
+    -h | --help) usage 0 ;;
+    *) echo "bench_loader: unknown option '$1'" >&2; usage 2 ;;
+    esac
+    shift
+done
+case $HDMLP_IO in buffered | direct) ;; *) echo "bench_loader: --hdmlp-io buffered|direct" >&2; exit 2 ;; esac
+
+log() { echo "[bench_loader $(date +%H:%M:%S)] $*" >&2; }
+die() { echo "bench_loader: $*" >&2; exit 1; }
+skip() { echo "bench_loader: SKIP: $*"; exit 0; }
+
+BENCH=${HDMLP_BENCH:-$BUILD/loader/hdmlp-bench}
+PACK=${HDMLP_PACK:-$BUILD/packer/hdmlp-pack}
+[ -x "$BENCH" ] || die "no hdmlp-bench at $BENCH (build it, or pass --build DIR / set HDMLP_BENCH)"
+[ -x "$PACK" ] || die "no hdmlp-pack at $PACK (build it, or pass --build DIR / set HDMLP_PACK)"
+[ -x "$PY" ] || PY=$(command -v python3)
+"$PY" -c 'import numpy' 2>/dev/null || die "$PY cannot import numpy (apt-get install python3-numpy)"
+if [ "$TORCH" = 1 ] && ! "$PY" -c 'import torch' 2>/dev/null; then
+    log "torch not importable with $PY: the PyTorch contender is left out"
+    TORCH=0
+fi
+
+# ---- the cell: cgroup v1 memory + blkio, nested under this process's own groups -------
+[ "$(id -u)" = 0 ] || skip "needs root (cgroups, drop_caches)"
+cg_dir() { echo "/sys/fs/cgroup/$1$(awk -F: -v c="$1" '$2 == c { print $3 }' /proc/self/cgroup)"; }
+MEMCG=$(cg_dir memory)
+BLKCG=$(cg_dir blkio)
+CELL=hdmlp-cell-$$
+for d in "$MEMCG" "$BLKCG"; do
+    if ! { [ -w "$d" ] && mkdir "$d/$CELL.probe" 2>/dev/null && rmdir "$d/$CELL.probe"; }; then
+        skip "cgroup v1 controller $d is not writable"
+    fi
+done
+[ -w /proc/sys/vm/drop_caches ] || skip "cannot drop caches"
+
+mkdir -p "$WORK" "$OUT/logs" || die "cannot create $WORK or $OUT"
+WORK=$(cd "$WORK" && pwd)
+OUT=$(cd "$OUT" && pwd)
+SRCDEV=$(findmnt -no SOURCE --target "$WORK" | head -1)
+[ -b "$SRCDEV" ] || skip "$WORK is not on a block device ($SRCDEV): blkio cannot throttle it"
+PARENT=$(lsblk -no PKNAME "$SRCDEV" 2>/dev/null | head -1)
+DISK=${PARENT:+/dev/$PARENT}
+DISK=${DISK:-$SRCDEV}
+DEV=$(lsblk -dno MAJ:MIN "$DISK" | tr -d ' ')
+[ -n "$DEV" ] || skip "cannot find MAJ:MIN of $DISK"
+log "work dir $WORK on $DISK ($DEV); output $OUT"
+
+cleanup() {
+    for d in "$MEMCG/$CELL" "$BLKCG/$CELL"; do
+        [ -d "$d" ] && rmdir "$d" 2>/dev/null
+    done
+    if [ "$KEEP" = 0 ] && [ -n "${WORK:-}" ] && [ -d "$WORK" ]; then
+        rm -rf "$WORK"
+    fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches; }
+
+# cell_run TAG MEM_LIMIT BPS IOPS -- CMD...: runs CMD in a fresh cell after dropping caches;
+# stdout to logs/TAG.out, stderr to logs/TAG.err; sets CELL_JSON (the cell's measurements).
+cell_run() {
+    local tag=$1 mem=$2 bps=$3 iops=$4
+    shift 5
+    local m=$MEMCG/$CELL b=$BLKCG/$CELL t0 t1 rc
+    rmdir "$m" "$b" 2>/dev/null
+    mkdir "$m" "$b" || die "cannot create cgroup $CELL"
+    echo "$mem" >"$m/memory.limit_in_bytes" || die "cannot set memory limit"
+    [ "$bps" -gt 0 ] && { echo "$DEV $bps" >"$b/blkio.throttle.read_bps_device" || die "cannot throttle $DEV"; }
+    [ "$iops" -gt 0 ] && { echo "$DEV $iops" >"$b/blkio.throttle.read_iops_device" || die "cannot throttle $DEV"; }
+    drop_caches
+    # Pre-load the program's own files outside the cell (the cell measures data I/O, not
+    # interpreter or library start-up from a throttled disk).
+    case $1 in
+    "$PY") "$PY" -c 'import torch, numpy' >/dev/null 2>&1 ;;
+    /bin/sh) { dd --version; date; echo 1 | bc; stat -c %s /; } >/dev/null 2>&1 ;;
+    *) "$1" --help >/dev/null 2>&1 ;;
+    esac
+    t0=$(date +%s.%N)
+    sh -c 'echo $$ >"$1/cgroup.procs" && echo $$ >"$2/cgroup.procs" && shift 2 && exec "$@"' \
+        cell "$m" "$b" "$@" >"$OUT/logs/$tag.out" 2>"$OUT/logs/$tag.err"
+    rc=$?
+    t1=$(date +%s.%N)
+    local peak dbytes dops oom
+    peak=$(cat "$m/memory.max_usage_in_bytes")
+    dbytes=$(awk -v d="$DEV" '$1 == d && $2 == "Read" { print $3 }' "$b/blkio.throttle.io_service_bytes")
+    dops=$(awk -v d="$DEV" '$1 == d && $2 == "Read" { print $3 }' "$b/blkio.throttle.io_serviced")
+    oom=$(awk '$1 == "oom_kill" { print $2 }' "$m/memory.oom_control")
+    for _ in 1 2 3 4 5; do
+        rmdir "$m" "$b" 2>/dev/null && break
+        sleep 0.2
+    done
+    CELL_JSON="{\"rc\": $rc, \"wall_seconds\": $(echo "$t1 - $t0" | bc), \"memory_limit\": $mem,"
+    CELL_JSON+=" \"read_bps\": $bps, \"read_iops\": $iops, \"peak_memory\": ${peak:-0},"
+    CELL_JSON+=" \"dev_read_bytes\": ${dbytes:-0}, \"dev_read_ops\": ${dops:-0}, \"oom_kills\": ${oom:-0}}"
+    return $rc
+}
+
+# record KIND REGIME DATASET CONTENDER EXTRA_JSON: appends one line to runs.jsonl with the
+# program's JSON (last line of logs/TAG.out starting with '{', or null) and the cell's.
+RUNS=$OUT/runs.jsonl
+record() {
+    local tag=$1 kind=$2 regime=$3 dataset=$4 contender=$5 extra=$6 res
+    res=$(grep '^{' "$OUT/logs/$tag.out" 2>/dev/null | tail -1)
+    echo "{\"tag\": \"$tag\", \"kind\": \"$kind\", \"regime\": \"$regime\", \"dataset\": \"$dataset\"," \
+        "\"contender\": \"$contender\", $extra \"cell\": $CELL_JSON, \"result\": ${res:-null}}" >>"$RUNS"
+}
+
+# ---- sizes ------------------------------------------------------------------------------
+scaled() { awk -v n="$1" -v s="$SCALE" 'BEGIN { v = int(n * s); print (v < 64 ? 64 : v) }'; }
+if [ "$SMALL" = 1 ]; then
+    IMG_B=3000 IMG_A=600 S16_B=8000 S16_A=1000 TINY=40000
+else
+    IMG_B=36000 IMG_A=4000 S16_B=65536 S16_A=4000 TINY=262144
+fi
+IMG_B=$(scaled $IMG_B) IMG_A=$(scaled $IMG_A) S16_B=$(scaled $S16_B) S16_A=$(scaled $S16_A)
+TINY=$(scaled $TINY)
+[ "$IMG_A" -le "$IMG_B" ] || IMG_A=$IMG_B
+[ "$S16_A" -le "$S16_B" ] || S16_A=$S16_B
+
+MiB=1048576
+MB400=400000000
+IOPS_A=150
+OP_US_A=6667  # 1e6 / 150: one operation's cost in regime A
+OP_US_B=100   # the library's default (this disk: ~70 us per 128 KiB op at QD1)
+THREADS=2
+BATCH=64
+SEED=1
+PACK_SEED=7
+MEM_PCT=25
+C_ALLOWANCE=$((64 * MiB))     # cell limit = 25 % of the dataset + this, for C programs
+PY_ALLOWANCE=$((1024 * MiB))  # and this for the PyTorch contender (interpreter + 2 workers)
+K_SWEEP="1 4 16 64 256"
+MEM_SWEEP="10 25 50 100"
+
+# ---- build the helpers, make and pack the datasets --------------------------------------
+PERFILE=$OUT/loader_perfile
+cc -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -pthread "$HERE/loader_perfile.c" -o "$PERFILE" ||
+    die "cannot build loader_perfile"
+
+# gen_tree NAME COUNT MEAN SIGMA SEED
+gen_tree() {
+    local dir=$WORK/$1
+    if [ -f "$dir/sizes.json" ] && grep -q "\"count\": $2," "$dir/sizes.json"; then
+        return 0
+    fi
+    rm -rf "$dir"
+    log "generating $1: $2 files, mean $3 B, sigma $4"
+    "$PY" "$HERE/loader_gen.py" tree "$dir" --count "$2" --mean "$3" --sigma "$4" --seed "$5" ||
+        die "cannot generate $1"
+}
+# gen_subset NAME FROM COUNT
+gen_subset() {
+    local dir=$WORK/$1
+    if [ -f "$dir/sizes.json" ] && grep -q "\"count\": $3," "$dir/sizes.json"; then
+        return 0
+    fi
+    rm -rf "$dir"
+    "$PY" "$HERE/loader_gen.py" subset "$dir" --from "$WORK/$2" --count "$3" || die "cannot subset $2"
+}
+# pack NAME INPUT K: packs into WORK/NAME (kept across runs when the input is unchanged)
+pack() {
+    local dir=$WORK/$1 stamp
+    stamp="$2 K=$3 seed=$PACK_SEED $(stat -c %Y "$2")"
+    if [ -f "$dir/index" ] && [ "$(cat "$WORK/$1.stamp" 2>/dev/null)" = "$stamp" ]; then
+        return 0
+    fi
+    log "packing $1 (K=$3)"
+    "$PACK" --chunk-size "$3" --seed "$PACK_SEED" --compress none --threads 2 --quiet --force \
+        -o "$dir" "$2" >"$OUT/logs/pack-$1.log" 2>&1 || die "hdmlp-pack failed for $1: $(tail -3 "$OUT/logs/pack-$1.log")"
+    echo "$stamp" >"$WORK/$1.stamp"
+}
+raw_bytes() { awk -F'[:,]' '{ for (i = 1; i < NF; i++) if ($i ~ /"bytes"/) { gsub(/ /, "", $(i + 1)); print $(i + 1) } }' "$WORK/$1/sizes.json"; }
+
+T_START=$(date +%s)
+gen_tree img "$IMG_B" 112640 0.6 11
+gen_subset img_a img "$IMG_A"
+gen_tree s16 "$S16_B" 16384 0.25 12
+gen_subset s16_a s16 "$S16_A"
+if [ ! -f "$WORK/tiny.tar" ] || [ "$(cat "$WORK/tiny.count" 2>/dev/null)" != "$TINY" ]; then
+    log "generating tiny.tar: $TINY members of 1 KiB"
+    "$PY" "$HERE/loader_gen.py" tar "$WORK/tiny.tar" --count "$TINY" --size 1024 --seed 13 ||
+        die "cannot generate tiny.tar"
+    echo "$TINY" >"$WORK/tiny.count"
+fi
+pack img_k64 "$WORK/img/files" 64
+pack img_a_k64 "$WORK/img_a/files" 64
+pack s16_k64 "$WORK/s16/files" 64
+pack s16_a_k64 "$WORK/s16_a/files" 64
+pack tiny_k64 "$WORK/tiny.tar" 64
+if [ "$SWEEP" = 1 ]; then
+    for k in $K_SWEEP; do
+        [ "$k" = 64 ] || pack "img_a_k$k" "$WORK/img_a/files" "$k"
+    done
+fi
+T_DATA=$(date +%s)
+log "datasets ready in $((T_DATA - T_START)) s"
+
+# ---- contenders ---------------------------------------------------------------------------
+regime_bps() { echo $MB400; }
+regime_iops() { [ "$1" = A ] && echo $IOPS_A || echo 0; }
+regime_cost() { [ "$1" = A ] && echo "--op-us $OP_US_A --bandwidth $MB400" || echo "--op-us $OP_US_B --bandwidth $MB400"; }
+IO_FLAG=""
+[ "$HDMLP_IO" = direct ] && IO_FLAG=--direct
+
+# hdmlp_run KIND REGIME DATASET(tree name) PACKED CONTENDER MEM_PCT ARGS...
+hdmlp_run() {
+    local kind=$1 regime=$2 ds=$3 packed=$4 contender=$5 pct=$6 raw tag
+    shift 6
+    tag=$kind-$regime-$packed-$contender-m$pct
+    raw=$(raw_bytes "$ds")
+    local budget=$((raw * pct / 100))
+    log "$tag"
+    # shellcheck disable=SC2046
+    cell_run "$tag" $((budget + C_ALLOWANCE)) "$(regime_bps "$regime")" "$(regime_iops "$regime")" -- \
+        "$BENCH" "$WORK/$packed" --memory "$pct%" --batch $BATCH --threads $THREADS --seed $SEED \
+        $(regime_cost "$regime") $IO_FLAG --json --quiet "$@" ||
+        log "  FAILED (rc $?): $(tail -2 "$OUT/logs/$tag.err")"
+    record "$tag" "$kind" "$regime" "$packed" "$contender" "\"memory_pct\": $pct, \"raw_bytes\": $raw, \"io\": \"$HDMLP_IO\","
+}
+
+# contenders REGIME TREE PACKED
+contenders() {
+    local regime=$1 ds=$2 packed=$3 raw budget tag
+    raw=$(raw_bytes "$ds")
+    budget=$((raw * MEM_PCT / 100))
+    tag=main-$regime-$ds-perfile
+    log "$tag"
+    cell_run "$tag" $((budget + C_ALLOWANCE)) $MB400 "$(regime_iops "$regime")" -- \
+        "$PERFILE" --list "$WORK/$ds/list.tsv" --root "$WORK/$ds/files" --threads $THREADS --seed $SEED ||
+        log "  FAILED: $(tail -2 "$OUT/logs/$tag.err")"
+    record "$tag" main "$regime" "$packed" perfile-c "\"memory_pct\": $MEM_PCT, \"raw_bytes\": $raw,"
+    if [ "$TORCH" = 1 ]; then
+        tag=main-$regime-$ds-torch
+        log "$tag"
+        cell_run "$tag" $((budget + PY_ALLOWANCE)) $MB400 "$(regime_iops "$regime")" -- \
+            "$PY" "$HERE/loader_torch_baseline.py" --list "$WORK/$ds/list.tsv" --root "$WORK/$ds/files" \
+            --workers 2 --batch $BATCH --seed $SEED || log "  FAILED: $(tail -2 "$OUT/logs/$tag.err")"
+        record "$tag" main "$regime" "$packed" torch-dataloader "\"memory_pct\": $MEM_PCT, \"raw_bytes\": $raw,"
+    fi
+    for r in whole ranges auto; do
+        hdmlp_run main "$regime" "$ds" "$packed" "hdmlp-$r" $MEM_PCT --refill $r
+    done
+    hdmlp_run main "$regime" "$ds" "$packed" hdmlp-random $MEM_PCT --refill auto --policy random
+    tag=main-$regime-$ds-seq
+    log "$tag"
+    local segs
+    mapfile -t segs < <(find "$WORK/$packed" -maxdepth 1 -type f ! -name index | sort)
+    # shellcheck disable=SC2016
+    cell_run "$tag" $((budget + C_ALLOWANCE)) $MB400 "$(regime_iops "$regime")" -- \
+        /bin/sh -c 'b=0; s=$(date +%s.%N); for f in "$@"; do dd if="$f" of=/dev/null bs=4M iflag=direct status=none || exit 1; b=$((b + $(stat -c %s "$f"))); done; e=$(date +%s.%N); echo "{\"bytes_read\": $b, \"seconds\": $(echo "$e - $s" | bc)}"' \
+        seq "${segs[@]}" || log "  FAILED: $(tail -2 "$OUT/logs/$tag.err")"
+    record "$tag" main "$regime" "$packed" seq-read "\"memory_pct\": $MEM_PCT, \"raw_bytes\": $raw,"
+}
+
+: >"$RUNS"
+for regime in A B; do
+    if [ $regime = A ]; then img=img_a s16=s16_a; else img=img s16=s16; fi
+    contenders $regime $img "${img}_k64"
+    contenders $regime $s16 "${s16}_k64"
+done
+T_MAIN=$(date +%s)
+log "main runs done in $((T_MAIN - T_DATA)) s"
+
+if [ "$SWEEP" = 1 ]; then
+    for regime in A B; do
+        for k in $K_SWEEP; do
+            for r in whole auto; do
+                # Regime A's main runs already cover img_a_k64.
+                if [ $regime = A ] && [ "$k" = 64 ]; then
+                    continue
+                fi
+                hdmlp_run sweep-k $regime img_a "img_a_k$k" "hdmlp-$r" $MEM_PCT --refill $r
+            done
+        done
+        for pct in $MEM_SWEEP; do
+            [ $regime = A ] && [ "$pct" = $MEM_PCT ] && continue
+            hdmlp_run sweep-mem $regime img_a img_a_k64 hdmlp-auto "$pct" --refill auto
+        done
+    done
+fi
+T_SWEEP=$(date +%s)
+log "sweeps done in $((T_SWEEP - T_MAIN)) s"
+
+# ---- warm path: budget >= dataset, data in the page cache, no cell -----------------------
+for ds in img_a_k64 tiny_k64; do
+    tag=warm-$ds
+    log "$tag"
+    cat "$WORK/$ds"/* >/dev/null
+    "$BENCH" "$WORK/$ds" --memory 200% --batch 256 --threads $THREADS --epochs 5 --seed $SEED \
+        --json --quiet >"$OUT/logs/$tag.out" 2>"$OUT/logs/$tag.err" || log "  FAILED: $(tail -2 "$OUT/logs/$tag.err")"
+    CELL_JSON=null
+    record "$tag" warm - "$ds" hdmlp-auto "\"memory_pct\": 200,"
+done
+
+# ---- report ---------------------------------------------------------------------------
+cat >"$OUT/meta.json" <<EOF
+{"date": "$(date -u +%FT%TZ)", "kernel": "$(uname -r)", "cpus": $(nproc),
+ "mem_total_kib": $(awk '/MemTotal/ { print $2 }' /proc/meminfo), "device": "$DISK", "dev": "$DEV",
+ "git": "$(git -C "$SRC" rev-parse --short HEAD 2>/dev/null || echo unknown)",
+ "small": $SMALL, "scale": $SCALE, "hdmlp_io": "$HDMLP_IO", "threads": $THREADS, "batch": $BATCH,
+ "seed": $SEED, "pack_seed": $PACK_SEED, "memory_pct": $MEM_PCT, "read_bps": $MB400,
+ "iops_a": $IOPS_A, "op_us_a": $OP_US_A, "op_us_b": $OP_US_B,
+ "c_allowance": $C_ALLOWANCE, "py_allowance": $PY_ALLOWANCE,
+ "counts": {"img": $IMG_B, "img_a": $IMG_A, "s16": $S16_B, "s16_a": $S16_A, "tiny": $TINY},
+ "sizes": {"img": $(cat "$WORK/img/sizes.json"), "img_a": $(cat "$WORK/img_a/sizes.json"),
+           "s16": $(cat "$WORK/s16/sizes.json"), "s16_a": $(cat "$WORK/s16_a/sizes.json")},
+ "seconds": {"datasets": $((T_DATA - T_START)), "main": $((T_MAIN - T_DATA)),
+             "sweeps": $((T_SWEEP - T_MAIN)), "total": $(($(date +%s) - T_START))}}
+EOF
+"$PY" "$HERE/loader_report.py" "$OUT" || die "report failed"
