@@ -22,14 +22,6 @@
 #define IO_OP_MAX (UINT64_C(1) << 30)
 #define IO_DEPTH_MAX 1024u
 
-#ifdef HDMLP_HAVE_IO_URING
-/* The io_uring engine (loader_io_uring.c); these prototypes are repeated there. */
-typedef struct io_ring io_ring;
-int io_ring_create(unsigned depth, io_ring **out);
-void io_ring_free(io_ring *r);
-int io_ring_read(io_ring *r, io_read *reads, unsigned n, uint64_t *ops);
-#endif
-
 struct io_engine {
     hdmlp_engine kind; /* HDMLP_ENGINE_PREAD or HDMLP_ENGINE_IO_URING, never AUTO */
     unsigned depth;

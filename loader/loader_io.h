@@ -34,4 +34,11 @@ int io_engine_read(io_engine *e, io_read *reads, unsigned n);
 /* Number of read system calls / submitted operations so far (for stats). */
 uint64_t io_engine_ops(const io_engine *e);
 
+/* The io_uring mechanism behind the io_uring engine (loader_io_uring.c). io_ring_create
+ * returns HDMLP_E_UNSUPPORTED when io_uring is not compiled in or the kernel refuses. */
+typedef struct io_ring io_ring;
+int io_ring_create(unsigned depth, io_ring **out);
+void io_ring_free(io_ring *r);
+int io_ring_read(io_ring *r, io_read *reads, unsigned n, uint64_t *ops);
+
 #endif

@@ -24,10 +24,6 @@
 #define RING_PROBE_OPS 256u
 
 /* Called from loader_io.c, which repeats these prototypes. */
-typedef struct io_ring io_ring;
-int io_ring_create(unsigned depth, io_ring **out);
-void io_ring_free(io_ring *r);
-int io_ring_read(io_ring *r, io_read *reads, unsigned n, uint64_t *ops);
 
 typedef struct ring_slot {
     io_read *req;  /* request this slot serves */
