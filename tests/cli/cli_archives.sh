@@ -80,12 +80,17 @@ expect_fail "random bytes as INPUT"
 expect_stderr_fixed "noise.bin" "random bytes as INPUT"
 nothing_left "$T/noise.ds" "random bytes as INPUT"
 
-# Truncated archive: error, nothing left
-head -c 3000 "$T/gz.weird" >"$T/trunc.tgz"
-pk -o "$T/trunc.ds" "$T/trunc.tgz"
-expect_fail "truncated tar.gz"
-expect_stderr_fixed "trunc.tgz" "truncated tar.gz"
-nothing_left "$T/trunc.ds" "truncated tar.gz"
+# Truncated archives (inside a member's data): error naming the file, nothing left
+gzsize=$(stat -c %s "$T/gz.weird")
+head -c $((gzsize / 2)) "$T/gz.weird" >"$T/trunc.tgz"
+head -c 6000 "$T/plain.weird" >"$T/trunc.tar"
+head -c $(($(stat -c %s "$T/z.weird") / 2)) "$T/z.weird" >"$T/trunc.zip"
+for f in trunc.tgz trunc.tar trunc.zip; do
+    pk -o "$T/trunc.ds" "$T/$f"
+    expect_fail "truncated archive $f"
+    expect_stderr_fixed "$f" "truncated archive $f"
+    nothing_left "$T/trunc.ds" "truncated archive $f"
+done
 
 # Hostile member names: stored verbatim, nothing written outside OUT
 for kind in tar zip; do
