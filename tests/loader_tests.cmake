@@ -1,1 +1,15 @@
-# tests for this module are registered here
+# Loader tests: public API and errors, properties over random parameters, randomness of
+# the delivered order. tests/support/testds.c writes their datasets. Each binary runs its
+# tests two at a time (--jobs=2); timeouts leave room for sanitizer builds.
+hdmlp_add_test(NAME test_loader
+  SOURCES test_loader.c support/testds.c
+  LIBS m
+  TIMEOUT 120)
+hdmlp_add_test(NAME test_loader_props
+  SOURCES test_loader_props.c support/testds.c
+  LIBS m
+  TIMEOUT 600)
+hdmlp_add_test(NAME test_loader_random
+  SOURCES test_loader_random.c support/testds.c
+  LIBS m
+  TIMEOUT 600)
