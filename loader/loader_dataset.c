@@ -270,7 +270,8 @@ static int ds_open_checked(ds_private *p, const char *path)
     struct stat st;
     if (stat(path, &st) != 0) {
         const int err = errno;
-        return hd_err(hd_errno_code(err), "%s: %s", path, strerror(err));
+        return hd_err(hd_errno_code(err), "%s: cannot open dataset directory: %s", path,
+                      strerror(err));
     }
     if (!S_ISDIR(st.st_mode)) {
         return hd_err(HDMLP_E_NOTFOUND, "%s: not a directory: not an hdmlp dataset", path);
@@ -292,7 +293,7 @@ static int ds_open_checked(ds_private *p, const char *path)
     }
     rc = fmt_index_decode(ds->index_map, ds->index_size, &ds->ix);
     if (rc != HDMLP_OK) {
-        return hd_err_wrap(rc, "%s: ", ipath);
+        return hd_err_wrap(rc, "%s: ", path);
     }
     const uint32_t n_seg = ds->ix.h.n_segments;
     ds->seg_fd = hd_malloc((size_t)n_seg * sizeof(int));
@@ -315,7 +316,7 @@ static int ds_open_checked(ds_private *p, const char *path)
     /* One decoder now: it also checks that the dictionary is usable. */
     rc = fmt_decoder_create(&ds->ix, &p->pool[0]);
     if (rc != HDMLP_OK) {
-        return hd_err_wrap(rc, "%s: ", ipath);
+        return hd_err_wrap(rc, "%s: ", path);
     }
     p->pool_n = 1;
     return HDMLP_OK;
