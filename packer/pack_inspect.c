@@ -237,7 +237,7 @@ int pack_cmd_extract(const char *path, const char *what, const char *out_file)
     if (rc != HDMLP_OK) {
         ret = fail(path, rc);
     } else {
-        const int fd = out_file ? open(out_file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)
+        const int fd = out_file ? open(out_file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666)
                                 : STDOUT_FILENO;
         if (fd < 0 || write_all(fd, buf, size) != 0 || (out_file && close(fd) != 0)) {
             fprintf(stderr, PACK_CLI_NAME ": cannot write %s: %s\n",

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Splits `out` into parent directory and base name (trailing slashes ignored). */
@@ -32,7 +33,11 @@ static int split_out(const char *out, pack_buf *parent, pack_buf *base)
     if (b == 0) {
         rc = pack_buf_append(parent, ".", 2);
     } else {
-        rc = pack_buf_append(parent, out, b);
+        size_t p = b; /* drop the slashes between parent and base, keep a lone "/" */
+        while (p > 1 && out[p - 1] == '/') {
+            p--;
+        }
+        rc = pack_buf_append(parent, out, p);
         if (rc == HDMLP_OK) {
             rc = pack_buf_append(parent, "", 1);
         }
@@ -88,6 +93,33 @@ static int check_replaceable(const char *out)
     return rc;
 }
 
+/* Like mkdtemp, but the directory gets 0777 minus the umask (it becomes the dataset). */
+static int make_tmpdir(char *tmpl, const char *parent)
+{
+    static const char alphabet[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    char *const x = tmpl + strlen(tmpl) - 6;
+    for (unsigned attempt = 0; attempt < 1000; attempt++) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        const uint64_t v[4] = {(uint64_t)ts.tv_sec, (uint64_t)ts.tv_nsec, (uint64_t)getpid(),
+                               attempt};
+        uint64_t h = fmt_checksum(v, sizeof(v));
+        for (int i = 0; i < 6; i++) {
+            x[i] = alphabet[h % 62];
+            h /= 62;
+        }
+        if (mkdir(tmpl, 0777) == 0) {
+            return HDMLP_OK;
+        }
+        if (errno != EEXIST) {
+            break;
+        }
+    }
+    return hd_err(hd_errno_code(errno), "cannot create a temporary directory in %s: %s", parent,
+                  strerror(errno));
+}
+
 int pack_outdir_begin(const char *out, int force, char **tmpdir, int *tmp_fd)
 {
     *tmpdir = NULL;
@@ -116,9 +148,8 @@ int pack_outdir_begin(const char *out, int force, char **tmpdir, int *tmp_fd)
                      (const char *)base.p);
         }
     }
-    if (rc == HDMLP_OK && !mkdtemp((char *)tmpl.p)) {
-        rc = hd_err(hd_errno_code(errno), "cannot create a temporary directory in %s: %s",
-                    (const char *)parent.p, strerror(errno));
+    if (rc == HDMLP_OK) {
+        rc = make_tmpdir((char *)tmpl.p, (const char *)parent.p);
     }
     if (rc == HDMLP_OK) {
         *tmp_fd = open((const char *)tmpl.p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -141,7 +172,7 @@ int pack_outdir_begin(const char *out, int force, char **tmpdir, int *tmp_fd)
 int pack_outdir_write_index(int tmp_fd, const char *tmpdir, const uint8_t *buf, size_t len)
 {
     const int fd =
-        openat(tmp_fd, FMT_INDEX_NAME, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        openat(tmp_fd, FMT_INDEX_NAME, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd < 0) {
         return hd_err(hd_errno_code(errno), "cannot create %s/" FMT_INDEX_NAME ": %s", tmpdir,
                       strerror(errno));

@@ -84,7 +84,7 @@ static int seg_open(pack_segw *w)
     w->segs[w->n_segs].size = 0;
     w->segs[w->n_segs].n_chunks = 0;
     w->n_segs++;
-    w->fd = openat(w->dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    w->fd = openat(w->dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (w->fd < 0) {
         return seg_err(w, "create", errno);
     }
