@@ -10,7 +10,7 @@
 #      bytes: 4 KiB blocks, half random, half low-entropy -> partly compressible
 #   c  1,000,000 tiny files (16-64 B) for the index-open benchmark    (--small: 20,000)
 # Runs per set a/b, each after `sync; echo 3 > /proc/sys/vm/drop_caches` (skipped with a
-# warning when not permitted):
+# warning when not permitted; the programs themselves are then loaded again, untimed):
 #   tar -cf OUT.tar -C SET .  followed by sync of OUT.tar   (I/O-bound reference; the
 #                                                            packer fsyncs its output too)
 #   hdmlp-pack --compress none|zstd:1 --threads 1|2
@@ -145,6 +145,10 @@ timed() {
     shift 5
     rm -rf "$outp"
     drop_caches
+    # load the programs (not the data) again so both contenders start equally warm
+    "$PACK" --version >/dev/null 2>&1
+    tar --version >/dev/null 2>&1
+    sync --version >/dev/null 2>&1
     if ! /usr/bin/time -f '%e %M' -o "$WORK/time.txt" "$@" >"$WORK/cmd.out" 2>"$WORK/cmd.err"; then
         log "FAILED: $*"
         cat "$WORK/cmd.err" >&2
