@@ -8,7 +8,7 @@ PKGS=(
   libarchive-dev libzstd-dev libxxhash-dev
   libgrpc-dev protobuf-c-compiler libprotobuf-c-dev
   libopenmpi-dev openmpi-bin
-  libcriterion-dev liburing-dev
+  libcriterion-dev liburing-dev libclang-rt-14-dev valgrind time
   python3-dev python3-numpy python3-torch python3-torchvision python3-pytest
   python3-setuptools python3-pil python3-venv python3-pip
   dataset-fashion-mnist
