@@ -37,7 +37,7 @@
 #endif
 
 /* Random cases per property test (fewer under sanitizers, which run ~5-20x slower). */
-#define N_CASES (SLOW_BUILD ? 5 : 14)
+#define N_CASES (SLOW_BUILD ? 8 : 30)
 /* Cap on samples delivered per case (N × epochs), to bound the suite's run time. */
 #define MAX_DELIVERED (SLOW_BUILD ? 60000u : 250000u)
 
@@ -964,7 +964,10 @@ Test(loader_props, peak_memory_within_budget, .timeout = 240)
         run_loader(ds, &c, budget, c.engine, 0, &r);
         cr_assert_eq(r.rc, HDMLP_END, "%s: ended with %s: %s", desc, hdmlp_err_name(r.rc),
                      r.rc_detail);
-        cr_assert_gt(r.st.peak_memory_bytes, 0, "%s: no memory accounted", desc);
+        if (r.st.bytes_read > 0) {
+            cr_assert_gt(r.st.peak_memory_bytes, 0,
+                         "%s: %" PRIu64 " bytes read, none accounted", desc, r.st.bytes_read);
+        }
         cr_assert_leq(r.st.peak_memory_bytes, budget, "%s: peak %" PRIu64 " > budget %" PRIu64,
                       desc, r.st.peak_memory_bytes, budget);
         run_free(&r);
