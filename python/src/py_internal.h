@@ -1,0 +1,139 @@
+/*
+ * hdmlp Python extension (_hdmlp): shared declarations.
+ *
+ * A thin layer over the public header <hdmlp.h> only. Everything hangs off the module
+ * state (multi-phase init, PEP 489): the exception classes and the heap types. The C
+ * library's worker threads never touch Python; the extension's own helper thread
+ * (py_wait.c) never touches Python either.
+ */
+#ifndef HDMLP_PY_INTERNAL_H
+#define HDMLP_PY_INTERNAL_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <hdmlp.h>
+
+#include <string.h>
+#include <sys/types.h>
+
+/* A function pointer as the void * of a PyType_Slot / PyModuleDef_Slot, without the
+ * function-to-object pointer conversion ISO C leaves undefined (-Wpedantic). Slot arrays
+ * are therefore filled at run time. */
+_Static_assert(sizeof(void *) == sizeof(void (*)(void)), "function pointers fit in void *");
+static inline void *py_fn(void (*f)(void))
+{
+    void *p;
+    memcpy(&p, &f, sizeof(p));
+    return p;
+}
+#define PY_SLOT(id, fn)                                                                        \
+    {                                                                                          \
+        (id), py_fn((void (*)(void))(fn))                                                      \
+    }
+
+typedef struct py_state {
+    /* exceptions (see py_errors.c for the hierarchy) */
+    PyObject *Error;
+    PyObject *CorruptDataError;
+    PyObject *FormatVersionError;
+    PyObject *StorageError;
+    PyObject *NotFoundError;
+    PyObject *ExistsError;
+    PyObject *PeerError;
+    PyObject *InvalidArgumentError;
+    PyObject *OutOfMemoryError;
+    PyObject *UnsupportedError;
+    PyObject *StateError;
+    PyObject *InterruptedError;
+    /* types */
+    PyTypeObject *DatasetType;
+    PyTypeObject *LoaderType;
+    PyTypeObject *EpochIterType;
+    PyTypeObject *BatchType;
+    PyTypeObject *SampleBufferType;
+    /* array.array, for labels and indices */
+    PyObject *array_type;
+} py_state;
+
+extern PyModuleDef py_module_def;
+
+/* Module state reached from an instance's (possibly subclassed) type. Never NULL for
+ * instances of this module's types. */
+py_state *py_state_from_type(PyTypeObject *tp);
+
+/* ---- py_errors.c ---- */
+int py_errors_init(PyObject *module, py_state *st);
+/* Raises the exception mapped from `code` with message "[context: ]<strerror>[: detail]".
+ * `detail` NULL means hdmlp_last_error() of the calling thread. `filename` (may be NULL)
+ * goes to OSError.filename for I/O errors. Always returns NULL. */
+PyObject *py_raise(py_state *st, int code, const char *context, const char *detail,
+                   PyObject *filename);
+/* Raises InvalidArgumentError (also a ValueError) "<param>: <message>". Returns NULL. */
+PyObject *py_raise_arg(py_state *st, const char *param, const char *fmt, ...);
+
+/* ---- py_args.c: argument conversion ---- */
+/* A non-negative Python int into *out; TypeError for non-ints (bool included), the mapped
+ * InvalidArgumentError for negative or too large values. 0 on success, -1 with an
+ * exception set. */
+int py_arg_u64(py_state *st, PyObject *obj, const char *param, uint64_t *out);
+/* Memory size: int bytes, or a str "<number>[unit]" (units as hdmlp-bench: K/M/G/T ×1024,
+ * KiB.., KB/MB/GB/TB ×1000, B) or "<number>%" of raw_bytes. */
+int py_arg_memory(py_state *st, PyObject *obj, uint64_t raw_bytes, uint64_t *out);
+/* One of names[0..n) (case-insensitive; '_' matches '-'), its position into *out. */
+int py_arg_choice(py_state *st, PyObject *obj, const char *param, const char *const *names,
+                  int n, int *out);
+
+/* ---- py_dataset.c ---- */
+typedef struct DatasetObject {
+    PyObject_HEAD hdmlp_dataset *ds; /* NULL once closed */
+    PyObject *path;                  /* str or bytes, as given */
+    Py_ssize_t busy;                 /* calls in progress with the GIL released */
+    Py_ssize_t users;                /* live loaders over this dataset */
+    PyObject *labels;                /* cached array('q') of every sample's label, or NULL */
+    PyObject *weakrefs;
+} DatasetObject;
+
+int py_dataset_init_type(PyObject *module, py_state *st);
+/* The open handle of a Dataset, or NULL with StateError set if closed. */
+hdmlp_dataset *py_dataset_handle(py_state *st, DatasetObject *self);
+
+/* ---- py_batch.c ---- */
+typedef struct BatchObject {
+    PyObject_HEAD hdmlp_batch *batch; /* NULL once released */
+    const hdmlp_sample_view *views;
+    Py_ssize_t n;
+    uint64_t epoch;
+    Py_ssize_t exports; /* live buffer exports of this batch's samples */
+    pid_t pid;          /* process that owns the C batch (not a forked child) */
+    PyObject *labels;   /* cached array('q') */
+    PyObject *indices;  /* cached array('Q') */
+    PyObject *weakrefs;
+} BatchObject;
+
+int py_batch_init_types(PyObject *module, py_state *st);
+/* New Batch owning `batch` (released when the object and all views are gone). On failure
+ * the batch is released and NULL returned with an exception set. */
+PyObject *py_batch_new(py_state *st, hdmlp_batch *batch);
+
+/* ---- py_loader.c ---- */
+int py_loader_init_types(PyObject *module, py_state *st);
+
+/* ---- py_wait.c: interruptible waits for hdmlp_loader_next ---- */
+typedef struct py_waiter py_waiter;
+/* Starts the helper thread (all signals blocked in it). 0 or an errno value. */
+int py_waiter_create(py_waiter **out);
+/* Stops and joins the helper; it must be idle. Accepts NULL. */
+void py_waiter_free(py_waiter *w);
+/* Hands one hdmlp_loader_next(ld) call to the helper thread. */
+void py_waiter_submit(py_waiter *w, hdmlp_loader *ld);
+/* Waits for the submitted call. Returns 0 when it finished, EINTR when a signal handler
+ * ran first (the call is still in progress: wait again). Call without the GIL. */
+int py_waiter_wait(py_waiter *w);
+/* Waits for the submitted call, ignoring signals. Call without the GIL. */
+void py_waiter_wait_all(py_waiter *w);
+/* Result of the finished call: status, batch (owned by the caller) and the helper
+ * thread's hdmlp_last_error() copy. */
+int py_waiter_result(py_waiter *w, hdmlp_batch **batch, const char **detail);
+
+#endif

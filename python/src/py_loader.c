@@ -1,0 +1,858 @@
+/*
+ * hdmlp.Loader: the batched random-access loader (hdmlp_loader_*), iterated epoch by epoch.
+ *
+ * The C loader delivers one stream of batches across epochs (lookahead crosses epoch
+ * boundaries). The object tracks the stream position (epoch, batch within it), so that
+ * `for batch in loader` yields exactly one epoch and stops at its last batch without
+ * waiting for the next one. Each iter(loader) starts the next epoch; set_epoch(e) picks
+ * the epoch the next iter() delivers (see the Loader docstring for the cost).
+ *
+ * Waiting: every next() first asks the C loader with hdmlp_loader_interrupt() armed, so a
+ * ready batch comes back at once (GIL released) and an unready one returns
+ * HDMLP_E_INTERRUPTED without losing anything; only then does the wait move to the helper
+ * thread of py_wait.c, where signals (Ctrl-C) can interrupt it.
+ */
+#include "py_internal.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <structmember.h>
+#include <unistd.h>
+
+#define PY_ERR_SET (-1000) /* a Python exception is set */
+
+typedef struct LoaderObject {
+    PyObject_HEAD hdmlp_loader *ld; /* NULL once closed */
+    hdmlp_config *cfg; /* kept to restart the loader (set_epoch to an earlier epoch) */
+    DatasetObject *dataset;
+    pid_t pid;         /* process that created the C loader */
+    py_waiter *waiter; /* helper thread for interruptible waits, made on first need */
+    uint64_t batch_size, epochs, memory, seed, threads;
+    uint32_t rank, world;
+    int drop_last;
+    uint64_t epoch_samples, epoch_batches;
+    /* stream position: the next batch the C loader delivers is pos_batch of pos_epoch */
+    uint64_t pos_epoch, pos_batch;
+    int ended;
+    /* result held back by an interrupted wait, handed out by the next fetch */
+    int have_stash;
+    int stash_rc;
+    hdmlp_batch *stash;
+    char stash_detail[1024];
+    /* epoch iteration */
+    uint64_t iter_gen;
+    int want_set;
+    uint64_t want_epoch;
+    uint64_t drained; /* batches read and dropped to reach a requested epoch */
+    uint64_t restarts;
+    int busy; /* a fetch is in progress (one consumer at a time) */
+    PyObject *weakrefs;
+} LoaderObject;
+
+typedef struct EpochIterObject {
+    PyObject_HEAD LoaderObject *loader;
+    uint64_t gen;
+    uint64_t epoch;
+} EpochIterObject;
+
+static py_state *state_of(PyObject *self) { return py_state_from_type(Py_TYPE(self)); }
+
+/* Creates the C loader from self->cfg with every signal blocked, so the library's I/O
+ * threads inherit a mask that leaves signals to the Python threads. */
+static int create_c_loader(py_state *st, LoaderObject *self)
+{
+    hdmlp_dataset *ds = self->dataset->ds;
+    hdmlp_config *cfg = self->cfg;
+    hdmlp_loader *ld = NULL;
+    char detail[1024] = "";
+    int rc;
+    Py_BEGIN_ALLOW_THREADS sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    rc = hdmlp_loader_create(ds, cfg, &ld);
+    if (rc != HDMLP_OK) {
+        snprintf(detail, sizeof(detail), "%s", hdmlp_last_error());
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    Py_END_ALLOW_THREADS if (rc != HDMLP_OK)
+    {
+        py_raise(st, rc, "Loader", detail, NULL);
+        return -1;
+    }
+    self->ld = ld;
+    self->pos_epoch = 0;
+    self->pos_batch = 0;
+    self->ended = 0;
+    return 0;
+}
+
+/* Frees the C loader (not its config). Outstanding batches stay valid (C guarantee). */
+static void free_c_loader(LoaderObject *self)
+{
+    const int owner = self->pid == getpid();
+    if (self->have_stash) {
+        if (owner) {
+            hdmlp_batch_release(self->stash);
+        }
+        self->stash = NULL;
+        self->have_stash = 0;
+    }
+    if (owner) {
+        py_waiter *w = self->waiter;
+        hdmlp_loader *ld = self->ld;
+        Py_BEGIN_ALLOW_THREADS py_waiter_free(w);
+        hdmlp_loader_free(ld);
+        Py_END_ALLOW_THREADS
+    }
+    /* In a forked child the threads do not exist: leave the copies alone. */
+    self->waiter = NULL;
+    self->ld = NULL;
+}
+
+static int check_usable(py_state *st, LoaderObject *self)
+{
+    if (self->ld == NULL) {
+        PyErr_SetString(st->StateError, "the loader is closed");
+        return -1;
+    }
+    if (self->pid != getpid()) {
+        PyErr_SetString(st->StateError,
+                        "the loader was created in another process (it does not survive "
+                        "fork); create a new Loader in this process");
+        return -1;
+    }
+    if (self->busy) {
+        PyErr_SetString(st->StateError,
+                        "another thread is taking a batch from this loader; a loader has one "
+                        "consumer at a time");
+        return -1;
+    }
+    return 0;
+}
+
+/* Waits on the helper thread for a batch that was not ready. Returns the call's status
+ * (detail copied) or PY_ERR_SET if a signal handler raised (the outcome of the call is
+ * then kept for the next fetch). */
+static int wait_slow(py_state *st, LoaderObject *self, hdmlp_batch **out, char *detail,
+                     size_t cap)
+{
+    (void)st;
+    if (PyErr_CheckSignals() < 0) {
+        return PY_ERR_SET; /* nothing in flight: the C loader resumes the same batch */
+    }
+    if (self->waiter == NULL) {
+        const int e = py_waiter_create(&self->waiter);
+        if (e != 0) {
+            errno = e;
+            PyErr_SetFromErrno(PyExc_OSError);
+            return PY_ERR_SET;
+        }
+    }
+    py_waiter *w = self->waiter;
+    hdmlp_loader *ld = self->ld;
+    py_waiter_submit(w, ld);
+    for (;;) {
+        int r;
+        Py_BEGIN_ALLOW_THREADS r = py_waiter_wait(w);
+        Py_END_ALLOW_THREADS if (r == 0) { break; }
+        if (PyErr_CheckSignals() < 0) {
+            Py_BEGIN_ALLOW_THREADS hdmlp_loader_interrupt(ld);
+            py_waiter_wait_all(w);
+            Py_END_ALLOW_THREADS const char *d = NULL;
+            hdmlp_batch *b = NULL;
+            const int rc = py_waiter_result(w, &b, &d);
+            if (rc != HDMLP_E_INTERRUPTED) {
+                self->have_stash = 1;
+                self->stash = b;
+                self->stash_rc = rc;
+                snprintf(self->stash_detail, sizeof(self->stash_detail), "%s", d);
+            }
+            return PY_ERR_SET;
+        }
+    }
+    const char *d = NULL;
+    const int rc = py_waiter_result(w, out, &d);
+    snprintf(detail, cap, "%s", d);
+    return rc;
+}
+
+/* Takes the next batch of the C stream into *out. Returns HDMLP_OK, HDMLP_END or
+ * PY_ERR_SET (exception set; errors of the C loader are raised here). */
+static int fetch(py_state *st, LoaderObject *self, hdmlp_batch **out)
+{
+    *out = NULL;
+    if (check_usable(st, self) < 0) {
+        return PY_ERR_SET;
+    }
+    int rc;
+    hdmlp_batch *b = NULL;
+    char detail[1024] = "";
+    if (self->have_stash) {
+        self->have_stash = 0;
+        rc = self->stash_rc;
+        b = self->stash;
+        self->stash = NULL;
+        snprintf(detail, sizeof(detail), "%s", self->stash_detail);
+    } else if (self->ended) {
+        return HDMLP_END;
+    } else {
+        hdmlp_loader *ld = self->ld;
+        self->busy = 1;
+        Py_BEGIN_ALLOW_THREADS hdmlp_loader_interrupt(
+            ld); /* a batch not ready returns E_INTERRUPTED: no wait */
+        rc = hdmlp_loader_next(ld, &b);
+        if (rc != HDMLP_OK && rc != HDMLP_END && rc != HDMLP_E_INTERRUPTED) {
+            snprintf(detail, sizeof(detail), "%s", hdmlp_last_error());
+        }
+        Py_END_ALLOW_THREADS if (rc == HDMLP_E_INTERRUPTED)
+        {
+            rc = wait_slow(st, self, &b, detail, sizeof(detail));
+        }
+        self->busy = 0;
+        if (rc == PY_ERR_SET) {
+            return PY_ERR_SET;
+        }
+    }
+    if (rc == HDMLP_END) {
+        self->ended = 1;
+        return HDMLP_END;
+    }
+    if (rc != HDMLP_OK) {
+        py_raise(st, rc, "next", detail, NULL);
+        return PY_ERR_SET;
+    }
+    if (hdmlp_batch_epoch(b) != self->pos_epoch) {
+        PyErr_Format(st->StateError,
+                     "loader delivered a batch of epoch %llu where epoch %llu batch %llu was "
+                     "expected (%llu batches per epoch)",
+                     (unsigned long long)hdmlp_batch_epoch(b),
+                     (unsigned long long)self->pos_epoch, (unsigned long long)self->pos_batch,
+                     (unsigned long long)self->epoch_batches);
+        hdmlp_batch_release(b);
+        return PY_ERR_SET;
+    }
+    if (++self->pos_batch == self->epoch_batches) {
+        self->pos_batch = 0;
+        self->pos_epoch++;
+    }
+    *out = b;
+    return HDMLP_OK;
+}
+
+/* ---- construction ---- */
+
+static int set_or_raise(py_state *st, int rc, const char *param)
+{
+    if (rc != HDMLP_OK) {
+        py_raise(st, rc, param, NULL, NULL);
+        return -1;
+    }
+    return 0;
+}
+
+static int opt_u64(py_state *st, PyObject *obj, const char *param, uint64_t dflt, uint64_t *out)
+{
+    if (obj == NULL || obj == Py_None) {
+        *out = dflt;
+        return 0;
+    }
+    return py_arg_u64(st, obj, param, out);
+}
+
+static int configure(py_state *st, LoaderObject *self, PyObject *const *a)
+{
+    /* a: batch_size, memory, seed, epochs, rank, world, drop_last, threads, refill, policy,
+     * engine, lookahead, direct_io, storage_cost (NULL = not given) */
+    static const char *const refills[] = {"auto", "whole", "ranges"};
+    static const char *const policies[] = {"fill-rate", "random"};
+    static const char *const engines[] = {"auto", "pread", "io_uring"};
+    hdmlp_config *cfg = self->cfg;
+    uint64_t rank = 0, world = 1, lookahead = 0;
+    int refill = 0, policy = 0, engine = 0;
+
+    if (py_arg_u64(st, a[0], "batch_size", &self->batch_size) < 0 ||
+        py_arg_memory(st, a[1], hdmlp_dataset_raw_bytes(self->dataset->ds), &self->memory) <
+            0 ||
+        opt_u64(st, a[2], "seed", 0, &self->seed) < 0 ||
+        opt_u64(st, a[3], "epochs", 0, &self->epochs) < 0 ||
+        opt_u64(st, a[4], "rank", 0, &rank) < 0 || opt_u64(st, a[5], "world", 1, &world) < 0 ||
+        opt_u64(st, a[7], "threads", 2, &self->threads) < 0 ||
+        (a[8] != NULL && py_arg_choice(st, a[8], "refill", refills, 3, &refill) < 0) ||
+        (a[9] != NULL && py_arg_choice(st, a[9], "policy", policies, 2, &policy) < 0) ||
+        (a[10] != NULL && py_arg_choice(st, a[10], "engine", engines, 3, &engine) < 0) ||
+        opt_u64(st, a[11], "lookahead", 0, &lookahead) < 0) {
+        return -1;
+    }
+    if (a[3] != NULL && a[3] != Py_None && self->epochs == 0) {
+        py_raise_arg(st, "epochs", "expected None (unbounded) or an int >= 1, got 0");
+        return -1;
+    }
+    if (self->batch_size > UINT32_MAX) {
+        py_raise_arg(st, "batch_size", "%llu is too large",
+                     (unsigned long long)self->batch_size);
+        return -1;
+    }
+    if (rank > UINT32_MAX || world > UINT32_MAX || world == 0 || rank >= world) {
+        py_raise_arg(st, "rank", "need 0 <= rank < world, got rank %llu of world %llu",
+                     (unsigned long long)rank, (unsigned long long)world);
+        return -1;
+    }
+    if (self->threads > UINT32_MAX) {
+        py_raise_arg(st, "threads", "%llu is too large", (unsigned long long)self->threads);
+        return -1;
+    }
+    self->rank = (uint32_t)rank;
+    self->world = (uint32_t)world;
+    self->drop_last = a[6] != NULL ? PyObject_IsTrue(a[6]) : 0;
+    const int direct = a[12] != NULL ? PyObject_IsTrue(a[12]) : 0;
+    if (self->drop_last < 0 || direct < 0) {
+        return -1;
+    }
+    if (set_or_raise(st, hdmlp_config_set_memory(cfg, self->memory), "memory") < 0 ||
+        set_or_raise(st, hdmlp_config_set_batch_size(cfg, (uint32_t)self->batch_size),
+                     "batch_size") < 0 ||
+        set_or_raise(st, hdmlp_config_set_seed(cfg, self->seed), "seed") < 0 ||
+        set_or_raise(st, hdmlp_config_set_epochs(cfg, self->epochs), "epochs") < 0 ||
+        set_or_raise(st, hdmlp_config_set_drop_last(cfg, self->drop_last), "drop_last") < 0 ||
+        set_or_raise(st, hdmlp_config_set_rank(cfg, self->rank, self->world), "rank/world") <
+            0 ||
+        set_or_raise(st, hdmlp_config_set_threads(cfg, (uint32_t)self->threads), "threads") <
+            0 ||
+        set_or_raise(st, hdmlp_config_set_engine(cfg, (hdmlp_engine)engine), "engine") < 0 ||
+        set_or_raise(st, hdmlp_config_set_direct_io(cfg, direct), "direct_io") < 0 ||
+        set_or_raise(st, hdmlp_config_set_lookahead(cfg, lookahead), "lookahead") < 0 ||
+        set_or_raise(st, hdmlp_config_set_policy(cfg, (hdmlp_policy)policy), "policy") < 0 ||
+        set_or_raise(st, hdmlp_config_set_refill(cfg, (hdmlp_refill)refill), "refill") < 0) {
+        return -1;
+    }
+    if (a[13] != NULL && a[13] != Py_None) {
+        double op_us = 0, bps = 0;
+        if (!PyArg_ParseTuple(a[13], "dd;storage_cost: expected (op_us, bytes_per_s)", &op_us,
+                              &bps)) {
+            return -1;
+        }
+        if (set_or_raise(st, hdmlp_config_set_storage_cost(cfg, op_us, bps), "storage_cost") <
+            0) {
+            return -1;
+        }
+    }
+    const uint64_t n = hdmlp_dataset_sample_count(self->dataset->ds);
+    /* Rank r of R takes the positions p % R == r of each epoch's permutation. */
+    self->epoch_samples = n / world + (rank < n % world ? 1 : 0);
+    const uint64_t b = self->batch_size;
+    self->epoch_batches = b == 0 ? 0
+                                 : (self->drop_last ? self->epoch_samples / b
+                                                    : (self->epoch_samples + b - 1) / b);
+    return 0;
+}
+
+static PyObject *loader_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"dataset",   "batch_size", "memory",       "seed",
+                             "epochs",    "rank",       "world",        "drop_last",
+                             "threads",   "refill",     "policy",       "engine",
+                             "lookahead", "direct_io",  "storage_cost", NULL};
+    PyObject *dataset = NULL;
+    PyObject *a[14] = {NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO|$OOOOOOOOOOOO:Loader", kwlist, &dataset,
+                                     &a[0], &a[1], &a[2], &a[3], &a[4], &a[5], &a[6], &a[7],
+                                     &a[8], &a[9], &a[10], &a[11], &a[12], &a[13])) {
+        return NULL;
+    }
+    py_state *st = py_state_from_type(type);
+    LoaderObject *self = (LoaderObject *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        return NULL;
+    }
+    self->pid = getpid();
+    if (PyObject_TypeCheck(dataset, st->DatasetType)) {
+        self->dataset = (DatasetObject *)Py_NewRef(dataset);
+    } else {
+        self->dataset =
+            (DatasetObject *)PyObject_CallOneArg((PyObject *)st->DatasetType, dataset);
+        if (self->dataset == NULL) {
+            Py_DECREF(self);
+            return NULL;
+        }
+    }
+    if (py_dataset_handle(st, self->dataset) == NULL) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    int rc = hdmlp_config_create(&self->cfg);
+    if (rc != HDMLP_OK) {
+        py_raise(st, rc, "Loader", NULL, NULL);
+        Py_DECREF(self);
+        return NULL;
+    }
+    if (configure(st, self, a) < 0 || create_c_loader(st, self) < 0) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    self->dataset->users++;
+    return (PyObject *)self;
+}
+
+static void loader_close_impl(LoaderObject *self)
+{
+    if (self->ld != NULL) {
+        free_c_loader(self);
+        self->dataset->users--;
+    }
+}
+
+static void loader_dealloc(LoaderObject *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    if (self->weakrefs != NULL) {
+        PyObject_ClearWeakRefs((PyObject *)self);
+    }
+    loader_close_impl(self);
+    hdmlp_config_free(self->cfg);
+    Py_CLEAR(self->dataset);
+    tp->tp_free(self);
+    Py_DECREF(tp);
+}
+
+static PyObject *loader_close(LoaderObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (self->busy) {
+        PyErr_SetString(state_of((PyObject *)self)->StateError,
+                        "cannot close the loader while another thread takes a batch from it");
+        return NULL;
+    }
+    loader_close_impl(self);
+    Py_RETURN_NONE;
+}
+
+static PyObject *loader_enter(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    return Py_NewRef(self);
+}
+
+static PyObject *loader_exit(LoaderObject *self, PyObject *args)
+{
+    (void)args;
+    PyObject *r = loader_close(self, NULL);
+    if (r == NULL) {
+        return NULL;
+    }
+    Py_DECREF(r);
+    Py_RETURN_FALSE;
+}
+
+/* ---- iteration ---- */
+
+/* Epoch the next iter() delivers. */
+static uint64_t next_epoch(const LoaderObject *self)
+{
+    if (self->want_set) {
+        return self->want_epoch;
+    }
+    return self->pos_batch == 0 ? self->pos_epoch : self->pos_epoch + 1;
+}
+
+static int restart(py_state *st, LoaderObject *self)
+{
+    free_c_loader(self);
+    self->restarts++;
+    if (create_c_loader(st, self) < 0) {
+        self->dataset->users--;
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *loader_iter(LoaderObject *self)
+{
+    py_state *st = state_of((PyObject *)self);
+    if (check_usable(st, self) < 0) {
+        return NULL;
+    }
+    const uint64_t target = next_epoch(self);
+    self->want_set = 0;
+    if (target < self->pos_epoch || (target == self->pos_epoch && self->pos_batch > 0)) {
+        if (restart(st, self) < 0) {
+            return NULL;
+        }
+    }
+    EpochIterObject *it = PyObject_New(EpochIterObject, st->EpochIterType);
+    if (it == NULL) {
+        return NULL;
+    }
+    it->loader = (LoaderObject *)Py_NewRef(self);
+    it->gen = ++self->iter_gen;
+    it->epoch = target;
+    return (PyObject *)it;
+}
+
+static void epochiter_dealloc(EpochIterObject *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    Py_DECREF(self->loader);
+    tp->tp_free(self);
+    Py_DECREF(tp);
+}
+
+static PyObject *epochiter_next(EpochIterObject *self)
+{
+    LoaderObject *ldo = self->loader;
+    py_state *st = state_of((PyObject *)ldo);
+    if (self->gen != ldo->iter_gen) {
+        PyErr_SetString(st->StateError,
+                        "this epoch iterator was superseded by a newer iter(loader)");
+        return NULL;
+    }
+    if ((ldo->epochs != 0 && self->epoch >= ldo->epochs) || ldo->epoch_batches == 0) {
+        return NULL;
+    }
+    for (;;) {
+        if (ldo->pos_epoch > self->epoch) {
+            return NULL; /* epoch complete */
+        }
+        hdmlp_batch *b = NULL;
+        const int rc = fetch(st, ldo, &b);
+        if (rc == PY_ERR_SET) {
+            return NULL;
+        }
+        if (rc == HDMLP_END) {
+            return NULL;
+        }
+        if (hdmlp_batch_epoch(b) < self->epoch) {
+            hdmlp_batch_release(b); /* draining towards the requested epoch */
+            ldo->drained++;
+            continue;
+        }
+        return py_batch_new(st, b);
+    }
+}
+
+static PyObject *epochiter_self(PyObject *self) { return Py_NewRef(self); }
+
+static PyObject *epochiter_length_hint(EpochIterObject *self, PyObject *unused)
+{
+    (void)unused;
+    const LoaderObject *ldo = self->loader;
+    uint64_t left = 0;
+    if (self->gen == ldo->iter_gen && !(ldo->epochs != 0 && self->epoch >= ldo->epochs)) {
+        if (ldo->pos_epoch < self->epoch) {
+            left = ldo->epoch_batches;
+        } else if (ldo->pos_epoch == self->epoch) {
+            left = ldo->epoch_batches - ldo->pos_batch;
+        }
+    }
+    return PyLong_FromUnsignedLongLong(left);
+}
+
+static PyObject *epochiter_get_epoch(EpochIterObject *self, void *c)
+{
+    (void)c;
+    return PyLong_FromUnsignedLongLong(self->epoch);
+}
+
+static PyMethodDef epochiter_methods[] = {
+    {"__length_hint__", (PyCFunction)epochiter_length_hint, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef epochiter_getset[] = {
+    {"epoch", (getter)epochiter_get_epoch, NULL, "The epoch this iterator delivers.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+/* ---- methods ---- */
+
+static PyObject *loader_next_batch(LoaderObject *self, PyObject *unused)
+{
+    (void)unused;
+    py_state *st = state_of((PyObject *)self);
+    if (self->epoch_batches == 0) {
+        Py_RETURN_NONE; /* epochs without batches (drop_last, or no samples for this rank) */
+    }
+    hdmlp_batch *b = NULL;
+    const int rc = fetch(st, self, &b);
+    if (rc == PY_ERR_SET) {
+        return NULL;
+    }
+    if (rc == HDMLP_END) {
+        Py_RETURN_NONE;
+    }
+    return py_batch_new(st, b);
+}
+
+static PyObject *loader_set_epoch(LoaderObject *self, PyObject *arg)
+{
+    py_state *st = state_of((PyObject *)self);
+    uint64_t e = 0;
+    if (py_arg_u64(st, arg, "epoch", &e) < 0) {
+        return NULL;
+    }
+    if (self->epochs != 0 && e >= self->epochs) {
+        return py_raise_arg(st, "epoch", "%llu is past the last epoch (%llu epochs configured)",
+                            (unsigned long long)e, (unsigned long long)self->epochs);
+    }
+    self->want_set = 1;
+    self->want_epoch = e;
+    Py_RETURN_NONE;
+}
+
+static int put_u64(PyObject *d, const char *key, uint64_t v)
+{
+    PyObject *o = PyLong_FromUnsignedLongLong(v);
+    if (o == NULL) {
+        return -1;
+    }
+    const int rc = PyDict_SetItemString(d, key, o);
+    Py_DECREF(o);
+    return rc;
+}
+
+static PyObject *loader_stats(LoaderObject *self, PyObject *unused)
+{
+    (void)unused;
+    py_state *st = state_of((PyObject *)self);
+    if (self->ld == NULL) {
+        PyErr_SetString(st->StateError, "the loader is closed");
+        return NULL;
+    }
+    if (self->pid != getpid()) {
+        PyErr_SetString(st->StateError, "the loader was created in another process");
+        return NULL;
+    }
+    hdmlp_stats s;
+    const int rc = hdmlp_loader_stats(self->ld, &s);
+    if (rc != HDMLP_OK) {
+        return py_raise(st, rc, "stats", NULL, NULL);
+    }
+    PyObject *d = PyDict_New();
+    if (d == NULL) {
+        return NULL;
+    }
+#define PUT(f)                                                                                 \
+    if (put_u64(d, #f, s.f) < 0) {                                                             \
+        Py_DECREF(d);                                                                          \
+        return NULL;                                                                           \
+    }
+    PUT(samples)
+    PUT(batches)
+    PUT(epochs)
+    PUT(requests)
+    PUT(hits)
+    PUT(misses)
+    PUT(chunk_loads)
+    PUT(read_ops)
+    PUT(bytes_read)
+    PUT(bytes_delivered)
+    PUT(stored_bytes_delivered)
+    PUT(samples_filled)
+    PUT(whole_refills)
+    PUT(ranged_refills)
+    PUT(peak_memory_bytes)
+    PUT(memory_budget)
+    PUT(stall_ns)
+#undef PUT
+    const size_t nh = sizeof(s.fill_hist) / sizeof(s.fill_hist[0]);
+    PyObject *hist = PyList_New((Py_ssize_t)nh);
+    for (size_t i = 0; hist != NULL && i < nh; i++) {
+        PyObject *o = PyLong_FromUnsignedLongLong(s.fill_hist[i]);
+        if (o == NULL) {
+            Py_CLEAR(hist);
+            break;
+        }
+        PyList_SET_ITEM(hist, (Py_ssize_t)i, o);
+    }
+    if (hist == NULL || PyDict_SetItemString(d, "fill_hist", hist) < 0 ||
+        put_u64(d, "abstract_chunks", s.abstract_chunks) < 0 ||
+        put_u64(d, "chunk_groups", s.chunk_groups) < 0) {
+        Py_XDECREF(hist);
+        Py_DECREF(d);
+        return NULL;
+    }
+    Py_DECREF(hist);
+    return d;
+}
+
+static Py_ssize_t loader_len(LoaderObject *self) { return (Py_ssize_t)self->epoch_batches; }
+
+static PyObject *get_u64(uint64_t v) { return PyLong_FromUnsignedLongLong(v); }
+
+static PyObject *get_epoch(LoaderObject *self, void *c)
+{
+    (void)c;
+    return get_u64(next_epoch(self));
+}
+
+static PyObject *get_epochs(LoaderObject *self, void *c)
+{
+    (void)c;
+    if (self->epochs == 0) {
+        Py_RETURN_NONE;
+    }
+    return get_u64(self->epochs);
+}
+
+static PyObject *get_position(LoaderObject *self, void *c)
+{
+    (void)c;
+    return Py_BuildValue("(KK)", (unsigned long long)self->pos_epoch,
+                         (unsigned long long)self->pos_batch);
+}
+
+static PyObject *get_dataset(LoaderObject *self, void *c)
+{
+    (void)c;
+    return Py_NewRef((PyObject *)self->dataset);
+}
+
+static PyObject *get_closed(LoaderObject *self, void *c)
+{
+    (void)c;
+    return PyBool_FromLong(self->ld == NULL);
+}
+
+static PyObject *get_field(LoaderObject *self, void *c)
+{
+    const char *name = c;
+    if (strcmp(name, "batch_size") == 0) {
+        return get_u64(self->batch_size);
+    } else if (strcmp(name, "memory") == 0) {
+        return get_u64(self->memory);
+    } else if (strcmp(name, "seed") == 0) {
+        return get_u64(self->seed);
+    } else if (strcmp(name, "rank") == 0) {
+        return get_u64(self->rank);
+    } else if (strcmp(name, "world") == 0) {
+        return get_u64(self->world);
+    } else if (strcmp(name, "drop_last") == 0) {
+        return PyBool_FromLong(self->drop_last);
+    } else if (strcmp(name, "samples_per_epoch") == 0) {
+        return get_u64(self->epoch_samples);
+    } else if (strcmp(name, "drained_batches") == 0) {
+        return get_u64(self->drained);
+    } else if (strcmp(name, "restarts") == 0) {
+        return get_u64(self->restarts);
+    }
+    return get_u64(self->threads);
+}
+
+static PyObject *loader_repr(LoaderObject *self)
+{
+    return PyUnicode_FromFormat(
+        "<hdmlp.Loader batch_size=%llu memory=%llu seed=%llu rank=%u world=%u epoch=%llu%s>",
+        (unsigned long long)self->batch_size, (unsigned long long)self->memory,
+        (unsigned long long)self->seed, (unsigned)self->rank, (unsigned)self->world,
+        (unsigned long long)next_epoch(self), self->ld == NULL ? " closed" : "");
+}
+
+static PyMethodDef loader_methods[] = {
+    {"next_batch", (PyCFunction)loader_next_batch, METH_NOARGS,
+     "next_batch() -> Batch | None: the next batch of the stream, whatever its epoch; None "
+     "after the last epoch. Advances the epoch position like iteration does."},
+    {"set_epoch", (PyCFunction)loader_set_epoch, METH_O,
+     "set_epoch(e): the next iter(loader) delivers epoch e (as DistributedSampler)."},
+    {"stats", (PyCFunction)loader_stats, METH_NOARGS,
+     "stats() -> dict: the hdmlp_stats counters, by field name (fill_hist is a list)."},
+    {"close", (PyCFunction)loader_close, METH_NOARGS,
+     "close(): stops the I/O threads and frees the loader; batches stay valid. Idempotent."},
+    {"__enter__", loader_enter, METH_NOARGS, NULL},
+    {"__exit__", (PyCFunction)loader_exit, METH_VARARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef loader_getset[] = {
+    {"dataset", (getter)get_dataset, NULL, "The Dataset.", NULL},
+    {"epoch", (getter)get_epoch, NULL, "Epoch the next iter(loader) delivers.", NULL},
+    {"epochs", (getter)get_epochs, NULL, "Configured epochs (None = unbounded).", NULL},
+    {"position", (getter)get_position, NULL,
+     "(epoch, batch): where the next batch of the stream comes from.", NULL},
+    {"closed", (getter)get_closed, NULL, "True once closed.", NULL},
+    {"batch_size", (getter)get_field, NULL, "Samples per batch.", "batch_size"},
+    {"memory", (getter)get_field, NULL, "Memory budget in bytes.", "memory"},
+    {"seed", (getter)get_field, NULL, "Seed of the delivery order.", "seed"},
+    {"rank", (getter)get_field, NULL, "This rank.", "rank"},
+    {"world", (getter)get_field, NULL, "World size.", "world"},
+    {"threads", (getter)get_field, NULL, "I/O threads.", "threads"},
+    {"drop_last", (getter)get_field, NULL, "Whether short last batches are dropped.",
+     "drop_last"},
+    {"samples_per_epoch", (getter)get_field, NULL, "Samples this rank gets per epoch.",
+     "samples_per_epoch"},
+    {"drained_batches", (getter)get_field, NULL,
+     "Batches read and dropped to reach a requested epoch (set_epoch, abandoned epochs).",
+     "drained_batches"},
+    {"restarts", (getter)get_field, NULL, "Times the C loader was recreated (set_epoch back).",
+     "restarts"},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMemberDef loader_members[] = {
+    {"__weaklistoffset__", T_PYSSIZET, offsetof(LoaderObject, weakrefs), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+PyDoc_STRVAR(
+    loader_doc,
+    "Loader(dataset, batch_size, memory, *, seed=None, epochs=None, rank=0, world=1,\n"
+    "       drop_last=False, threads=2, refill='auto', policy='fill-rate', engine='auto',\n"
+    "       lookahead=0, direct_io=False, storage_cost=None)\n\n"
+    "Batches in a globally random order, each sample once per epoch, within `memory` bytes\n"
+    "(int, or '256M', '1.5GiB', '25%' of the dataset's raw bytes). dataset: a Dataset or a\n"
+    "path. seed None means 0: every rank must use the same seed. epochs None = unbounded.\n\n"
+    "for batch in loader: one epoch (len(loader) batches); each new iteration delivers the\n"
+    "next epoch, as with a PyTorch DataLoader. Leaving an epoch early and iterating again\n"
+    "skips the rest of it (its batches are read and dropped). set_epoch(e) chooses the\n"
+    "epoch of the next iteration: a later epoch drains the epochs in between, an earlier\n"
+    "one recreates the C loader and drains from epoch 0.\n\n"
+    "One thread at a time takes batches; the GIL is released while waiting and Ctrl-C\n"
+    "interrupts a wait (nothing is lost: the next call resumes). Batches stay valid after\n"
+    "the loader is closed. A loader does not survive fork().");
+
+int py_loader_init_types(PyObject *module, py_state *st)
+{
+    PyType_Slot loader_slots[] = {
+        {Py_tp_doc, (void *)loader_doc},
+        PY_SLOT(Py_tp_new, loader_new),
+        PY_SLOT(Py_tp_dealloc, loader_dealloc),
+        PY_SLOT(Py_tp_repr, loader_repr),
+        PY_SLOT(Py_tp_iter, loader_iter),
+        {Py_tp_methods, (void *)loader_methods},
+        {Py_tp_getset, (void *)loader_getset},
+        {Py_tp_members, (void *)loader_members},
+        PY_SLOT(Py_mp_length, loader_len),
+        PY_SLOT(Py_sq_length, loader_len),
+        {0, NULL},
+    };
+    PyType_Spec loader_spec = {
+        .name = "hdmlp.Loader",
+        .basicsize = sizeof(LoaderObject),
+        .flags = Py_TPFLAGS_DEFAULT,
+        .slots = loader_slots,
+    };
+    st->LoaderType = (PyTypeObject *)PyType_FromModuleAndSpec(module, &loader_spec, NULL);
+    if (st->LoaderType == NULL) {
+        return -1;
+    }
+    PyType_Slot epochiter_slots[] = {
+        {Py_tp_doc, (void *)"Iterator over one epoch of a Loader's batches."},
+        PY_SLOT(Py_tp_dealloc, epochiter_dealloc),
+        PY_SLOT(Py_tp_iter, epochiter_self),
+        PY_SLOT(Py_tp_iternext, epochiter_next),
+        {Py_tp_methods, (void *)epochiter_methods},
+        {Py_tp_getset, (void *)epochiter_getset},
+        {0, NULL},
+    };
+    PyType_Spec epochiter_spec = {
+        .name = "hdmlp.EpochIterator",
+        .basicsize = sizeof(EpochIterObject),
+        .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+        .slots = epochiter_slots,
+    };
+    st->EpochIterType = (PyTypeObject *)PyType_FromModuleAndSpec(module, &epochiter_spec, NULL);
+    if (st->EpochIterType == NULL) {
+        return -1;
+    }
+    return PyModule_AddType(module, st->LoaderType);
+}

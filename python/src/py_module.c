@@ -1,0 +1,190 @@
+/*
+ * _hdmlp module: multi-phase initialisation (PEP 489), module state, version check and
+ * the small module-level functions.
+ */
+#include "py_internal.h"
+
+#include <limits.h>
+
+py_state *py_state_from_type(PyTypeObject *tp)
+{
+    PyObject *m = PyType_GetModuleByDef(tp, &py_module_def);
+    return m != NULL ? (py_state *)PyModule_GetState(m) : NULL;
+}
+
+static PyObject *mod_strerror(PyObject *m, PyObject *arg)
+{
+    (void)m;
+    const long code = PyLong_AsLong(arg);
+    if (code == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (code < INT_MIN || code > INT_MAX) {
+        return PyUnicode_FromString(hdmlp_strerror(INT_MIN));
+    }
+    return PyUnicode_FromString(hdmlp_strerror((int)code));
+}
+
+static PyObject *mod_err_name(PyObject *m, PyObject *arg)
+{
+    (void)m;
+    const long code = PyLong_AsLong(arg);
+    if (code == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (code < INT_MIN || code > INT_MAX) {
+        return PyUnicode_FromString(hdmlp_err_name(INT_MIN));
+    }
+    return PyUnicode_FromString(hdmlp_err_name((int)code));
+}
+
+static PyObject *mod_parse_memory(PyObject *m, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"memory", "raw_bytes", NULL};
+    PyObject *memory = NULL;
+    unsigned long long raw = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|K:parse_memory", kwlist, &memory, &raw)) {
+        return NULL;
+    }
+    uint64_t out = 0;
+    if (py_arg_memory(PyModule_GetState(m), memory, raw, &out) < 0) {
+        return NULL;
+    }
+    return PyLong_FromUnsignedLongLong(out);
+}
+
+static PyMethodDef module_methods[] = {
+    {"strerror", mod_strerror, METH_O, "strerror(code) -> str: message of an HDMLP_E_* code."},
+    {"err_name", mod_err_name, METH_O, "err_name(code) -> str: e.g. 'HDMLP_E_CORRUPT'."},
+    {"parse_memory", (PyCFunction)(void (*)(void))mod_parse_memory,
+     METH_VARARGS | METH_KEYWORDS,
+     "parse_memory(memory, raw_bytes=0) -> int: bytes for an int or a size string "
+     "('256M', '1.5GiB', '500MB', '25%' of raw_bytes), as Loader does."},
+    {NULL, NULL, 0, NULL},
+};
+
+static int add_constants(PyObject *m)
+{
+#define ADD_CODE(name, value, msg)                                                             \
+    if (PyModule_AddIntConstant(m, #name, HDMLP_##name) < 0) {                                 \
+        return -1;                                                                             \
+    }
+    HDMLP_ERRNO_MAP(ADD_CODE)
+#undef ADD_CODE
+    if (PyModule_AddIntConstant(m, "HEADER_VERSION_NUMBER", HDMLP_VERSION_NUMBER) < 0 ||
+        PyModule_AddIntConstant(m, "LIBRARY_VERSION_NUMBER", (long)hdmlp_version_number()) <
+            0 ||
+        PyModule_AddStringConstant(m, "library_version", hdmlp_version_string()) < 0) {
+        return -1;
+    }
+    return 0;
+}
+
+static int module_exec(PyObject *m)
+{
+    const unsigned have = hdmlp_version_number();
+    if (have != HDMLP_VERSION_NUMBER) {
+        PyErr_Format(PyExc_ImportError,
+                     "hdmlp: the loaded libhdmlp is version %s (%u) but this extension was "
+                     "built against %d.%d.%d (%d); rebuild the extension or fix the library "
+                     "search path (LD_LIBRARY_PATH / RPATH)",
+                     hdmlp_version_string(), have, HDMLP_VERSION_MAJOR, HDMLP_VERSION_MINOR,
+                     HDMLP_VERSION_PATCH, HDMLP_VERSION_NUMBER);
+        return -1;
+    }
+    py_state *st = PyModule_GetState(m);
+    PyObject *array = PyImport_ImportModule("array");
+    if (array == NULL) {
+        return -1;
+    }
+    st->array_type = PyObject_GetAttrString(array, "array");
+    Py_DECREF(array);
+    if (st->array_type == NULL) {
+        return -1;
+    }
+    if (py_errors_init(m, st) < 0 || py_dataset_init_type(m, st) < 0 ||
+        py_batch_init_types(m, st) < 0 || py_loader_init_types(m, st) < 0 ||
+        add_constants(m) < 0) {
+        return -1;
+    }
+    return 0;
+}
+
+static int module_traverse(PyObject *m, visitproc visit, void *arg)
+{
+    py_state *st = PyModule_GetState(m);
+    if (st == NULL) {
+        return 0;
+    }
+    Py_VISIT(st->Error);
+    Py_VISIT(st->CorruptDataError);
+    Py_VISIT(st->FormatVersionError);
+    Py_VISIT(st->StorageError);
+    Py_VISIT(st->NotFoundError);
+    Py_VISIT(st->ExistsError);
+    Py_VISIT(st->PeerError);
+    Py_VISIT(st->InvalidArgumentError);
+    Py_VISIT(st->OutOfMemoryError);
+    Py_VISIT(st->UnsupportedError);
+    Py_VISIT(st->StateError);
+    Py_VISIT(st->InterruptedError);
+    Py_VISIT(st->DatasetType);
+    Py_VISIT(st->LoaderType);
+    Py_VISIT(st->EpochIterType);
+    Py_VISIT(st->BatchType);
+    Py_VISIT(st->SampleBufferType);
+    Py_VISIT(st->array_type);
+    return 0;
+}
+
+static int module_clear(PyObject *m)
+{
+    py_state *st = PyModule_GetState(m);
+    if (st == NULL) {
+        return 0;
+    }
+    Py_CLEAR(st->Error);
+    Py_CLEAR(st->CorruptDataError);
+    Py_CLEAR(st->FormatVersionError);
+    Py_CLEAR(st->StorageError);
+    Py_CLEAR(st->NotFoundError);
+    Py_CLEAR(st->ExistsError);
+    Py_CLEAR(st->PeerError);
+    Py_CLEAR(st->InvalidArgumentError);
+    Py_CLEAR(st->OutOfMemoryError);
+    Py_CLEAR(st->UnsupportedError);
+    Py_CLEAR(st->StateError);
+    Py_CLEAR(st->InterruptedError);
+    Py_CLEAR(st->DatasetType);
+    Py_CLEAR(st->LoaderType);
+    Py_CLEAR(st->EpochIterType);
+    Py_CLEAR(st->BatchType);
+    Py_CLEAR(st->SampleBufferType);
+    Py_CLEAR(st->array_type);
+    return 0;
+}
+
+static void module_free(void *m) { module_clear((PyObject *)m); }
+
+static PyModuleDef_Slot module_slots[2]; /* filled by PyInit__hdmlp (see py_fn) */
+
+PyModuleDef py_module_def = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "hdmlp._hdmlp",
+    .m_doc = "C extension of hdmlp (use the hdmlp package).",
+    .m_size = sizeof(py_state),
+    .m_methods = module_methods,
+    .m_slots = module_slots,
+    .m_traverse = module_traverse,
+    .m_clear = module_clear,
+    .m_free = module_free,
+};
+
+PyMODINIT_FUNC PyInit__hdmlp(void);
+
+PyMODINIT_FUNC PyInit__hdmlp(void)
+{
+    module_slots[0] = (PyModuleDef_Slot)PY_SLOT(Py_mod_exec, module_exec);
+    module_slots[1] = (PyModuleDef_Slot){0, NULL};
+    return PyModuleDef_Init(&py_module_def);
+}
