@@ -71,6 +71,7 @@ typedef struct lcase {
     uint32_t threads;
     uint64_t lookahead;
     uint64_t seed;
+    int hold_prev; /* hold each batch until the next one is delivered (a training loop) */
 } lcase;
 
 static const char *policy_name(hdmlp_policy p)
@@ -442,6 +443,7 @@ static void run_loader(hdmlp_dataset *ds, const lcase *c, uint64_t budget, hdmlp
     const uint64_t full = per_epoch(c->ds.n_samples, c->batch, c->drop_last);
     uint64_t in_epoch = 0;
     uint64_t cur_epoch = 0;
+    hdmlp_batch *held = NULL;
     for (;;) {
         hdmlp_batch *b = POISON_BATCH; /* must be overwritten */
         rc = hdmlp_loader_next(ld, &b);
@@ -471,7 +473,12 @@ static void run_loader(hdmlp_dataset *ds, const lcase *c, uint64_t budget, hdmlp
                 }
             }
         }
-        hdmlp_batch_release(b);
+        if (c->hold_prev) {
+            hdmlp_batch_release(held);
+            held = b;
+        } else {
+            hdmlp_batch_release(b);
+        }
         if (e != cur_epoch) {
             cur_epoch = e;
             in_epoch = 0;
@@ -491,6 +498,7 @@ static void run_loader(hdmlp_dataset *ds, const lcase *c, uint64_t budget, hdmlp
             }
         }
     }
+    hdmlp_batch_release(held);
     r->rc = rc;
     r->slots_end = loader_slots_occupied(ld);
     hdmlp_batch *b = POISON_BATCH;
@@ -775,6 +783,7 @@ Test(loader_props, every_epoch_delivers_every_sample_once, .timeout = 240)
                   why);
         run_free(&r);
         hdmlp_dataset_close(ds);
+        remove_tmp_dirs();
     }
 }
 
@@ -801,6 +810,7 @@ Test(loader_props, batches_number_epochs_and_end_repeats, .timeout = 240)
                   desc, why);
         run_free(&r);
         hdmlp_dataset_close(ds);
+        remove_tmp_dirs();
     }
 }
 
@@ -823,6 +833,7 @@ Test(loader_props, slots_empty_after_last_epoch, .timeout = 240)
                      r.slots_end);
         run_free(&r);
         hdmlp_dataset_close(ds);
+        remove_tmp_dirs();
     }
 }
 
@@ -867,6 +878,7 @@ Test(loader_props, slots_empty_between_epochs, .timeout = 240)
                      r.slots_end);
         run_free(&r);
         hdmlp_dataset_close(ds);
+        remove_tmp_dirs();
     }
 }
 
@@ -942,6 +954,7 @@ Test(loader_props, stats_add_up, .timeout = 240)
         }
         run_free(&r);
         hdmlp_dataset_close(ds);
+        remove_tmp_dirs();
     }
 }
 
@@ -972,6 +985,39 @@ Test(loader_props, peak_memory_within_budget, .timeout = 240)
                       desc, r.st.peak_memory_bytes, budget);
         run_free(&r);
         hdmlp_dataset_close(ds);
+        remove_tmp_dirs();
+    }
+}
+
+Test(loader_props, holding_one_batch_progresses_at_smallest_budget, .timeout = 240)
+{
+    /* A training loop keeps the batch it works on while asking for the next. At the
+     * smallest budget the loader accepts, that must still run to the end (no HDMLP_E_NOMEM,
+     * no hang) within the budget. */
+    const uint64_t seed = 0x5eed0009;
+    cr_log_info("hold one batch: case seeds %#" PRIx64 " + i", seed);
+    lcase c;
+    for (int i = 0; nth_case(seed, i, &c); i++) {
+        c.budget_kind = 0;
+        c.hold_prev = 1;
+        char dir[512], desc[768], why[256];
+        hdmlp_dataset *ds = make_dataset(&c.ds, dir, sizeof(dir));
+        const uint64_t budget = case_budget(ds, &c);
+        describe(&c, budget, desc, sizeof(desc));
+        cr_log_info("case %d: %s", i, desc);
+        run_out r;
+        run_loader(ds, &c, budget, c.engine, 0, &r);
+        cr_assert_eq(r.rc, HDMLP_END, "%s: holding one batch: %s: %s", desc,
+                     hdmlp_err_name(r.rc), r.rc_detail);
+        cr_assert_eq(r.bad_views, 0, "%s: %s", desc, r.first_bad);
+        const uint64_t expect = per_epoch(c.ds.n_samples, c.batch, c.drop_last);
+        cr_assert(check_exactly_once(&r, expect, c.epochs, why, sizeof(why)), "%s: %s", desc,
+                  why);
+        cr_assert_leq(r.st.peak_memory_bytes, budget, "%s: peak %" PRIu64, desc,
+                      r.st.peak_memory_bytes);
+        run_free(&r);
+        hdmlp_dataset_close(ds);
+        remove_tmp_dirs();
     }
 }
 
@@ -1032,6 +1078,7 @@ Test(loader_props, same_inputs_same_order_across_threads_and_engines, .timeout =
         run_free(&b);
         run_free(&d);
         hdmlp_dataset_close(ds);
+        remove_tmp_dirs();
     }
 }
 
@@ -1083,5 +1130,6 @@ Test(loader_props, other_seed_or_epoch_other_order, .timeout = 240)
         run_free(&a);
         run_free(&b);
         hdmlp_dataset_close(ds);
+        remove_tmp_dirs();
     }
 }
