@@ -1041,3 +1041,62 @@ Test(loader_errors, segment_deleted_after_open_is_an_error_naming_it, .timeout =
     hdmlp_loader_free(ld);
     hdmlp_dataset_close(ds);
 }
+
+Test(loader_errors, segment_truncated_after_open_is_an_error_naming_it, .timeout = 30)
+{
+    testds_spec spec = small_spec();
+    spec.chunks_per_segment = 4;
+    char dir[512];
+    hdmlp_dataset *ds = make_dataset(&spec, dir, sizeof(dir));
+    char path[600];
+    snprintf(path, sizeof(path), "%s/segment-000003", dir);
+    cr_assert_eq(truncate(path, 0), 0, "truncate %s", path);
+    hdmlp_loader *ld = new_loader(ds, new_config(ROOMY, 8, 1));
+    char detail[1024];
+    const int rc = run_to_error(ld, ds, &spec, NULL, detail, sizeof(detail));
+    cr_log_info("detail: %s", detail);
+    cr_assert(rc == HDMLP_E_CORRUPT || rc == HDMLP_E_IO,
+              "expected HDMLP_E_CORRUPT or HDMLP_E_IO, got %s: %s", hdmlp_err_name(rc), detail);
+    cr_expect(strstr(detail, "segment-000003") != NULL, "detail does not name the file: %s",
+              detail);
+    hdmlp_loader_free(ld);
+    hdmlp_dataset_close(ds);
+}
+
+Test(loader_api, free_while_another_thread_releases_batches, .timeout = 60)
+{
+    testds_spec spec = small_spec();
+    spec.n_samples = 1000;
+    char dir[512];
+    hdmlp_dataset *ds = make_dataset(&spec, dir, sizeof(dir));
+    for (int round = 0; round < 20; round++) {
+        hdmlp_loader *ld = new_loader(ds, new_config(ROOMY, 10, 0));
+        release_queue q = {.head = 0, .count = 0, .done = 0};
+        pthread_mutex_init(&q.lock, NULL);
+        pthread_cond_init(&q.cv, NULL);
+        pthread_t t;
+        cr_assert_eq(pthread_create(&t, NULL, releaser, &q), 0);
+        for (int i = 0; i < 8 + round; i++) {
+            hdmlp_batch *b = NULL;
+            cr_assert_eq(hdmlp_loader_next(ld, &b), HDMLP_OK, "%s", hdmlp_last_error());
+            pthread_mutex_lock(&q.lock);
+            while (q.count == 8) {
+                pthread_cond_wait(&q.cv, &q.lock);
+            }
+            q.items[(q.head + q.count) % 8] = b;
+            q.count++;
+            pthread_cond_broadcast(&q.cv);
+            pthread_mutex_unlock(&q.lock);
+        }
+        /* The releaser may still hold queued batches while the loader goes away. */
+        hdmlp_loader_free(ld);
+        pthread_mutex_lock(&q.lock);
+        q.done = 1;
+        pthread_cond_broadcast(&q.cv);
+        pthread_mutex_unlock(&q.lock);
+        pthread_join(t, NULL);
+        pthread_mutex_destroy(&q.lock);
+        pthread_cond_destroy(&q.cv);
+    }
+    hdmlp_dataset_close(ds);
+}
