@@ -1,0 +1,183 @@
+"""hdmlp.Loader: exactly-once, determinism, agreement with the C API, epochs, stats."""
+import os
+import subprocess
+
+import pytest
+
+import hdmlp
+from conftest import epoch_sequences, stats_fields, tool
+
+MEM = "40%"
+
+
+def test_each_epoch_delivers_every_sample_once(small_ds):
+    ds = hdmlp.Dataset(small_ds.path)
+    ld = hdmlp.Loader(ds, 32, MEM, seed=5, epochs=3)
+    assert len(ld) == (small_ds.n + 31) // 32
+    seqs = epoch_sequences(ld, 3)
+    for e, seq in enumerate(seqs):
+        assert sorted(seq) == list(range(small_ds.n)), f"epoch {e}"
+    assert seqs[0] != seqs[1] != seqs[2]
+    assert list(ld) == []  # after the configured epochs: nothing
+    st = ld.stats()
+    assert st["samples"] == 3 * small_ds.n and st["epochs"] == 3
+
+
+def test_batches_carry_correct_bytes_labels_and_epoch(small_ds):
+    ds = hdmlp.Dataset(small_ds.path)
+    labels = ds.labels
+    ld = hdmlp.Loader(ds, 50, MEM, seed=2, epochs=2)
+    for e in range(2):
+        for batch in ld:
+            assert batch.epoch == e
+            assert len(batch) == len(batch.samples) == len(batch.labels) == len(batch.indices)
+            for view, idx, lab in zip(batch.samples, batch.indices, batch.labels):
+                assert view.readonly
+                assert bytes(view) == ds[idx]
+                assert lab == labels[idx]
+
+
+def test_same_config_same_order_other_seed_other_order(small_ds):
+    a = epoch_sequences(hdmlp.Loader(small_ds.path, 16, MEM, seed=9, epochs=2), 2)
+    b = epoch_sequences(hdmlp.Loader(small_ds.path, 16, MEM, seed=9, epochs=2), 2)
+    c = epoch_sequences(hdmlp.Loader(small_ds.path, 16, MEM, seed=10, epochs=2), 2)
+    assert a == b
+    assert a != c
+    # threads and I/O engine do not change the order
+    d = epoch_sequences(hdmlp.Loader(small_ds.path, 16, MEM, seed=9, epochs=2, threads=4,
+                                     engine="pread", refill="whole"), 2)
+    assert d == a
+
+
+def test_matches_hdmlp_bench_ids(small_ds, tmp_path):
+    bench = tool("hdmlp-bench")
+    ds = hdmlp.Dataset(small_ds.path)
+    memory = hdmlp.parse_memory(MEM, ds.raw_bytes)
+    for batch_size, seed, drop in ((32, 7, False), (100, 123, True)):
+        ids = tmp_path / f"ids-{seed}.txt"
+        cmd = [bench, small_ds.path, "--memory", str(memory), "--batch", str(batch_size),
+               "--epochs", "3", "--seed", str(seed), "--ids", str(ids), "--quiet"]
+        if drop:
+            cmd.append("--drop-last")
+        subprocess.run(cmd, check=True, timeout=60)
+        expect = [[int(x) for x in line.split()] for line in ids.read_text().splitlines()]
+        ld = hdmlp.Loader(ds, batch_size, memory, seed=seed, epochs=3, drop_last=drop)
+        assert epoch_sequences(ld, 3) == expect
+
+
+def test_drop_last(small_ds):
+    ld = hdmlp.Loader(small_ds.path, 64, MEM, seed=1, epochs=2, drop_last=True)
+    assert len(ld) == small_ds.n // 64
+    for seq in epoch_sequences(ld, 2):
+        assert len(seq) == (small_ds.n // 64) * 64 and len(set(seq)) == len(seq)
+
+
+def test_unbounded_epochs_and_next_batch(small_ds):
+    ld = hdmlp.Loader(small_ds.path, 64, MEM, seed=1)
+    assert ld.epochs is None
+    ref = epoch_sequences(hdmlp.Loader(small_ds.path, 64, MEM, seed=1, epochs=5), 5)
+    got = epoch_sequences(ld, 4)
+    assert got == ref[:4]
+    b = ld.next_batch()
+    assert b.epoch == 4 and list(b.indices) == ref[4][:64]
+    ld2 = hdmlp.Loader(small_ds.path, 64, MEM, seed=1, epochs=1)
+    n = 0
+    while (b := ld2.next_batch()) is not None:
+        n += len(b)
+    assert n == small_ds.n and ld2.next_batch() is None
+
+
+def test_break_then_iterate_starts_the_next_epoch(small_ds):
+    ref = epoch_sequences(hdmlp.Loader(small_ds.path, 32, MEM, seed=4, epochs=3), 3)
+    ld = hdmlp.Loader(small_ds.path, 32, MEM, seed=4, epochs=3)
+    it = iter(ld)
+    first = next(it)
+    assert list(first.indices) == ref[0][:32]
+    assert ld.epoch == 1  # the rest of epoch 0 is abandoned by the next iter()
+    assert epoch_sequences(ld, 1) == [ref[1]]
+    assert ld.drained_batches == len(ld) - 1
+    with pytest.raises(hdmlp.StateError, match="superseded"):
+        next(it)
+
+
+def test_set_epoch_forward_and_back(small_ds):
+    ref = epoch_sequences(hdmlp.Loader(small_ds.path, 32, MEM, seed=8, epochs=4), 4)
+    ld = hdmlp.Loader(small_ds.path, 32, MEM, seed=8, epochs=4)
+    ld.set_epoch(2)
+    assert ld.epoch == 2
+    assert epoch_sequences(ld, 1) == [ref[2]]
+    ld.set_epoch(1)  # backwards: recreates the C loader
+    assert epoch_sequences(ld, 1) == [ref[1]]
+    assert ld.restarts == 1
+    ld.set_epoch(2)  # the next epoch anyway: no cost
+    assert epoch_sequences(ld, 1) == [ref[2]]
+    with pytest.raises(hdmlp.InvalidArgumentError, match="epoch"):
+        ld.set_epoch(4)
+
+
+def test_memory_strings(small_ds):
+    ds = hdmlp.Dataset(small_ds.path)
+    assert hdmlp.parse_memory(123456) == 123456
+    assert hdmlp.parse_memory("256M") == 256 << 20
+    assert hdmlp.parse_memory("1.5GiB") == 3 << 29
+    assert hdmlp.parse_memory("500MB") == 500_000_000
+    assert hdmlp.parse_memory("2k") == 2048
+    assert hdmlp.parse_memory("25%", 1000) == 250
+    ld = hdmlp.Loader(ds, 32, "50%")
+    assert ld.memory == ds.raw_bytes // 2
+    assert ld.stats()["memory_budget"] == ld.memory
+    for bad in ("", "12X", "-5M", "%", "0%", "abc"):
+        with pytest.raises(hdmlp.InvalidArgumentError, match="memory"):
+            hdmlp.parse_memory(bad, 100)
+    with pytest.raises(TypeError, match="memory"):
+        hdmlp.Loader(ds, 32, 1.5e6)
+
+
+def test_stats_keys_are_the_c_struct_fields(small_ds):
+    ld = hdmlp.Loader(small_ds.path, 32, MEM, seed=1, epochs=1)
+    for _ in ld:
+        pass
+    st = ld.stats()
+    assert list(st) == stats_fields()
+    assert len(st["fill_hist"]) == 11
+    assert st["samples"] == small_ds.n
+    assert st["bytes_delivered"] == small_ds.raw_bytes
+    assert st["peak_memory_bytes"] <= st["memory_budget"]
+
+
+def test_loader_accepts_a_path_and_keeps_the_dataset_open(small_ds):
+    ld = hdmlp.Loader(small_ds.path, 32, MEM)
+    assert isinstance(ld.dataset, hdmlp.Dataset) and len(ld.dataset) == small_ds.n
+    assert sorted(epoch_sequences(ld, 1)[0]) == list(range(small_ds.n))
+
+
+def test_closed_loader(small_ds):
+    ld = hdmlp.Loader(small_ds.path, 32, MEM)
+    with ld:
+        pass
+    assert ld.closed
+    with pytest.raises(hdmlp.StateError, match="closed"):
+        iter(ld)
+    with pytest.raises(hdmlp.StateError, match="closed"):
+        ld.stats()
+    ld.close()
+
+
+def test_loader_is_not_usable_after_fork(small_ds):
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork")
+    ld = hdmlp.Loader(small_ds.path, 32, MEM, seed=1)
+    next(iter(ld))
+    pid = os.fork()
+    if pid == 0:  # child: must refuse, and must not hang or crash on exit
+        code = 1
+        try:
+            ld.next_batch()
+        except hdmlp.StateError as e:
+            code = 0 if "another process" in str(e) else 2
+        finally:
+            del ld
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    assert ld.next_batch() is not None  # the parent's loader is untouched
