@@ -262,14 +262,15 @@ static PyObject *batch_copy_into(BatchObject *self, PyObject *arg)
     const hdmlp_sample_view *v = self->views;
     const Py_ssize_t n = self->n;
     char *dst = out.buf;
-    Py_BEGIN_ALLOW_THREADS for (Py_ssize_t i = 0; i < n; i++)
-    {
+    PyThreadState *ts = PyEval_SaveThread();
+    for (Py_ssize_t i = 0; i < n; i++) {
         if (v[i].size > 0) {
             memcpy(dst, v[i].data, (size_t)v[i].size);
             dst += v[i].size;
         }
     }
-    Py_END_ALLOW_THREADS PyBuffer_Release(&out);
+    PyEval_RestoreThread(ts);
+    PyBuffer_Release(&out);
     return PyLong_FromUnsignedLongLong(total);
 }
 

@@ -41,15 +41,16 @@ static PyObject *dataset_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     hdmlp_dataset *ds = NULL;
     int rc;
     char detail[1024] = "";
-    Py_BEGIN_ALLOW_THREADS rc = hdmlp_dataset_open(p, &ds);
+    PyThreadState *ts = PyEval_SaveThread();
+    rc = hdmlp_dataset_open(p, &ds);
     if (rc != HDMLP_OK) {
         snprintf(detail, sizeof(detail), "%s", hdmlp_last_error());
     }
-    Py_END_ALLOW_THREADS if (rc != HDMLP_OK)
-    {
+    PyEval_RestoreThread(ts);
+    if (rc != HDMLP_OK) {
         PyObject *ctx = PyUnicode_FromFormat("Dataset(%R)", path);
         if (ctx != NULL) {
-            py_raise(st, rc, PyUnicode_AsUTF8(ctx), detail, path);
+            py_raise(st, rc, PyUnicode_AsUTF8(ctx), detail);
             Py_DECREF(ctx);
         }
         Py_DECREF(fspath);
@@ -179,7 +180,7 @@ static PyObject *read_sample(DatasetObject *self, uint64_t index)
     hdmlp_sample_info info;
     int rc = hdmlp_dataset_sample_info(self->ds, index, &info);
     if (rc != HDMLP_OK) {
-        return py_raise(st, rc, "read", NULL, NULL);
+        return py_raise(st, rc, "read", NULL);
     }
     if (info.raw_size > (uint64_t)PY_SSIZE_T_MAX) {
         return PyErr_NoMemory();
@@ -193,15 +194,16 @@ static PyObject *read_sample(DatasetObject *self, uint64_t index)
     char detail[1024] = "";
     hdmlp_dataset *ds = self->ds;
     self->busy++;
-    Py_BEGIN_ALLOW_THREADS rc =
-        hdmlp_dataset_read_sample(ds, index, buf, (size_t)info.raw_size, &got);
+    PyThreadState *ts = PyEval_SaveThread();
+    rc = hdmlp_dataset_read_sample(ds, index, buf, (size_t)info.raw_size, &got);
     if (rc != HDMLP_OK) {
         snprintf(detail, sizeof(detail), "%s", hdmlp_last_error());
     }
-    Py_END_ALLOW_THREADS self->busy--;
+    PyEval_RestoreThread(ts);
+    self->busy--;
     if (rc != HDMLP_OK) {
         Py_DECREF(bytes);
-        return py_raise(st, rc, "read", detail, NULL);
+        return py_raise(st, rc, "read", detail);
     }
     if (got != info.raw_size) {
         Py_DECREF(bytes);
@@ -255,19 +257,20 @@ static PyObject *dataset_read_into(DatasetObject *self, PyObject *args)
     hdmlp_dataset *ds = self->ds;
     int rc;
     self->busy++;
-    Py_BEGIN_ALLOW_THREADS rc =
-        hdmlp_dataset_read_sample(ds, index, view.buf, (size_t)view.len, &got);
+    PyThreadState *ts = PyEval_SaveThread();
+    rc = hdmlp_dataset_read_sample(ds, index, view.buf, (size_t)view.len, &got);
     if (rc != HDMLP_OK) {
         snprintf(detail, sizeof(detail), "%s", hdmlp_last_error());
     }
-    Py_END_ALLOW_THREADS self->busy--;
+    PyEval_RestoreThread(ts);
+    self->busy--;
     PyBuffer_Release(&view);
     if (rc == HDMLP_E_RANGE) {
         return py_raise_arg(st, "buffer", "%zd bytes is too small for sample %llu (%zu bytes)",
                             view.len, (unsigned long long)index, got);
     }
     if (rc != HDMLP_OK) {
-        return py_raise(st, rc, "read_into", detail, NULL);
+        return py_raise(st, rc, "read_into", detail);
     }
     return PyLong_FromSize_t(got);
 }
@@ -292,7 +295,7 @@ static PyObject *dataset_info(DatasetObject *self, PyObject *key)
     hdmlp_sample_info in;
     const int rc = hdmlp_dataset_sample_info(self->ds, index, &in);
     if (rc != HDMLP_OK) {
-        return py_raise(st, rc, "info", NULL, NULL);
+        return py_raise(st, rc, "info", NULL);
     }
     static const char *const codecs[] = {"none", "zstd", "zstd-dict"};
     PyObject *label_name = label_str(self->ds, in.label);
@@ -336,15 +339,17 @@ static PyObject *dataset_find(DatasetObject *self, PyObject *key)
     const char *k = PyBytes_AS_STRING(bytes);
     const size_t klen = (size_t)PyBytes_GET_SIZE(bytes);
     self->busy++;
-    Py_BEGIN_ALLOW_THREADS rc = hdmlp_dataset_find_key(ds, k, klen, &index);
-    Py_END_ALLOW_THREADS self->busy--;
+    PyThreadState *ts = PyEval_SaveThread();
+    rc = hdmlp_dataset_find_key(ds, k, klen, &index);
+    PyEval_RestoreThread(ts);
+    self->busy--;
     Py_DECREF(bytes);
     if (rc == HDMLP_E_NOTFOUND) {
         PyErr_SetObject(PyExc_KeyError, key);
         return NULL;
     }
     if (rc != HDMLP_OK) {
-        return py_raise(st, rc, "find", NULL, NULL);
+        return py_raise(st, rc, "find", NULL);
     }
     return PyLong_FromUnsignedLongLong(index);
 }
@@ -360,13 +365,15 @@ static PyObject *dataset_verify(DatasetObject *self, PyObject *unused)
     int rc;
     char detail[1024] = "";
     self->busy++;
-    Py_BEGIN_ALLOW_THREADS rc = hdmlp_dataset_verify(ds, NULL, NULL);
+    PyThreadState *ts = PyEval_SaveThread();
+    rc = hdmlp_dataset_verify(ds, NULL, NULL);
     if (rc != HDMLP_OK) {
         snprintf(detail, sizeof(detail), "%s", hdmlp_last_error());
     }
-    Py_END_ALLOW_THREADS self->busy--;
+    PyEval_RestoreThread(ts);
+    self->busy--;
     if (rc != HDMLP_OK) {
-        return py_raise(st, rc, "verify", detail, self->path);
+        return py_raise(st, rc, "verify", detail);
     }
     Py_RETURN_NONE;
 }
@@ -478,7 +485,7 @@ static PyObject *get_labels(DatasetObject *self, void *c)
         const int rc = hdmlp_dataset_sample_info(ds, i, &in);
         if (rc != HDMLP_OK) {
             Py_DECREF(raw);
-            return py_raise(st, rc, "labels", NULL, NULL);
+            return py_raise(st, rc, "labels", NULL);
         }
         p[i] = in.label;
     }

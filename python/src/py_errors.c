@@ -21,6 +21,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <strings.h>
 
 typedef struct exc_def {
     const char *name; /* "hdmlp.X" */
@@ -169,39 +170,36 @@ static int set_attr_str(PyObject *obj, const char *name, const char *s)
     return rc;
 }
 
-PyObject *py_raise(py_state *st, int code, const char *context, const char *detail,
-                   PyObject *filename)
+PyObject *py_raise(py_state *st, int code, const char *context, const char *detail)
 {
     if (detail == NULL) {
         detail = hdmlp_last_error();
     }
     int err_no = 0;
     PyObject *cls = class_for(st, code, &err_no);
-    PyObject *msg = PyUnicode_FromFormat("%s%s%s", context ? context : "", context ? ": " : "",
-                                         hdmlp_strerror(code));
+    const size_t clen = strlen(context);
+    PyObject *msg = NULL;
+    if (detail[0] == '\0') {
+        msg = PyUnicode_FromFormat("%s: %s", context, hdmlp_strerror(code));
+    } else {
+        PyObject *d = PyUnicode_DecodeUTF8(detail, (Py_ssize_t)strlen(detail), "replace");
+        const int has_context = strncasecmp(detail, context, clen) == 0 && detail[clen] == ':';
+        msg = d == NULL || has_context ? Py_XNewRef(d)
+                                       : PyUnicode_FromFormat("%s: %U", context, d);
+        Py_XDECREF(d);
+    }
     if (msg == NULL) {
         return NULL;
     }
-    if (detail[0] != '\0') {
-        PyObject *d = PyUnicode_DecodeUTF8(detail, (Py_ssize_t)strlen(detail), "replace");
-        PyObject *full = d ? PyUnicode_FromFormat("%U: %U", msg, d) : NULL;
-        Py_XDECREF(d);
-        Py_SETREF(msg, full);
-        if (msg == NULL) {
-            return NULL;
-        }
-    }
-    PyObject *exc = PyObject_CallOneArg(cls, msg);
+    PyObject *exc = err_no != 0 ? PyObject_CallFunction(cls, "iO", err_no, msg)
+                                : PyObject_CallOneArg(cls, msg);
     Py_DECREF(msg);
     if (exc == NULL) {
         return NULL;
     }
     if (set_attr_long(exc, "code", code) < 0 ||
         set_attr_str(exc, "name", hdmlp_err_name(code)) < 0 ||
-        set_attr_str(exc, "detail", detail) < 0 ||
-        (err_no != 0 && set_attr_long(exc, "errno", err_no) < 0) ||
-        (filename != NULL && PyObject_IsInstance(exc, PyExc_OSError) == 1 &&
-         PyObject_SetAttrString(exc, "filename", filename) < 0)) {
+        set_attr_str(exc, "detail", detail) < 0) {
         Py_DECREF(exc);
         return NULL;
     }

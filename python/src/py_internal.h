@@ -64,11 +64,11 @@ py_state *py_state_from_type(PyTypeObject *tp);
 
 /* ---- py_errors.c ---- */
 int py_errors_init(PyObject *module, py_state *st);
-/* Raises the exception mapped from `code` with message "[context: ]<strerror>[: detail]".
- * `detail` NULL means hdmlp_last_error() of the calling thread. `filename` (may be NULL)
- * goes to OSError.filename for I/O errors. Always returns NULL. */
-PyObject *py_raise(py_state *st, int code, const char *context, const char *detail,
-                   PyObject *filename);
+/* Raises the exception mapped from `code`. The message is "<context>: <detail>" (just
+ * <detail> when it already starts with the context), or "<context>: <strerror>" without
+ * detail. `detail` NULL means hdmlp_last_error() of the calling thread. OSError
+ * subclasses get errno and strerror (str: "[Errno N] message"). Always returns NULL. */
+PyObject *py_raise(py_state *st, int code, const char *context, const char *detail);
 /* Raises InvalidArgumentError (also a ValueError) "<param>: <message>". Returns NULL. */
 PyObject *py_raise_arg(py_state *st, const char *param, const char *fmt, ...);
 

@@ -68,7 +68,8 @@ static int create_c_loader(py_state *st, LoaderObject *self)
     hdmlp_loader *ld = NULL;
     char detail[1024] = "";
     int rc;
-    Py_BEGIN_ALLOW_THREADS sigset_t all, old;
+    PyThreadState *ts = PyEval_SaveThread();
+    sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, &old);
     rc = hdmlp_loader_create(ds, cfg, &ld);
@@ -76,9 +77,9 @@ static int create_c_loader(py_state *st, LoaderObject *self)
         snprintf(detail, sizeof(detail), "%s", hdmlp_last_error());
     }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
-    Py_END_ALLOW_THREADS if (rc != HDMLP_OK)
-    {
-        py_raise(st, rc, "Loader", detail, NULL);
+    PyEval_RestoreThread(ts);
+    if (rc != HDMLP_OK) {
+        py_raise(st, rc, "Loader", detail);
         return -1;
     }
     self->ld = ld;
@@ -102,9 +103,10 @@ static void free_c_loader(LoaderObject *self)
     if (owner) {
         py_waiter *w = self->waiter;
         hdmlp_loader *ld = self->ld;
-        Py_BEGIN_ALLOW_THREADS py_waiter_free(w);
+        PyThreadState *ts = PyEval_SaveThread();
+        py_waiter_free(w);
         hdmlp_loader_free(ld);
-        Py_END_ALLOW_THREADS
+        PyEval_RestoreThread(ts);
     }
     /* In a forked child the threads do not exist: leave the copies alone. */
     self->waiter = NULL;
@@ -154,13 +156,19 @@ static int wait_slow(py_state *st, LoaderObject *self, hdmlp_batch **out, char *
     hdmlp_loader *ld = self->ld;
     py_waiter_submit(w, ld);
     for (;;) {
-        int r;
-        Py_BEGIN_ALLOW_THREADS r = py_waiter_wait(w);
-        Py_END_ALLOW_THREADS if (r == 0) { break; }
+        PyThreadState *ts = PyEval_SaveThread();
+        const int r = py_waiter_wait(w);
+        PyEval_RestoreThread(ts);
+        if (r == 0) {
+            break;
+        }
         if (PyErr_CheckSignals() < 0) {
-            Py_BEGIN_ALLOW_THREADS hdmlp_loader_interrupt(ld);
+            /* Wake the helper and collect its outcome: nothing is lost. */
+            ts = PyEval_SaveThread();
+            hdmlp_loader_interrupt(ld);
             py_waiter_wait_all(w);
-            Py_END_ALLOW_THREADS const char *d = NULL;
+            PyEval_RestoreThread(ts);
+            const char *d = NULL;
             hdmlp_batch *b = NULL;
             const int rc = py_waiter_result(w, &b, &d);
             if (rc != HDMLP_E_INTERRUPTED) {
@@ -200,14 +208,14 @@ static int fetch(py_state *st, LoaderObject *self, hdmlp_batch **out)
     } else {
         hdmlp_loader *ld = self->ld;
         self->busy = 1;
-        Py_BEGIN_ALLOW_THREADS hdmlp_loader_interrupt(
-            ld); /* a batch not ready returns E_INTERRUPTED: no wait */
+        PyThreadState *ts = PyEval_SaveThread();
+        hdmlp_loader_interrupt(ld); /* a batch not ready returns E_INTERRUPTED: no wait */
         rc = hdmlp_loader_next(ld, &b);
         if (rc != HDMLP_OK && rc != HDMLP_END && rc != HDMLP_E_INTERRUPTED) {
             snprintf(detail, sizeof(detail), "%s", hdmlp_last_error());
         }
-        Py_END_ALLOW_THREADS if (rc == HDMLP_E_INTERRUPTED)
-        {
+        PyEval_RestoreThread(ts);
+        if (rc == HDMLP_E_INTERRUPTED) {
             rc = wait_slow(st, self, &b, detail, sizeof(detail));
         }
         self->busy = 0;
@@ -220,7 +228,7 @@ static int fetch(py_state *st, LoaderObject *self, hdmlp_batch **out)
         return HDMLP_END;
     }
     if (rc != HDMLP_OK) {
-        py_raise(st, rc, "next", detail, NULL);
+        py_raise(st, rc, "next", detail);
         return PY_ERR_SET;
     }
     if (hdmlp_batch_epoch(b) != self->pos_epoch) {
@@ -246,7 +254,7 @@ static int fetch(py_state *st, LoaderObject *self, hdmlp_batch **out)
 static int set_or_raise(py_state *st, int rc, const char *param)
 {
     if (rc != HDMLP_OK) {
-        py_raise(st, rc, param, NULL, NULL);
+        py_raise(st, rc, param, NULL);
         return -1;
     }
     return 0;
@@ -383,7 +391,7 @@ static PyObject *loader_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     }
     int rc = hdmlp_config_create(&self->cfg);
     if (rc != HDMLP_OK) {
-        py_raise(st, rc, "Loader", NULL, NULL);
+        py_raise(st, rc, "Loader", NULL);
         Py_DECREF(self);
         return NULL;
     }
@@ -626,7 +634,7 @@ static PyObject *loader_stats(LoaderObject *self, PyObject *unused)
     hdmlp_stats s;
     const int rc = hdmlp_loader_stats(self->ld, &s);
     if (rc != HDMLP_OK) {
-        return py_raise(st, rc, "stats", NULL, NULL);
+        return py_raise(st, rc, "stats", NULL);
     }
     PyObject *d = PyDict_New();
     if (d == NULL) {
