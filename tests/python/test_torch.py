@@ -1,0 +1,156 @@
+"""hdmlp.torch: IterableDataset + DataLoader with 0, 1 and 2 workers."""
+import io
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import hdmlp  # noqa: E402
+import hdmlp.torch as ht  # noqa: E402
+from conftest import epoch_sequences  # noqa: E402
+from torch.utils.data import DataLoader  # noqa: E402
+
+MEM = "40%"
+
+
+def dl_epochs(ds, workers, epochs, set_epoch=True, **dl_kwargs):
+    """Per epoch: indices in delivery order and labels, through a DataLoader."""
+    dl = DataLoader(ds, batch_size=None, num_workers=workers, **dl_kwargs)
+    out = []
+    for e in range(epochs):
+        if set_epoch:
+            ds.set_epoch(e)
+        seq, labels = [], []
+        for samples, lab, idx in dl:
+            assert lab.dtype == torch.int64 and idx.dtype == torch.int64
+            assert len(samples) == len(lab) == len(idx)
+            seq.extend(idx.tolist())
+            labels.extend(lab.tolist())
+        out.append((seq, labels))
+    return out
+
+
+def reference(small_ds, memory, epochs, batch_size=32, seed=5):
+    ld = hdmlp.Loader(small_ds.path, batch_size, memory, seed=seed, epochs=epochs)
+    return epoch_sequences(ld, epochs)
+
+
+@pytest.mark.parametrize("workers", [0, 1, 2])
+def test_dataloader_exactly_once_and_deterministic(small_ds, workers):
+    ds = ht.HdmlpIterableDataset(small_ds.path, 32, MEM, seed=5, with_indices=True)
+    assert len(ds) == (small_ds.n + 31) // 32
+    run1 = dl_epochs(ds, workers, 2)
+    labels_of = hdmlp.Dataset(small_ds.path).labels
+    for seq, labels in run1:
+        assert sorted(seq) == list(range(small_ds.n))
+        assert labels == [labels_of[i] for i in seq]
+    assert run1[0][0] != run1[1][0]
+    ds2 = ht.HdmlpIterableDataset(small_ds.path, 32, MEM, seed=5, with_indices=True)
+    assert dl_epochs(ds2, workers, 2) == run1
+    # W workers deliver exactly the sequence of one loader with memory/W
+    memory = hdmlp.parse_memory(MEM, hdmlp.Dataset(small_ds.path).raw_bytes)
+    assert [s for s, _ in run1] == reference(small_ds, memory // max(1, workers), 2)
+
+
+def test_persistent_workers_advance_epochs_by_themselves(small_ds):
+    ds = ht.HdmlpIterableDataset(small_ds.path, 32, MEM, seed=5, with_indices=True)
+    run = dl_epochs(ds, 2, 3, set_epoch=False, persistent_workers=True)
+    memory = hdmlp.parse_memory(MEM, hdmlp.Dataset(small_ds.path).raw_bytes)
+    assert [s for s, _ in run] == reference(small_ds, memory // 2, 3)
+
+
+def test_main_process_advances_epochs_and_honours_set_epoch(small_ds):
+    ds = ht.HdmlpIterableDataset(small_ds.path, 32, MEM, seed=5, with_indices=True)
+    ref = reference(small_ds, hdmlp.parse_memory(MEM, ds._dataset.raw_bytes), 4)
+    got = dl_epochs(ds, 0, 2, set_epoch=False)
+    assert [s for s, _ in got] == ref[:2]
+    ds.set_epoch(3)
+    assert [s for s, _ in dl_epochs(ds, 0, 1, set_epoch=False)] == [ref[3]]
+
+
+def test_samples_are_zero_copy_tensor_views(small_ds):
+    ds = ht.HdmlpIterableDataset(small_ds.path, 32, MEM, seed=5, collate=False)
+    raw = hdmlp.Dataset(small_ds.path)
+    ld = hdmlp.Loader(raw, 32, MEM, seed=5)
+    batch = next(iter(ld))
+    tensors = ht._as_tensors(batch)
+    addrs = batch._addresses()
+    for t, a, idx in zip(tensors, addrs, batch.indices):
+        assert t.dtype == torch.uint8
+        if t.numel():
+            assert t.data_ptr() == a
+        assert bytes(t.numpy()) == raw[idx]
+    # the tensors keep the batch alive
+    expect = [raw[i] for i in batch.indices]
+    del batch
+    for _ in range(5):
+        next(iter(ld))
+    assert [bytes(t.numpy()) for t in tensors] == expect
+    samples, labels = next(iter(ds))
+    assert isinstance(samples, list) and all(s.dtype == torch.uint8 for s in samples)
+
+
+def test_equal_sizes_collate_into_one_tensor(fixed_ds):
+    raw = hdmlp.Dataset(fixed_ds.path)
+    ds = ht.HdmlpIterableDataset(fixed_ds.path, 10, "50%", seed=2, with_indices=True)
+    samples, labels, idx = next(iter(ds))
+    assert samples.shape == (10, 784) and samples.dtype == torch.uint8
+    for row, i in zip(samples, idx.tolist()):
+        assert bytes(row.numpy()) == raw[i]
+    assert labels.tolist() == [raw.labels[i] for i in idx.tolist()]
+
+
+def test_transform_runs_in_workers_and_stacks(fixed_ds):
+    ds = ht.HdmlpIterableDataset(fixed_ds.path, 16, "50%", seed=2, with_indices=True,
+                                 transform=lambda t: t.float().view(28, 28) / 255.0)
+    dl = DataLoader(ds, batch_size=None, num_workers=2)
+    seen = []
+    for x, y, idx in dl:
+        assert x.dtype == torch.float32 and x.shape[1:] == (28, 28)
+        seen.extend(idx.tolist())
+    assert sorted(seen) == list(range(fixed_ds.n))
+
+
+def test_transform_with_pil_decode(tmp_path):
+    PIL = pytest.importorskip("PIL.Image")
+    from conftest import pack
+    src = tmp_path / "png"
+    for c in ("a", "b"):
+        (src / c).mkdir(parents=True)
+        for i in range(20):
+            PIL.new("L", (8, 8), color=i * 10).save(src / c / f"{i}.png")
+    out = pack(str(src), str(tmp_path / "png.hdmlp"), "--chunk-size", "4", "--seed", "1")
+
+    def decode(t):
+        img = PIL.open(io.BytesIO(t.numpy()))
+        return torch.frombuffer(bytearray(img.tobytes()), dtype=torch.uint8).view(8, 8)
+
+    ds = ht.HdmlpIterableDataset(out, 8, "1M", seed=1, transform=decode)
+    n = 0
+    for x, y in DataLoader(ds, batch_size=None):
+        assert x.shape[1:] == (8, 8)
+        n += len(y)
+    assert n == 40
+
+
+def test_rank_and_world_from_environment(small_ds, monkeypatch):
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert ht.rank_and_world() == (1, 2)
+    ds = ht.HdmlpIterableDataset(small_ds.path, 32, MEM)
+    assert (ds.rank, ds.world) == (1, 2)
+    assert len(ds) == (small_ds.n // 2 + 31) // 32
+    with pytest.raises(hdmlp.UnsupportedError, match="world"):
+        next(iter(ds))
+    monkeypatch.delenv("RANK")
+    monkeypatch.delenv("WORLD_SIZE")
+    assert ht.rank_and_world() == (0, 1)
+
+
+def test_pickles_for_spawned_workers(small_ds):
+    import pickle
+    ds = ht.HdmlpIterableDataset(small_ds.path, 32, MEM, seed=5, with_indices=True)
+    next(iter(ds))
+    clone = pickle.loads(pickle.dumps(ds))
+    a = [i for _, _, idx in clone for i in idx.tolist()]
+    assert sorted(a) == list(range(small_ds.n))
