@@ -103,6 +103,19 @@ trap 'exit 130' INT TERM
 
 drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches; }
 
+# prewarm PROGRAM: runs PROGRAM once on a tiny warm-up dataset outside the cell, so that
+# its binary, libraries and (for Python) every module it imports are in the page cache:
+# the cell measures data I/O, not start-up from a throttled disk.
+prewarm() {
+    case $1 in
+    "$PY") "$PY" "$HERE/loader_torch_baseline.py" --list "$WORK/warm/list.tsv" \
+        --root "$WORK/warm/files" --workers 2 --batch 4 ;;
+    "$BENCH") "$BENCH" "$WORK/warm_k4" --memory 64M --batch 4 --json --quiet ;;
+    "$PERFILE") "$PERFILE" --list "$WORK/warm/list.tsv" --root "$WORK/warm/files" ;;
+    *) "$1" "$WORK/warm_k4/index" ;;
+    esac >/dev/null 2>&1
+}
+
 # cell_run TAG MEM_LIMIT BPS IOPS -- CMD...: runs CMD in a fresh cell after dropping caches;
 # stdout to logs/TAG.out, stderr to logs/TAG.err; sets CELL_JSON (the cell's measurements).
 cell_run() {
@@ -112,16 +125,14 @@ cell_run() {
     rmdir "$m" "$b" 2>/dev/null
     mkdir "$m" "$b" || die "cannot create cgroup $CELL"
     echo "$mem" >"$m/memory.limit_in_bytes" || die "cannot set memory limit"
-    [ "$bps" -gt 0 ] && { echo "$DEV $bps" >"$b/blkio.throttle.read_bps_device" || die "cannot throttle $DEV"; }
-    [ "$iops" -gt 0 ] && { echo "$DEV $iops" >"$b/blkio.throttle.read_iops_device" || die "cannot throttle $DEV"; }
+    if [ "$bps" -gt 0 ]; then
+        echo "$DEV $bps" >"$b/blkio.throttle.read_bps_device" || die "cannot throttle $DEV"
+    fi
+    if [ "$iops" -gt 0 ]; then
+        echo "$DEV $iops" >"$b/blkio.throttle.read_iops_device" || die "cannot throttle $DEV"
+    fi
     drop_caches
-    # Pre-load the program's own files outside the cell (the cell measures data I/O, not
-    # interpreter or library start-up from a throttled disk).
-    case $1 in
-    "$PY") "$PY" -c 'import torch, numpy' >/dev/null 2>&1 ;;
-    /bin/sh) { dd --version; date; echo 1 | bc; stat -c %s /; } >/dev/null 2>&1 ;;
-    *) "$1" --help >/dev/null 2>&1 ;;
-    esac
+    prewarm "$1"
     t0=$(date +%s.%N)
     sh -c 'echo $$ >"$1/cgroup.procs" && echo $$ >"$2/cgroup.procs" && shift 2 && exec "$@"' \
         cell "$m" "$b" "$@" >"$OUT/logs/$tag.out" 2>"$OUT/logs/$tag.err"
@@ -136,7 +147,7 @@ cell_run() {
         rmdir "$m" "$b" 2>/dev/null && break
         sleep 0.2
     done
-    CELL_JSON="{\"rc\": $rc, \"wall_seconds\": $(echo "$t1 - $t0" | bc), \"memory_limit\": $mem,"
+    CELL_JSON="{\"rc\": $rc, \"wall_seconds\": $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.6f", b - a }'), \"memory_limit\": $mem,"
     CELL_JSON+=" \"read_bps\": $bps, \"read_iops\": $iops, \"peak_memory\": ${peak:-0},"
     CELL_JSON+=" \"dev_read_bytes\": ${dbytes:-0}, \"dev_read_ops\": ${dops:-0}, \"oom_kills\": ${oom:-0}}"
     return $rc
@@ -155,9 +166,9 @@ record() {
 # ---- sizes ------------------------------------------------------------------------------
 scaled() { awk -v n="$1" -v s="$SCALE" 'BEGIN { v = int(n * s); print (v < 64 ? 64 : v) }'; }
 if [ "$SMALL" = 1 ]; then
-    IMG_B=3000 IMG_A=600 S16_B=8000 S16_A=1000 TINY=40000
+    IMG_B=3000 IMG_A=1000 S16_B=8000 S16_A=1000 TINY=40000 BATCH=8 BATCH_A=2
 else
-    IMG_B=36000 IMG_A=4000 S16_B=65536 S16_A=4000 TINY=262144
+    IMG_B=36000 IMG_A=5000 S16_B=65536 S16_A=4000 TINY=262144 BATCH=32 BATCH_A=4
 fi
 IMG_B=$(scaled $IMG_B) IMG_A=$(scaled $IMG_A) S16_B=$(scaled $S16_B) S16_A=$(scaled $S16_A)
 TINY=$(scaled $TINY)
@@ -170,14 +181,18 @@ IOPS_A=150
 OP_US_A=6667  # 1e6 / 150: one operation's cost in regime A
 OP_US_B=100   # the library's default (this disk: ~70 us per 128 KiB op at QD1)
 THREADS=2
-BATCH=64
 SEED=1
 PACK_SEED=7
 MEM_PCT=25
-C_ALLOWANCE=$((64 * MiB))     # cell limit = 25 % of the dataset + this, for C programs
+C_ALLOWANCE=$((32 * MiB))     # cell limit = 25 % of the dataset + this, for C programs
 PY_ALLOWANCE=$((1024 * MiB))  # and this for the PyTorch contender (interpreter + 2 workers)
 K_SWEEP="1 4 16 64 256"
-MEM_SWEEP="10 25 50 100"
+MEM_SWEEP="15 25 50 100"
+
+# The loader reserves 2 x batch x (largest sample) of its budget; the scaled-down datasets of
+# regime A and of the sweeps (img_a, s16_a) get a batch scaled down with them (BATCH_A), so
+# that this reserve is about the same share of the budget as at full size with BATCH.
+batch_for() { case $1 in img_a* | s16_a*) echo "$BATCH_A" ;; *) echo "$BATCH" ;; esac; }
 
 # ---- build the helpers, make and pack the datasets --------------------------------------
 PERFILE=$OUT/loader_perfile
@@ -220,6 +235,7 @@ raw_bytes() { awk -F'[:,]' '{ for (i = 1; i < NF; i++) if ($i ~ /"bytes"/) { gsu
 
 T_START=$(date +%s)
 gen_tree img "$IMG_B" 112640 0.6 11
+gen_tree warm 64 4096 0 10
 gen_subset img_a img "$IMG_A"
 gen_tree s16 "$S16_B" 16384 0.25 12
 gen_subset s16_a s16 "$S16_A"
@@ -229,6 +245,7 @@ if [ ! -f "$WORK/tiny.tar" ] || [ "$(cat "$WORK/tiny.count" 2>/dev/null)" != "$T
         die "cannot generate tiny.tar"
     echo "$TINY" >"$WORK/tiny.count"
 fi
+pack warm_k4 "$WORK/warm/files" 4
 pack img_k64 "$WORK/img/files" 64
 pack img_a_k64 "$WORK/img_a/files" 64
 pack s16_k64 "$WORK/s16/files" 64
@@ -259,10 +276,10 @@ hdmlp_run() {
     log "$tag"
     # shellcheck disable=SC2046
     cell_run "$tag" $((budget + C_ALLOWANCE)) "$(regime_bps "$regime")" "$(regime_iops "$regime")" -- \
-        "$BENCH" "$WORK/$packed" --memory "$pct%" --batch $BATCH --threads $THREADS --seed $SEED \
+        "$BENCH" "$WORK/$packed" --memory "$pct%" --batch "$(batch_for "$ds")" --threads $THREADS --seed $SEED \
         $(regime_cost "$regime") $IO_FLAG --json --quiet "$@" ||
         log "  FAILED (rc $?): $(tail -2 "$OUT/logs/$tag.err")"
-    record "$tag" "$kind" "$regime" "$packed" "$contender" "\"memory_pct\": $pct, \"raw_bytes\": $raw, \"io\": \"$HDMLP_IO\","
+    record "$tag" "$kind" "$regime" "$packed" "$contender" "\"memory_pct\": $pct, \"raw_bytes\": $raw, \"io\": \"$HDMLP_IO\", \"batch\": $(batch_for "$ds"),"
 }
 
 # contenders REGIME TREE PACKED
@@ -281,7 +298,7 @@ contenders() {
         log "$tag"
         cell_run "$tag" $((budget + PY_ALLOWANCE)) $MB400 "$(regime_iops "$regime")" -- \
             "$PY" "$HERE/loader_torch_baseline.py" --list "$WORK/$ds/list.tsv" --root "$WORK/$ds/files" \
-            --workers 2 --batch $BATCH --seed $SEED || log "  FAILED: $(tail -2 "$OUT/logs/$tag.err")"
+            --workers 2 --batch "$(batch_for "$ds")" --seed $SEED || log "  FAILED: $(tail -2 "$OUT/logs/$tag.err")"
         record "$tag" main "$regime" "$packed" torch-dataloader "\"memory_pct\": $MEM_PCT, \"raw_bytes\": $raw,"
     fi
     for r in whole ranges auto; do
@@ -292,10 +309,8 @@ contenders() {
     log "$tag"
     local segs
     mapfile -t segs < <(find "$WORK/$packed" -maxdepth 1 -type f ! -name index | sort)
-    # shellcheck disable=SC2016
     cell_run "$tag" $((budget + C_ALLOWANCE)) $MB400 "$(regime_iops "$regime")" -- \
-        /bin/sh -c 'b=0; s=$(date +%s.%N); for f in "$@"; do dd if="$f" of=/dev/null bs=4M iflag=direct status=none || exit 1; b=$((b + $(stat -c %s "$f"))); done; e=$(date +%s.%N); echo "{\"bytes_read\": $b, \"seconds\": $(echo "$e - $s" | bc)}"' \
-        seq "${segs[@]}" || log "  FAILED: $(tail -2 "$OUT/logs/$tag.err")"
+        "$HERE/loader_seqread.sh" "${segs[@]}" || log "  FAILED: $(tail -2 "$OUT/logs/$tag.err")"
     record "$tag" main "$regime" "$packed" seq-read "\"memory_pct\": $MEM_PCT, \"raw_bytes\": $raw,"
 }
 
@@ -312,8 +327,9 @@ if [ "$SWEEP" = 1 ]; then
     for regime in A B; do
         for k in $K_SWEEP; do
             for r in whole auto; do
-                # Regime A's main runs already cover img_a_k64.
-                if [ $regime = A ] && [ "$k" = 64 ]; then
+                # Regime A's main runs already cover img_a_k64; at K = 1 every refill is one
+                # sample, so auto reads exactly what whole reads.
+                if { [ $regime = A ] && [ "$k" = 64 ]; } || { [ "$k" = 1 ] && [ $r = auto ]; }; then
                     continue
                 fi
                 hdmlp_run sweep-k $regime img_a "img_a_k$k" "hdmlp-$r" $MEM_PCT --refill $r
@@ -331,12 +347,29 @@ log "sweeps done in $((T_SWEEP - T_MAIN)) s"
 # ---- warm path: budget >= dataset, data in the page cache, no cell -----------------------
 for ds in img_a_k64 tiny_k64; do
     tag=warm-$ds
+    batch=$BATCH
+    [ $ds = tiny_k64 ] && batch=256
     log "$tag"
     cat "$WORK/$ds"/* >/dev/null
-    "$BENCH" "$WORK/$ds" --memory 200% --batch 256 --threads $THREADS --epochs 5 --seed $SEED \
+    "$BENCH" "$WORK/$ds" --memory 200% --batch $batch --threads $THREADS --epochs 5 --seed $SEED \
         --json --quiet >"$OUT/logs/$tag.out" 2>"$OUT/logs/$tag.err" || log "  FAILED: $(tail -2 "$OUT/logs/$tag.err")"
     CELL_JSON=null
-    record "$tag" warm - "$ds" hdmlp-auto "\"memory_pct\": 200,"
+    record "$tag" warm - "$ds" hdmlp-auto "\"memory_pct\": 200, \"batch\": $batch,"
+done
+
+# ---- simulation agreement: several epochs, warm cache, no cell (statistics only) --------
+AGREE_EPOCHS=5
+for ds in img_a_k64 s16_a_k64 s16_k64 $([ "$SWEEP" = 1 ] && for k in $K_SWEEP; do [ "$k" = 64 ] || echo "img_a_k$k"; done); do
+    for policy in fill-rate random; do
+        tag=agree-$ds-$policy
+        log "$tag"
+        cat "$WORK/$ds"/* >/dev/null
+        "$BENCH" "$WORK/$ds" --memory $MEM_PCT% --batch "$(batch_for "$ds")" --threads $THREADS --epochs $AGREE_EPOCHS \
+            --seed $SEED --policy $policy --refill whole --json --quiet >"$OUT/logs/$tag.out" \
+            2>"$OUT/logs/$tag.err" || log "  FAILED: $(tail -2 "$OUT/logs/$tag.err")"
+        CELL_JSON=null
+        record "$tag" agree - "$ds" "hdmlp-$policy" "\"memory_pct\": $MEM_PCT,"
+    done
 done
 
 # ---- report ---------------------------------------------------------------------------
@@ -345,7 +378,7 @@ cat >"$OUT/meta.json" <<EOF
  "mem_total_kib": $(awk '/MemTotal/ { print $2 }' /proc/meminfo), "device": "$DISK", "dev": "$DEV",
  "git": "$(git -C "$SRC" rev-parse --short HEAD 2>/dev/null || echo unknown)",
  "small": $SMALL, "scale": $SCALE, "hdmlp_io": "$HDMLP_IO", "threads": $THREADS, "batch": $BATCH,
- "seed": $SEED, "pack_seed": $PACK_SEED, "memory_pct": $MEM_PCT, "read_bps": $MB400,
+ "batch_a": $BATCH_A, "seed": $SEED, "pack_seed": $PACK_SEED, "memory_pct": $MEM_PCT, "read_bps": $MB400,
  "iops_a": $IOPS_A, "op_us_a": $OP_US_A, "op_us_b": $OP_US_B,
  "c_allowance": $C_ALLOWANCE, "py_allowance": $PY_ALLOWANCE,
  "counts": {"img": $IMG_B, "img_a": $IMG_A, "s16": $S16_B, "s16_a": $S16_A, "tiny": $TINY},
