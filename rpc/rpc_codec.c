@@ -1,0 +1,2 @@
+/* peer_msg <-> protobuf-c bytes, with validation of everything received. */
+#include "rpc_codec.h"
