@@ -2,7 +2,7 @@
 # Pack throughput benchmark: hdmlp-pack side by side with `tar -cf` of the same tree.
 #
 #   bench_pack.sh [--small] [--pack PATH] [--open-bench PATH] [--work DIR] [--out FILE]
-#                 [--no-index-open] [--keep-data]
+#                 [--no-index-open] [--no-drop] [--keep-data]
 #
 # Data sets (deterministic, generated once under WORK and reused by later runs):
 #   a  100,000 files of ~16 KiB (12-20 KiB), 100 class dirs          (--small: 2,000)
@@ -10,7 +10,7 @@
 #      bytes: 4 KiB blocks, half random, half low-entropy -> partly compressible
 #   c  1,000,000 tiny files (16-64 B) for the index-open benchmark    (--small: 20,000)
 # Runs per set a/b, each after `sync; echo 3 > /proc/sys/vm/drop_caches` (skipped with a
-# warning when not permitted; the programs themselves are then loaded again, untimed):
+# warning when not permitted, or with --no-drop; the programs are then loaded again, untimed):
 #   tar -cf OUT.tar -C SET .  followed by sync of OUT.tar   (I/O-bound reference; the
 #                                                            packer fsyncs its output too)
 #   hdmlp-pack --compress none|zstd:1 --threads 1|2
@@ -28,6 +28,7 @@ OPENB=${HDMLP_BENCH_INDEX_OPEN:-}
 WORK=${TMPDIR:-/var/tmp}/hdmlp-bench-pack
 OUT=
 DO_OPEN=1
+DROP_OK=1
 KEEP=0
 PYTHON=/usr/bin/python3
 [ -x "$PYTHON" ] || PYTHON=$(command -v python3)
@@ -41,6 +42,7 @@ while [ $# -gt 0 ]; do
     --work) WORK=$2; shift ;;
     --out) OUT=$2; shift ;;
     --no-index-open) DO_OPEN=0 ;;
+    --no-drop) DROP_OK=0 ;;
     --keep-data) KEEP=1 ;;
     -h | --help) usage 0 ;;
     *) echo "bench_pack: unknown option $1" >&2; usage ;;
@@ -78,10 +80,10 @@ RES=$WORK/results.tsv
 export SOURCE_DATE_EPOCH=1700000000
 log() { echo "bench_pack: $*" >&2; }
 
-DROP_OK=1
 drop_caches() {
+    [ $DROP_OK = 1 ] || return 0
     sync
-    if [ $DROP_OK = 1 ] && ! (echo 3 >/proc/sys/vm/drop_caches) 2>/dev/null; then
+    if ! (echo 3 >/proc/sys/vm/drop_caches) 2>/dev/null; then
         log "warning: cannot drop caches (not root?): runs are WARM"
         DROP_OK=0
     fi
@@ -191,11 +193,15 @@ if [ $DO_OPEN = 1 ]; then
         "$PACK" --quiet --compress none --threads 2 -o "$WORK/tiny.ds" "$DATA" 2>"$WORK/cmd.err" ||
         { cat "$WORK/cmd.err" >&2; exit 1; }
     read -r secs rss <"$WORK/time.txt"
-    printf 'c\tpack none t2 (1M tiny)\t%s\t%s\t%s\t%s\t%s\twarm\n' "$files" "$bytes" "$secs" "$rss" \
+    printf 'c\tpack none t2 (tiny)\t%s\t%s\t%s\t%s\t%s\twarm\n' "$files" "$bytes" "$secs" "$rss" \
         "$(du -sb "$WORK/tiny.ds" | cut -f1)" >>"$RES"
     log "c   pack of $files tiny files: $secs s, peak RSS $rss KiB"
     if [ -n "$OPENB" ] && [ -x "$OPENB" ]; then
-        cold=$("$OPENB" "$WORK/tiny.ds" --runs 5 --cold) || exit 1
+        if [ $DROP_OK = 1 ]; then
+            cold=$("$OPENB" "$WORK/tiny.ds" --runs 5 --cold) || exit 1
+        else
+            cold=null
+        fi
         warm=$("$OPENB" "$WORK/tiny.ds" --runs 7) || exit 1
         OPEN_JSON="{\"cold\": $cold, \"warm\": $warm}"
         log "index open cold: $cold"
@@ -237,6 +243,8 @@ oj = doc["index_open"]
 if oj:
     for k in ("cold", "warm"):
         o = oj[k]
+        if o is None:
+            continue
         lines.append(f"index open ({k}, {o['samples']} samples, index {o['index_bytes']/1e6:.1f} MB): "
                      f"median {o['open_s_median']*1e3:.1f} ms (min {o['open_s_min']*1e3:.1f}, max "
                      f"{o['open_s_max']*1e3:.1f}), RSS growth {o['rss_growth_kib_median']/1024:.1f} MiB; "

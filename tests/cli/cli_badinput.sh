@@ -185,6 +185,29 @@ expect_fail "--force with a missing input"
 no_temp_left "$O" "--force with a failing input"
 rm -rf "$O"
 
+# --- interrupted (SIGINT / SIGTERM mid-pack): non-zero, nothing left ------------------------
+# 1,500 one-chunk segment files are each fsynced, so the pack lasts a few seconds.
+mkdir -p "$T/many/c"
+for i in $(seq 1500); do printf '%s' "$i" >"$T/many/c/$i"; done
+for sig in INT TERM; do
+    LAST_CMD="hdmlp-pack --chunk-size 1 --segment-size 0 -o $O many (SIG$sig after 0.5 s)"
+    timeout -k 5 60 "$PACK" --quiet --chunk-size 1 --segment-size 0 -o "$O" "$T/many" \
+        >"$LOG/stdout" 2>"$LOG/stderr" &
+    pid=$!
+    sleep 0.5
+    kill -s "$sig" "$pid" 2>/dev/null
+    wait "$pid"
+    RC=$?
+    if [ "$RC" = 0 ] && [ -d "$O" ]; then
+        note "SIG$sig: the pack finished before the signal arrived (inconclusive)"
+        rm -rf "$O"
+        continue
+    fi
+    expect_fail "SIG$sig mid-pack"
+    expect_stderr 'interrupt|signal|cancel' "SIG$sig mid-pack"
+    nothing_left "$O" "SIG$sig mid-pack"
+done
+
 # --- empty files are valid samples ---------------------------------------------------------
 mkdir -p "$T/zero/cls"
 : >"$T/zero/cls/empty.bin"
