@@ -193,6 +193,31 @@ HDMLP_API int hdmlp_config_set_refill(hdmlp_config *cfg, hdmlp_refill refill);
 HDMLP_API int hdmlp_config_set_storage_cost(hdmlp_config *cfg, double op_us,
                                             double bytes_per_s);
 
+/* Distributed loading (world > 1). Every rank must use the same dataset, seed, epochs,
+ * memory budget, remote memory, batch size and prefetch window. Owners of chunk groups
+ * read from storage; the other ranks fetch those samples over the network. */
+/* Endpoints "host:port" of all ranks, in rank order (n == world). Copied. */
+HDMLP_API int hdmlp_config_set_peers(hdmlp_config *cfg, const char *const *endpoints,
+                                     uint32_t n);
+/* Address this rank's server binds ("host:port"); default: its own entry of the peers. */
+HDMLP_API int hdmlp_config_set_listen(hdmlp_config *cfg, const char *address);
+/* Job token shared by all ranks; messages with another token are rejected. Default 0. */
+HDMLP_API int hdmlp_config_set_job_token(hdmlp_config *cfg, uint64_t token);
+/* Cap on samples received ahead of need from peers (prefetches). Default: 10 % of the
+ * memory budget. Part of the memory budget, not added to it. */
+HDMLP_API int hdmlp_config_set_remote_memory(hdmlp_config *cfg, uint64_t bytes);
+/* Opportunistic prefetch: after answering a request an owner pushes the requester's next
+ * `window` positions it owns whose samples are in memory. 0 = off. Default 256. */
+HDMLP_API int hdmlp_config_set_prefetch(hdmlp_config *cfg, uint32_t window);
+/* A peer that does not answer within timeout_ms fails the loader with HDMLP_E_PEER naming
+ * it. 100..3600000; default 5000. */
+HDMLP_API int hdmlp_config_set_peer_timeout(hdmlp_config *cfg, uint32_t timeout_ms);
+/* Fills rank, world, peers (each rank takes a free port on bind_host, e.g. "127.0.0.1"),
+ * seed and job token (both from rank 0) with MPI collectives. Initialises MPI if the
+ * application has not (and then finalises it at exit); never finalises MPI it did not
+ * initialise. HDMLP_E_UNSUPPORTED when built without MPI. */
+HDMLP_API int hdmlp_config_bootstrap_mpi(hdmlp_config *cfg, const char *bind_host);
+
 /* ---------------------------------------------------------------------------------------
  * Loader. One consumer thread calls hdmlp_loader_next(); batches may be released from any
  * thread. hdmlp_loader_stats() may be called from any thread at any time.
@@ -259,6 +284,13 @@ typedef struct hdmlp_stats {
     uint64_t fill_hist[11];          /* refills by fill rate: bucket i holds [i/10, (i+1)/10) */
     uint64_t abstract_chunks;        /* A */
     uint64_t chunk_groups;           /* same as A; groups of consecutive chunks */
+    /* distributed (world > 1) */
+    uint64_t remote_requests; /* requests sent to owners */
+    uint64_t remote_hits;     /* positions served by a prefetch that arrived in time */
+    uint64_t prefetch_sent;   /* samples pushed to peers ahead of their request */
+    uint64_t answers_sent;    /* samples sent in answer to a peer's request */
+    uint64_t net_bytes_out;   /* sample bytes sent to peers */
+    uint64_t net_bytes_in;    /* sample bytes received from peers */
 } hdmlp_stats;
 
 HDMLP_API int hdmlp_loader_stats(hdmlp_loader *ld, hdmlp_stats *out);

@@ -19,9 +19,28 @@ struct hdmlp_config {
     hdmlp_refill refill;
     double op_us;
     double bytes_per_s;
+    /* distributed */
+    char **peers; /* world endpoints or NULL */
+    uint32_t n_peers;
+    char *listen;
+    uint64_t token;
+    uint64_t remote_memory; /* 0 = 10 % of memory */
+    uint32_t prefetch;      /* window; 0 = off */
+    uint32_t peer_timeout_ms;
 };
 
 void config_defaults(struct hdmlp_config *cfg);
+/* Deep copy (strings included) into *dst; HDMLP_E_NOMEM. config_clear frees the strings. */
+int config_copy(struct hdmlp_config *dst, const struct hdmlp_config *src);
+void config_clear(struct hdmlp_config *cfg);
+
+#include "loader_peer.h"
+
+/* Creates a loader whose peers are reached through `factory` (tests inject an in-process
+ * transport; hdmlp_loader_create, in rpc/, passes the gRPC transport). A NULL factory
+ * allows world 1 only. */
+int loader_create_with(hdmlp_dataset *ds, const hdmlp_config *cfg,
+                       peer_transport_factory factory, hdmlp_loader **out);
 
 /* Slots of abstract memory currently holding a valid sample (at the planning frontier). */
 uint64_t loader_slots_occupied(const hdmlp_loader *ld);

@@ -2,6 +2,7 @@
 #include "loader.h"
 
 #include <math.h>
+#include <string.h>
 
 void config_defaults(struct hdmlp_config *cfg)
 {
@@ -20,6 +21,74 @@ void config_defaults(struct hdmlp_config *cfg)
     cfg->refill = HDMLP_REFILL_AUTO;
     cfg->op_us = 100.0;
     cfg->bytes_per_s = 1e9;
+    cfg->peers = NULL;
+    cfg->n_peers = 0;
+    cfg->listen = NULL;
+    cfg->token = 0;
+    cfg->remote_memory = 0;
+    cfg->prefetch = 256;
+    cfg->peer_timeout_ms = 5000;
+}
+
+static char *dup_str(const char *s)
+{
+    const size_t n = strlen(s) + 1;
+    char *d = hd_malloc(n);
+    if (d != NULL) {
+        memcpy(d, s, n);
+    }
+    return d;
+}
+
+static void free_peers(char **peers, uint32_t n)
+{
+    if (peers != NULL) {
+        for (uint32_t i = 0; i < n; i++) {
+            hd_free(peers[i]);
+        }
+        hd_free(peers);
+    }
+}
+
+static char **dup_peers(const char *const *src, uint32_t n)
+{
+    char **p = hd_calloc(n, sizeof(char *));
+    for (uint32_t i = 0; p != NULL && i < n; i++) {
+        p[i] = dup_str(src[i]);
+        if (p[i] == NULL) {
+            free_peers(p, n);
+            p = NULL;
+        }
+    }
+    return p;
+}
+
+void config_clear(struct hdmlp_config *cfg)
+{
+    free_peers(cfg->peers, cfg->n_peers);
+    hd_free(cfg->listen);
+    cfg->peers = NULL;
+    cfg->n_peers = 0;
+    cfg->listen = NULL;
+}
+
+int config_copy(struct hdmlp_config *dst, const struct hdmlp_config *src)
+{
+    *dst = *src;
+    dst->peers = NULL;
+    dst->listen = NULL;
+    if (src->peers != NULL) {
+        dst->peers = dup_peers((const char *const *)src->peers, src->n_peers);
+    }
+    if (src->listen != NULL) {
+        dst->listen = dup_str(src->listen);
+    }
+    if ((src->peers != NULL && dst->peers == NULL) ||
+        (src->listen != NULL && dst->listen == NULL)) {
+        config_clear(dst);
+        return hd_err(HDMLP_E_NOMEM, "config: out of memory");
+    }
+    return HDMLP_OK;
 }
 
 int hdmlp_config_create(hdmlp_config **out)
@@ -32,7 +101,13 @@ int hdmlp_config_create(hdmlp_config **out)
     return HDMLP_OK;
 }
 
-void hdmlp_config_free(hdmlp_config *cfg) { hd_free(cfg); }
+void hdmlp_config_free(hdmlp_config *cfg)
+{
+    if (cfg != NULL) {
+        config_clear(cfg);
+        hd_free(cfg);
+    }
+}
 
 #define CHECK_CFG(cfg)                                                                         \
     do {                                                                                       \
@@ -169,5 +244,94 @@ int hdmlp_config_set_storage_cost(hdmlp_config *cfg, double op_us, double bytes_
     }
     cfg->op_us = op_us;
     cfg->bytes_per_s = bytes_per_s;
+    return HDMLP_OK;
+}
+
+/* "host:port" with a non-empty host and a port 0..65535 ("[v6]:port" allowed). */
+static int endpoint_ok(const char *e)
+{
+    const char *colon = e != NULL ? strrchr(e, ':') : NULL;
+    if (colon == NULL || colon == e || colon[1] == '\0' || strlen(colon + 1) > 5) {
+        return 0;
+    }
+    long port = 0;
+    for (const char *p = colon + 1; *p; p++) {
+        if (*p < '0' || *p > '9') {
+            return 0;
+        }
+        port = port * 10 + (*p - '0');
+    }
+    return port <= 65535;
+}
+
+int hdmlp_config_set_peers(hdmlp_config *cfg, const char *const *endpoints, uint32_t n)
+{
+    CHECK_CFG(cfg);
+    if (endpoints == NULL || n < 1 || n > 65536) {
+        return hd_err(HDMLP_E_INVAL, "peers: need 1..65536 endpoints, got %u", n);
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        if (!endpoint_ok(endpoints[i])) {
+            return hd_err(HDMLP_E_INVAL, "peers: endpoint %u \"%s\" is not host:port", i,
+                          endpoints[i] ? endpoints[i] : "(null)");
+        }
+    }
+    char **p = dup_peers(endpoints, n);
+    if (p == NULL) {
+        return hd_err(HDMLP_E_NOMEM, "peers: out of memory");
+    }
+    free_peers(cfg->peers, cfg->n_peers);
+    cfg->peers = p;
+    cfg->n_peers = n;
+    return HDMLP_OK;
+}
+
+int hdmlp_config_set_listen(hdmlp_config *cfg, const char *address)
+{
+    CHECK_CFG(cfg);
+    if (!endpoint_ok(address)) {
+        return hd_err(HDMLP_E_INVAL, "listen: \"%s\" is not host:port",
+                      address ? address : "(null)");
+    }
+    char *d = dup_str(address);
+    if (d == NULL) {
+        return hd_err(HDMLP_E_NOMEM, "listen: out of memory");
+    }
+    hd_free(cfg->listen);
+    cfg->listen = d;
+    return HDMLP_OK;
+}
+
+int hdmlp_config_set_job_token(hdmlp_config *cfg, uint64_t token)
+{
+    CHECK_CFG(cfg);
+    cfg->token = token;
+    return HDMLP_OK;
+}
+
+int hdmlp_config_set_remote_memory(hdmlp_config *cfg, uint64_t bytes)
+{
+    CHECK_CFG(cfg);
+    cfg->remote_memory = bytes;
+    return HDMLP_OK;
+}
+
+int hdmlp_config_set_prefetch(hdmlp_config *cfg, uint32_t window)
+{
+    CHECK_CFG(cfg);
+    if (window > (1u << 20)) {
+        return hd_err(HDMLP_E_INVAL, "prefetch: window %u is above 1048576", window);
+    }
+    cfg->prefetch = window;
+    return HDMLP_OK;
+}
+
+int hdmlp_config_set_peer_timeout(hdmlp_config *cfg, uint32_t timeout_ms)
+{
+    CHECK_CFG(cfg);
+    if (timeout_ms < 100 || timeout_ms > 3600000) {
+        return hd_err(HDMLP_E_INVAL, "peer_timeout: %u ms is outside 100..3600000", timeout_ms);
+    }
+    cfg->peer_timeout_ms = timeout_ms;
     return HDMLP_OK;
 }

@@ -12,6 +12,7 @@
 #include "loader.h"
 #include "loader_dataset.h"
 #include "loader_io.h"
+#include "loader_peer.h"
 #include "loader_refill.h"
 #include "loader_sched.h"
 
@@ -26,7 +27,8 @@ typedef struct ld_sample {
     uint32_t label;
     int state;
     uint8_t *data;
-    char *err; /* detail of a failed refill */
+    char *err;      /* detail of a failed refill */
+    int prefetched; /* received from a peer ahead of need */
 } ld_sample;
 
 typedef struct ld_job {
@@ -38,10 +40,51 @@ typedef struct ld_job {
     refill_plan plan;
 } ld_job;
 
+/* A position of this rank's sequence: a sample this rank owns (s set at planning), or a
+ * remote one (s set when the owner's answer or prefetch arrives). */
 typedef struct ld_item {
     ld_sample *s;
     uint64_t epoch;
+    uint64_t position; /* global position in the epoch */
+    uint64_t group;
+    uint32_t slot;
+    uint32_t owner; /* rank owning the location */
+    int requested;  /* remote: a request was sent */
+    uint64_t requested_ns;
 } ld_item;
+
+/* A decided sample waiting to be sent to the rank that will request it. */
+typedef struct ld_out {
+    ld_sample *s;
+    uint64_t epoch;
+    uint64_t position;
+    uint64_t group;
+    uint32_t slot;
+    int sent;
+} ld_out;
+
+typedef struct ld_outbox {
+    ld_out *q; /* ring of entries in position order */
+    uint64_t cap, head, count;
+    int want; /* the peer is blocked on (want_epoch, want_position) */
+    uint64_t want_epoch, want_position;
+    uint64_t credit; /* bytes the peer can still take as prefetches */
+    int done;        /* the peer finished all its epochs */
+} ld_outbox;
+
+/* Samples received ahead of need, keyed by this rank's sequence number. */
+typedef struct ld_remote {
+    uint64_t seq;
+    ld_sample *s;
+    struct ld_remote *next;
+} ld_remote;
+
+/* A message to send once the lock is released. */
+typedef struct ld_send {
+    peer_msg m;
+    ld_sample *s; /* freed (and uncharged) after sending, or NULL */
+    struct ld_send *next;
+} ld_send;
 
 typedef struct ld_worker {
     struct hdmlp_loader *ld;
@@ -76,15 +119,28 @@ struct hdmlp_loader {
     uint64_t inflight; /* jobs queued or running */
 
     /* planning frontier */
-    uint64_t epoch_len;
-    uint64_t *perm;    /* this rank's requests of plan_epoch */
-    uint64_t *scratch; /* N */
+    uint64_t epoch_len;     /* this rank's positions per epoch */
+    uint64_t *epoch_len_of; /* every rank's */
+    uint64_t *perm;         /* the whole order of plan_epoch (every rank's requests) */
     uint64_t plan_epoch, plan_pos;
     int plan_started, plan_done;
     ld_sample **slot_buf; /* A × K: buffer of each valid slot */
     ld_job *pending;      /* decided refill not yet admitted (memory) */
     sched_step pending_step;
     int have_pending;
+
+    /* peers */
+    uint32_t rank, world;
+    peer_transport *net;
+    ld_outbox *out;     /* world entries; [rank] unused */
+    ld_remote **remote; /* hash buckets */
+    uint64_t remote_buckets;
+    uint64_t remote_cap, remote_charged; /* prefetched bytes held */
+    ld_send *send_head, *send_tail;
+    uint32_t peers_done;
+    int announced_done;
+    int peer_failed;
+    uint64_t last_peer_ns;
 
     /* planned, not yet delivered */
     ld_item *ring;
@@ -116,9 +172,29 @@ void *worker_main(void *arg);
 void worker_free(ld_worker *w);
 void job_free(ld_job *job);
 
+/* loader_api.c, loader_next.c */
+void loader_unref_unlock(struct hdmlp_loader *ld);
+int loader_fail(struct hdmlp_loader *ld, int code, const char *detail);
+void batch_discard(struct hdmlp_loader *ld, struct hdmlp_batch *batch);
+
 /* loader_plan.c (lock held) */
 int plan_advance(struct hdmlp_loader *ld);
 int plan_stuck(const struct hdmlp_loader *ld);
 void sample_free(ld_sample *s);
+uint32_t plan_owner(const struct hdmlp_loader *ld, uint64_t group);
+
+/* loader_exchange.c: serving peers and receiving from them */
+void exchange_on_msg(void *ctx, const peer_msg *m);
+void exchange_on_error(void *ctx, uint32_t rank, int code, const char *detail);
+/* Queues answers and prefetches that became possible (lock held). */
+void exchange_serve(struct hdmlp_loader *ld);
+/* Sends what exchange_serve queued; call without the lock. */
+void exchange_flush(struct hdmlp_loader *ld);
+/* Queues a request for a remote item (lock held). */
+void exchange_request(struct hdmlp_loader *ld, ld_item *it);
+/* Takes a received sample for this rank's sequence number, or NULL (lock held). */
+ld_sample *exchange_take(struct hdmlp_loader *ld, uint64_t seq);
+int exchange_outbox_push(struct hdmlp_loader *ld, uint32_t peer, const ld_out *o);
+void exchange_free(struct hdmlp_loader *ld);
 
 #endif

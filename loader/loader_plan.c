@@ -33,7 +33,7 @@ static ld_sample *sample_new(const fmt_index *ix, uint64_t index)
     return s;
 }
 
-static int ring_push(struct hdmlp_loader *ld, ld_sample *s, uint64_t epoch)
+static int ring_push(struct hdmlp_loader *ld, const ld_item *item)
 {
     if (ld->ring_count == ld->ring_cap) {
         const uint64_t cap = ld->ring_cap ? ld->ring_cap * 2 : 256;
@@ -49,7 +49,7 @@ static int ring_push(struct hdmlp_loader *ld, ld_sample *s, uint64_t epoch)
         ld->ring_cap = cap;
         ld->ring_head = 0;
     }
-    ld->ring[(ld->ring_head + ld->ring_count) % ld->ring_cap] = (ld_item){s, epoch};
+    ld->ring[(ld->ring_head + ld->ring_count) % ld->ring_cap] = *item;
     ld->ring_count++;
     return HDMLP_OK;
 }
@@ -119,14 +119,17 @@ static void charge(struct hdmlp_loader *ld, uint64_t bytes)
     }
 }
 
-/* Decides the next request into ld->pending_step (and ld->pending for a miss).
- * Returns 1 if a step is pending, 0 when every epoch is planned, or an error. */
-static int decide_next(struct hdmlp_loader *ld)
+uint32_t plan_owner(const struct hdmlp_loader *ld, uint64_t group)
 {
-    if (ld->have_pending) {
-        return 1;
-    }
-    while (!ld->plan_started || ld->plan_pos == ld->epoch_len) {
+    return (uint32_t)(group % ld->world);
+}
+
+/* Moves the frontier to a valid position, starting epochs as needed. Returns 1 if there is
+ * a position to plan, 0 when every epoch is planned, or an error. */
+static int frontier(struct hdmlp_loader *ld)
+{
+    const uint64_t n = ld->ix->h.n_samples;
+    while (!ld->plan_started || ld->plan_pos == n) {
         if (ld->plan_started) {
             ld->plan_epoch++;
         }
@@ -138,24 +141,29 @@ static int decide_next(struct hdmlp_loader *ld)
         if (rc != HDMLP_OK) {
             return rc;
         }
-        sampler_rank_epoch(ld->cfg.seed, ld->plan_epoch, ld->ix->h.n_samples, ld->cfg.rank,
-                           ld->cfg.world, ld->scratch, ld->perm);
+        sampler_epoch(ld->cfg.seed, ld->plan_epoch, n, ld->perm);
         ld->plan_pos = 0;
         ld->plan_started = 1;
     }
-    const uint64_t x = ld->perm[ld->plan_pos];
-    int rc = sched_request(ld->sch, x, &ld->pending_step);
-    if (rc != HDMLP_OK) {
-        return rc;
+    return 1;
+}
+
+/* Whether the frontier should move on: the local lookahead wants more, or a peer waits for
+ * a position not decided yet. */
+static int want_more(const struct hdmlp_loader *ld)
+{
+    if (ld->cfg.lookahead == 0 || ld->ring_count < ld->cfg.lookahead) {
+        return 1;
     }
-    if (!ld->pending_step.hit) {
-        rc = job_build(ld, &ld->pending_step, &ld->pending);
-        if (rc != HDMLP_OK) {
-            return rc;
+    for (uint32_t q = 0; q < ld->world; q++) {
+        const ld_outbox *o = &ld->out[q];
+        if (q != ld->rank && o->want &&
+            (o->want_epoch > ld->plan_epoch ||
+             (o->want_epoch == ld->plan_epoch && o->want_position >= ld->plan_pos))) {
+            return 1;
         }
     }
-    ld->have_pending = 1;
-    return 1;
+    return 0;
 }
 
 /* Admits the pending step if the budget allows. Returns 1 if admitted, 0 if not. */
@@ -163,35 +171,43 @@ static int admit_pending(struct hdmlp_loader *ld)
 {
     const sched_step *st = &ld->pending_step;
     const uint32_t k = ld->ix->h.chunk_size;
-    ld->st.requests++;
+    const uint32_t dest = (uint32_t)(ld->plan_pos % ld->world);
+    ld_sample *delivered = NULL;
+    ld_job *job = ld->pending;
+    uint64_t need = 0;
     if (st->hit) {
-        ld_sample *s = ld->slot_buf[st->slot];
-        ld->slot_buf[st->slot] = NULL;
-        const int rc = ring_push(ld, s, ld->plan_epoch);
-        if (rc != HDMLP_OK) {
-            ld->st.requests--;
-            return rc;
-        }
-        ld->st.hits++;
+        delivered = ld->slot_buf[st->slot];
     } else {
-        ld_job *job = ld->pending;
-        const uint64_t need = job_bytes(job);
+        need = job_bytes(job);
         if (ld->charged + need > ld->cfg.memory) {
-            ld->st.requests--;
             return 0;
         }
-        const uint64_t group_base = st->slot - st->sample % k;
-        ld_sample *delivered = NULL;
         for (uint32_t i = 0; i < job->n; i++) {
             if (job->samples[i]->index == st->sample) {
                 delivered = job->samples[i];
             }
         }
-        const int rc = ring_push(ld, delivered, ld->plan_epoch);
-        if (rc != HDMLP_OK) {
-            ld->st.requests--;
-            return rc;
-        }
+    }
+    const uint64_t group = st->slot / k;
+    const uint32_t slot = (uint32_t)(st->slot % k);
+    int rc;
+    if (dest == ld->rank) {
+        const ld_item it = {delivered, ld->plan_epoch, ld->plan_pos, group, slot, ld->rank, 0,
+                            0};
+        rc = ring_push(ld, &it);
+    } else {
+        const ld_out o = {delivered, ld->plan_epoch, ld->plan_pos, group, slot, 0};
+        rc = exchange_outbox_push(ld, dest, &o);
+    }
+    if (rc != HDMLP_OK) {
+        return rc;
+    }
+    ld->st.requests++;
+    if (st->hit) {
+        ld->slot_buf[st->slot] = NULL;
+        ld->st.hits++;
+    } else {
+        const uint64_t group_base = st->slot - st->sample % k;
         for (uint32_t i = 0; i < job->n; i++) {
             if (job->samples[i] != delivered) {
                 ld->slot_buf[group_base + job->slots[i]] = job->samples[i];
@@ -208,7 +224,7 @@ static int admit_pending(struct hdmlp_loader *ld)
         } else {
             ld->st.ranged_refills++;
         }
-        uint64_t bucket = (uint64_t)job->n * 10 / k;
+        const uint64_t bucket = (uint64_t)job->n * 10 / k;
         ld->st.fill_hist[bucket > 10 ? 10 : bucket]++;
         job->next = NULL;
         if (ld->q_tail != NULL) {
@@ -228,22 +244,62 @@ static int admit_pending(struct hdmlp_loader *ld)
 
 int plan_advance(struct hdmlp_loader *ld)
 {
+    const uint32_t k = ld->ix->h.chunk_size;
     for (;;) {
-        if (ld->cfg.lookahead != 0 && ld->ring_count >= ld->cfg.lookahead) {
+        if (!want_more(ld)) {
             return HDMLP_OK;
         }
-        int rc = decide_next(ld);
+        int rc;
+        if (ld->have_pending) {
+            rc = admit_pending(ld);
+            if (rc <= 0) {
+                return rc;
+            }
+            continue;
+        }
+        rc = frontier(ld);
         if (rc <= 0) {
             return rc;
         }
-        rc = admit_pending(ld);
-        if (rc <= 0) {
+        const uint64_t x = ld->perm[ld->plan_pos];
+        const uint64_t group = sched_group_of_chunk(ld->sch, x / k);
+        const uint32_t owner = plan_owner(ld, group);
+        const uint32_t requester = (uint32_t)(ld->plan_pos % ld->world);
+        if (owner != ld->rank) {
+            if (requester == ld->rank) {
+                const ld_item it = {
+                    NULL, ld->plan_epoch, ld->plan_pos, group, (uint32_t)(x % k), owner, 0, 0};
+                rc = ring_push(ld, &it);
+                if (rc != HDMLP_OK) {
+                    return rc;
+                }
+            }
+            ld->plan_pos++;
+            continue;
+        }
+        rc = sched_request(ld->sch, x, &ld->pending_step);
+        if (rc != HDMLP_OK) {
             return rc;
         }
+        if (!ld->pending_step.hit) {
+            rc = job_build(ld, &ld->pending_step, &ld->pending);
+            if (rc != HDMLP_OK) {
+                return rc;
+            }
+        }
+        ld->have_pending = 1;
     }
 }
 
 int plan_stuck(const struct hdmlp_loader *ld)
 {
-    return ld->ring_count == 0 && ld->have_pending && ld->inflight == 0;
+    if (ld->ring_count != 0 || !ld->have_pending || ld->inflight != 0) {
+        return 0;
+    }
+    for (uint32_t q = 0; q < ld->world; q++) {
+        if (q != ld->rank && ld->out[q].count != 0) {
+            return 0; /* peers will take these and free memory */
+        }
+    }
+    return 1;
 }

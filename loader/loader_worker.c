@@ -161,6 +161,14 @@ void *worker_main(void *arg)
         ld->inflight--;
         pthread_cond_broadcast(&ld->ready_cv);
         job_free(job);
+        if (ld->net != NULL) {
+            exchange_serve(ld); /* answers that waited for this refill */
+            if (ld->send_head != NULL) {
+                pthread_mutex_unlock(&ld->lock);
+                exchange_flush(ld);
+                pthread_mutex_lock(&ld->lock);
+            }
+        }
     }
     pthread_mutex_unlock(&ld->lock);
     return NULL;

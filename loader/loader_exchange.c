@@ -1,0 +1,394 @@
+/*
+ * Exchange with peers (DESIGN.md §5). Every rank decides the positions of the groups it
+ * owns, in global order, whoever requested them; decisions for other ranks wait in a
+ * per-peer outbox. A peer blocked on a position sends a request; the owner answers it first,
+ * then pushes that peer's next positions within the prefetch window whose samples are in
+ * memory (never reading storage for them), as far as the peer's free remote memory allows.
+ * Received samples wait in a map keyed by this rank's sequence number until consumed.
+ */
+#include "loader_core.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* This rank's sequence number of global position (epoch, position) it requested. */
+static uint64_t seq_of(const struct hdmlp_loader *ld, uint64_t epoch, uint64_t position)
+{
+    return epoch * ld->epoch_len + position / ld->world;
+}
+
+static int later(uint64_t e1, uint64_t p1, uint64_t e2, uint64_t p2)
+{
+    return e1 > e2 || (e1 == e2 && p1 > p2);
+}
+
+int exchange_outbox_push(struct hdmlp_loader *ld, uint32_t peer, const ld_out *o)
+{
+    ld_outbox *b = &ld->out[peer];
+    if (b->count == b->cap) {
+        const uint64_t cap = b->cap ? b->cap * 2 : 256;
+        ld_out *q = hd_malloc(cap * sizeof(*q));
+        if (q == NULL) {
+            return hd_err(HDMLP_E_NOMEM, "loader: out of memory for rank %u's outbox", peer);
+        }
+        for (uint64_t i = 0; i < b->count; i++) {
+            q[i] = b->q[(b->head + i) % b->cap];
+        }
+        hd_free(b->q);
+        b->q = q;
+        b->cap = cap;
+        b->head = 0;
+    }
+    b->q[(b->head + b->count) % b->cap] = *o;
+    b->count++;
+    return HDMLP_OK;
+}
+
+static ld_out *outbox_at(ld_outbox *b, uint64_t i) { return &b->q[(b->head + i) % b->cap]; }
+
+static void outbox_purge(ld_outbox *b)
+{
+    while (b->count > 0 && outbox_at(b, 0)->sent) {
+        b->head = (b->head + 1) % b->cap;
+        b->count--;
+    }
+}
+
+static void queue_send(struct hdmlp_loader *ld, const peer_msg *m, ld_sample *s)
+{
+    ld_send *e = hd_calloc(1, sizeof(*e));
+    if (e == NULL) {
+        /* Cannot even queue: fail the loader rather than lose a sample. */
+        if (ld->failed == 0) {
+            ld->failed = HDMLP_E_NOMEM;
+            snprintf(ld->fail_detail, sizeof(ld->fail_detail),
+                     "loader: out of memory queueing a message for rank %u", m->to);
+        }
+        return;
+    }
+    e->m = *m;
+    e->s = s;
+    if (ld->send_tail != NULL) {
+        ld->send_tail->next = e;
+    } else {
+        ld->send_head = e;
+    }
+    ld->send_tail = e;
+}
+
+static void queue_sample(struct hdmlp_loader *ld, uint32_t peer, ld_out *o, int prefetch)
+{
+    ld_sample *s = o->s;
+    peer_msg m;
+    memset(&m, 0, sizeof(m));
+    m.kind = PEER_SAMPLE;
+    m.from = ld->rank;
+    m.to = peer;
+    m.token = ld->cfg.token;
+    m.epoch = o->epoch;
+    m.position = o->position;
+    m.group = o->group;
+    m.slot = o->slot;
+    m.prefetch = (uint32_t)prefetch;
+    m.index = s->index;
+    m.label = s->label;
+    m.data = s->data;
+    m.size = s->size;
+    o->sent = 1;
+    o->s = NULL;
+    ld->charged -= s->size;
+    ld->st.net_bytes_out += s->size;
+    if (prefetch) {
+        ld->st.prefetch_sent++;
+    } else {
+        ld->st.answers_sent++;
+    }
+    queue_send(ld, &m, s);
+}
+
+/* Answers peer q's pending request if its sample is decided and in memory, then pushes
+ * prefetches. */
+static void serve_peer(struct hdmlp_loader *ld, uint32_t q)
+{
+    ld_outbox *b = &ld->out[q];
+    outbox_purge(b);
+    if (!b->want) {
+        return;
+    }
+    if (b->count == 0 || later(outbox_at(b, 0)->epoch, outbox_at(b, 0)->position, b->want_epoch,
+                               b->want_position)) {
+        /* Either not decided yet, or already sent as a prefetch. */
+        if (later(ld->plan_epoch, ld->plan_pos, b->want_epoch, b->want_position) ||
+            ld->plan_done) {
+            b->want = 0;
+        }
+        return;
+    }
+    ld_out *head = outbox_at(b, 0);
+    if (head->s->state == SAMPLE_PENDING) {
+        return; /* the worker's completion serves it */
+    }
+    if (head->s->state < 0) {
+        return; /* our refill failed: the loader is failing; the peer times out */
+    }
+    const uint64_t want_local = b->want_position / ld->world;
+    const uint64_t want_epoch = b->want_epoch;
+    queue_sample(ld, q, head, 0);
+    b->want = 0;
+    const uint64_t window = ld->cfg.prefetch;
+    for (uint64_t i = 1; window > 0 && i < b->count; i++) {
+        ld_out *o = outbox_at(b, i);
+        const uint64_t ahead = (o->epoch - want_epoch) * ld->epoch_len_of[q] +
+                               o->position / ld->world - want_local;
+        if (ahead > window) {
+            break;
+        }
+        if (o->sent || o->s->state != SAMPLE_READY || o->s->size > b->credit) {
+            continue;
+        }
+        b->credit -= o->s->size;
+        queue_sample(ld, q, o, 1);
+    }
+    outbox_purge(b);
+}
+
+void exchange_serve(struct hdmlp_loader *ld)
+{
+    for (uint32_t q = 0; q < ld->world; q++) {
+        if (q != ld->rank) {
+            serve_peer(ld, q);
+        }
+    }
+}
+
+void exchange_flush(struct hdmlp_loader *ld)
+{
+    pthread_mutex_lock(&ld->lock);
+    ld_send *list = ld->send_head;
+    ld->send_head = ld->send_tail = NULL;
+    pthread_mutex_unlock(&ld->lock);
+    while (list != NULL) {
+        ld_send *next = list->next;
+        const int rc = ld->net->send(ld->net, &list->m);
+        if (rc != HDMLP_OK) {
+            pthread_mutex_lock(&ld->lock);
+            if (ld->failed == 0) {
+                ld->failed = rc;
+                snprintf(ld->fail_detail, sizeof(ld->fail_detail), "%s", hdmlp_last_error());
+            }
+            pthread_cond_broadcast(&ld->ready_cv);
+            pthread_mutex_unlock(&ld->lock);
+        }
+        sample_free(list->s);
+        hd_free(list);
+        list = next;
+    }
+}
+
+static uint64_t remote_free_for(const struct hdmlp_loader *ld)
+{
+    const uint64_t share = ld->remote_cap / (ld->world > 1 ? ld->world - 1 : 1);
+    /* Conservative: what is left of the whole cap, but never more than this owner's share. */
+    const uint64_t left = ld->remote_cap - ld->remote_charged;
+    return left < share ? left : share;
+}
+
+void exchange_request(struct hdmlp_loader *ld, ld_item *it)
+{
+    peer_msg m;
+    memset(&m, 0, sizeof(m));
+    m.kind = PEER_REQUEST;
+    m.from = ld->rank;
+    m.to = it->owner;
+    m.token = ld->cfg.token;
+    m.epoch = it->epoch;
+    m.position = it->position;
+    m.group = it->group;
+    m.slot = it->slot;
+    m.free_remote = remote_free_for(ld);
+    it->requested = 1;
+    it->requested_ns = now_ns();
+    ld->st.remote_requests++;
+    queue_send(ld, &m, NULL);
+}
+
+ld_sample *exchange_take(struct hdmlp_loader *ld, uint64_t seq)
+{
+    ld_remote **pp = &ld->remote[seq % ld->remote_buckets];
+    for (; *pp != NULL; pp = &(*pp)->next) {
+        if ((*pp)->seq == seq) {
+            ld_remote *r = *pp;
+            ld_sample *s = r->s;
+            *pp = r->next;
+            hd_free(r);
+            return s;
+        }
+    }
+    return NULL;
+}
+
+static int remote_put(struct hdmlp_loader *ld, uint64_t seq, ld_sample *s)
+{
+    ld_remote *r = hd_malloc(sizeof(*r));
+    if (r == NULL) {
+        return HDMLP_E_NOMEM;
+    }
+    r->seq = seq;
+    r->s = s;
+    r->next = ld->remote[seq % ld->remote_buckets];
+    ld->remote[seq % ld->remote_buckets] = r;
+    return HDMLP_OK;
+}
+
+static void on_sample(struct hdmlp_loader *ld, const peer_msg *m)
+{
+    ld_sample *s = hd_calloc(1, sizeof(*s));
+    uint8_t *data = hd_malloc(m->size ? m->size : 1);
+    if (s == NULL || data == NULL || m->index >= ld->ix->h.n_samples ||
+        m->position % ld->world != ld->rank) {
+        hd_free(s);
+        hd_free(data);
+        if (ld->failed == 0) {
+            ld->failed = HDMLP_E_PEER;
+            snprintf(ld->fail_detail, sizeof(ld->fail_detail),
+                     "loader: cannot accept sample %llu for position %llu from rank %u",
+                     (unsigned long long)m->index, (unsigned long long)m->position, m->from);
+        }
+        return;
+    }
+    memcpy(data, m->data, m->size);
+    s->index = m->index;
+    s->size = m->size;
+    s->label = m->label;
+    s->state = SAMPLE_READY;
+    s->data = data;
+    fmt_sample rec;
+    fmt_index_sample(ld->ix, m->index, &rec);
+    s->stored = rec.stored_len;
+    if (rec.raw_len != m->size || rec.label != m->label) {
+        sample_free(s);
+        if (ld->failed == 0) {
+            ld->failed = HDMLP_E_PEER;
+            snprintf(ld->fail_detail, sizeof(ld->fail_detail),
+                     "loader: rank %u sent sample %llu with %llu bytes and label %u; the index "
+                     "says %llu bytes and label %u (different datasets?)",
+                     m->from, (unsigned long long)m->index, (unsigned long long)m->size,
+                     m->label, (unsigned long long)rec.raw_len, rec.label);
+        }
+        return;
+    }
+    ld->charged += s->size;
+    if (ld->charged > ld->st.peak_memory_bytes) {
+        ld->st.peak_memory_bytes = ld->charged;
+    }
+    if (m->prefetch) {
+        ld->remote_charged += s->size;
+    }
+    s->prefetched = m->prefetch != 0;
+    ld->st.net_bytes_in += s->size;
+    if (remote_put(ld, seq_of(ld, m->epoch, m->position), s) != HDMLP_OK) {
+        ld->charged -= s->size;
+        sample_free(s);
+        if (ld->failed == 0) {
+            ld->failed = HDMLP_E_NOMEM;
+            snprintf(ld->fail_detail, sizeof(ld->fail_detail),
+                     "loader: out of memory receiving from rank %u", m->from);
+        }
+    }
+}
+
+void exchange_on_msg(void *ctx, const peer_msg *m)
+{
+    struct hdmlp_loader *ld = ctx;
+    pthread_mutex_lock(&ld->lock);
+    ld->last_peer_ns = now_ns();
+    if (m->from >= ld->world || m->from == ld->rank) {
+        pthread_mutex_unlock(&ld->lock);
+        return;
+    }
+    switch (m->kind) {
+    case PEER_REQUEST: {
+        ld_outbox *b = &ld->out[m->from];
+        b->want = 1;
+        b->want_epoch = m->epoch;
+        b->want_position = m->position;
+        b->credit = m->free_remote;
+        const int rc = plan_advance(ld);
+        if (rc != HDMLP_OK && ld->failed == 0) {
+            ld->failed = rc;
+            snprintf(ld->fail_detail, sizeof(ld->fail_detail), "%s", hdmlp_last_error());
+        }
+        exchange_serve(ld);
+        break;
+    }
+    case PEER_SAMPLE:
+        on_sample(ld, m);
+        break;
+    case PEER_DONE:
+        if (!ld->out[m->from].done) {
+            ld->out[m->from].done = 1;
+            ld->peers_done++;
+        }
+        break;
+    default:
+        break;
+    }
+    pthread_cond_broadcast(&ld->ready_cv);
+    pthread_mutex_unlock(&ld->lock);
+    exchange_flush(ld);
+}
+
+void exchange_on_error(void *ctx, uint32_t rank, int code, const char *detail)
+{
+    struct hdmlp_loader *ld = ctx;
+    pthread_mutex_lock(&ld->lock);
+    /* A peer that finished and left is expected to disconnect. */
+    if (rank < ld->world && !ld->out[rank].done && ld->failed == 0) {
+        ld->failed = code;
+        ld->peer_failed = 1;
+        snprintf(ld->fail_detail, sizeof(ld->fail_detail), "%s", detail);
+    }
+    pthread_cond_broadcast(&ld->ready_cv);
+    pthread_mutex_unlock(&ld->lock);
+}
+
+void exchange_free(struct hdmlp_loader *ld)
+{
+    for (uint32_t q = 0; ld->out != NULL && q < ld->world; q++) {
+        ld_outbox *b = &ld->out[q];
+        for (uint64_t i = 0; i < b->count; i++) {
+            ld_out *o = outbox_at(b, i);
+            if (!o->sent) {
+                sample_free(o->s);
+            }
+        }
+        hd_free(b->q);
+    }
+    hd_free(ld->out);
+    ld->out = NULL;
+    for (uint64_t i = 0; ld->remote != NULL && i < ld->remote_buckets; i++) {
+        for (ld_remote *r = ld->remote[i]; r != NULL;) {
+            ld_remote *next = r->next;
+            sample_free(r->s);
+            hd_free(r);
+            r = next;
+        }
+    }
+    hd_free(ld->remote);
+    ld->remote = NULL;
+    for (ld_send *e = ld->send_head; e != NULL;) {
+        ld_send *next = e->next;
+        sample_free(e->s);
+        hd_free(e);
+        e = next;
+    }
+    ld->send_head = ld->send_tail = NULL;
+}

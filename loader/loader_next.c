@@ -1,0 +1,356 @@
+/*
+ * The consumer's side: hdmlp_loader_next assembles batches from this rank's planned
+ * positions in order, waiting for refills and for peers' samples; batches go back to the
+ * budget when released (from any thread).
+ */
+#include "loader_core.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int loader_fail(hdmlp_loader *ld, int code, const char *detail)
+{
+    if (ld->failed == 0) {
+        ld->failed = code;
+        snprintf(ld->fail_detail, sizeof(ld->fail_detail), "%s", detail);
+    }
+    return hd_err(ld->failed, "%s", ld->fail_detail);
+}
+
+/* Sends queued messages without holding the lock (lock held on entry and exit). */
+static void flush_unlocked(hdmlp_loader *ld)
+{
+    if (ld->send_head != NULL) {
+        pthread_mutex_unlock(&ld->lock);
+        exchange_flush(ld);
+        pthread_mutex_lock(&ld->lock);
+    }
+}
+
+/* Gives the front item its sample if it is remote and has arrived; requests it otherwise.
+ * Returns the front item, or NULL when nothing is planned. */
+static ld_item *front(hdmlp_loader *ld)
+{
+    if (ld->ring_count == 0) {
+        return NULL;
+    }
+    ld_item *it = &ld->ring[ld->ring_head];
+    if (it->s == NULL) {
+        const uint64_t seq = it->epoch * ld->epoch_len + it->position / ld->world;
+        ld_sample *s = exchange_take(ld, seq);
+        if (s != NULL) {
+            it->s = s;
+            if (s->prefetched) {
+                ld->remote_charged -= s->size;
+                if (!it->requested) {
+                    ld->st.remote_hits++;
+                }
+            }
+        } else if (!it->requested) {
+            exchange_request(ld, it);
+        }
+    }
+    return it;
+}
+
+/* Waits (lock held) until the next planned item is ready and pops it into *out. */
+static int take_item(hdmlp_loader *ld, ld_item *out, const struct timespec *deadline)
+{
+    for (;;) {
+        if (ld->failed) {
+            return hd_err(ld->failed, "%s", ld->fail_detail);
+        }
+        if (ld->ring_count == 0) {
+            const int rc = plan_advance(ld);
+            exchange_serve(ld);
+            if (rc != HDMLP_OK) {
+                return loader_fail(ld, rc, hdmlp_last_error());
+            }
+        }
+        ld_item *it = front(ld);
+        if (it != NULL && it->s != NULL && it->s->state != SAMPLE_PENDING) {
+            *out = *it;
+            ld->ring_head = (ld->ring_head + 1) % ld->ring_cap;
+            ld->ring_count--;
+            if (out->s->state < 0) {
+                const int code = out->s->state;
+                char detail[1024];
+                snprintf(detail, sizeof(detail), "%s", out->s->err ? out->s->err : "");
+                ld->charged -= out->s->size;
+                sample_free(out->s);
+                return loader_fail(ld, code, detail);
+            }
+            return HDMLP_OK;
+        }
+        if (it == NULL && ld->plan_done) {
+            return HDMLP_END;
+        }
+        if (it == NULL && plan_stuck(ld)) {
+            return hd_err(
+                HDMLP_E_NOMEM,
+                "loader: memory budget exhausted (%llu of %llu bytes accounted) while "
+                "%llu batches are still held; release batches before asking for more",
+                (unsigned long long)ld->charged, (unsigned long long)ld->cfg.memory,
+                (unsigned long long)ld->outstanding_batches);
+        }
+        if (ld->interrupt) {
+            ld->interrupt = 0;
+            return hd_err(HDMLP_E_INTERRUPTED, "loader: interrupted while waiting for data");
+        }
+        if (ld->send_head != NULL) {
+            flush_unlocked(ld);
+            continue;
+        }
+        /* Wait for a completion, a release or a peer's message, bounded by the caller's
+         * deadline and, for a remote item, by the peer timeout. */
+        struct timespec until;
+        const struct timespec *limit = deadline;
+        uint64_t peer_deadline = 0;
+        if (it != NULL && it->s == NULL && it->requested) {
+            peer_deadline = it->requested_ns + (uint64_t)ld->cfg.peer_timeout_ms * 1000000ull;
+            const uint64_t now = now_ns();
+            if (now >= peer_deadline) {
+                char detail[256];
+                snprintf(detail, sizeof(detail),
+                         "loader: rank %u did not send the sample for position %llu of epoch "
+                         "%llu within %u ms",
+                         it->owner, (unsigned long long)it->position,
+                         (unsigned long long)it->epoch, ld->cfg.peer_timeout_ms);
+                return loader_fail(ld, HDMLP_E_PEER, detail);
+            }
+            clock_gettime(CLOCK_REALTIME, &until);
+            const uint64_t ns = (uint64_t)until.tv_nsec + (peer_deadline - now);
+            until.tv_sec += (time_t)(ns / 1000000000ull);
+            until.tv_nsec = (long)(ns % 1000000000ull);
+            if (deadline == NULL || until.tv_sec < deadline->tv_sec ||
+                (until.tv_sec == deadline->tv_sec && until.tv_nsec < deadline->tv_nsec)) {
+                limit = &until;
+            }
+        }
+        const uint64_t t0 = now_ns();
+        int wrc = 0;
+        if (limit != NULL) {
+            wrc = pthread_cond_timedwait(&ld->ready_cv, &ld->lock, limit);
+        } else {
+            pthread_cond_wait(&ld->ready_cv, &ld->lock);
+        }
+        ld->st.stall_ns += now_ns() - t0;
+        if (wrc == ETIMEDOUT && limit == deadline) {
+            return hd_err(HDMLP_E_TIMEOUT, "loader: no data within the timeout");
+        }
+        const int rc = plan_advance(ld);
+        exchange_serve(ld);
+        if (rc != HDMLP_OK) {
+            return loader_fail(ld, rc, hdmlp_last_error());
+        }
+    }
+}
+
+static void uncharge_samples(hdmlp_loader *ld, ld_sample **s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        ld->charged -= s[i]->size;
+    }
+}
+
+void batch_discard(hdmlp_loader *ld, hdmlp_batch *batch)
+{
+    if (batch == NULL) {
+        return;
+    }
+    uncharge_samples(ld, batch->samples, batch->n);
+    for (size_t i = 0; i < batch->n; i++) {
+        sample_free(batch->samples[i]);
+    }
+    hd_free(batch);
+}
+
+/* Tells every peer this rank has delivered all its epochs (lock held). */
+static void announce_done(hdmlp_loader *ld)
+{
+    if (ld->announced_done || ld->world == 1) {
+        return;
+    }
+    ld->announced_done = 1;
+    for (uint32_t q = 0; q < ld->world; q++) {
+        if (q != ld->rank) {
+            peer_msg m;
+            memset(&m, 0, sizeof(m));
+            m.kind = PEER_DONE;
+            m.from = ld->rank;
+            m.to = q;
+            m.token = ld->cfg.token;
+            ld_send *e = hd_calloc(1, sizeof(*e));
+            if (e == NULL) {
+                continue;
+            }
+            e->m = m;
+            if (ld->send_tail != NULL) {
+                ld->send_tail->next = e;
+            } else {
+                ld->send_head = e;
+            }
+            ld->send_tail = e;
+        }
+    }
+}
+
+static hdmlp_batch *batch_new(hdmlp_loader *ld, uint64_t n)
+{
+    hdmlp_batch *b =
+        hd_calloc(1, sizeof(*b) + n * (sizeof(hdmlp_sample_view) + sizeof(ld_sample *)));
+    if (b != NULL) {
+        b->views = (hdmlp_sample_view *)(b + 1);
+        b->samples = (ld_sample **)(b->views + n);
+        b->cap = n;
+        b->epoch = ld->deliver_epoch;
+    }
+    return b;
+}
+
+/* Assembles the next batch (lock held). */
+static int next_locked(hdmlp_loader *ld, hdmlp_batch **out, const struct timespec *deadline)
+{
+    const uint64_t b = ld->cfg.batch;
+    for (;;) {
+        if (ld->partial == NULL) {
+            if ((ld->cfg.epochs != 0 && ld->deliver_epoch >= ld->cfg.epochs) ||
+                ld->epoch_len == 0) {
+                announce_done(ld);
+                return HDMLP_END;
+            }
+            const uint64_t left = ld->epoch_len - ld->deliver_pos;
+            ld->partial = batch_new(ld, left < b ? left : b);
+            if (ld->partial == NULL) {
+                return hd_err(HDMLP_E_NOMEM, "loader: out of memory for a batch");
+            }
+        }
+        hdmlp_batch *batch = ld->partial;
+        int rc = HDMLP_OK;
+        while (batch->n < batch->cap && rc == HDMLP_OK) {
+            ld_item it;
+            rc = take_item(ld, &it, deadline);
+            if (rc == HDMLP_OK) {
+                batch->samples[batch->n++] = it.s;
+            }
+        }
+        if (rc == HDMLP_E_NOMEM || rc == HDMLP_E_INTERRUPTED || rc == HDMLP_E_TIMEOUT) {
+            if (!ld->failed) {
+                return rc; /* resumable: the partial batch stays for the next call */
+            }
+        }
+        ld->partial = NULL;
+        if (rc != HDMLP_OK) {
+            if (rc == HDMLP_END) {
+                rc = loader_fail(ld, HDMLP_E_STATE, "loader: planner ended inside an epoch");
+            }
+            batch_discard(ld, batch);
+            return rc;
+        }
+        const int drop = ld->cfg.drop_last && batch->cap < b;
+        ld->deliver_pos += batch->n;
+        if (ld->deliver_pos == ld->epoch_len) {
+            ld->deliver_pos = 0;
+            ld->deliver_epoch++;
+            ld->st.epochs++;
+        }
+        if (!drop) {
+            *out = batch;
+            return HDMLP_OK;
+        }
+        batch_discard(ld, batch);
+        pthread_cond_broadcast(&ld->ready_cv);
+    }
+}
+
+int hdmlp_loader_next(hdmlp_loader *ld, hdmlp_batch **out)
+{
+    return hdmlp_loader_next_timeout(ld, out, 0);
+}
+
+int hdmlp_loader_next_timeout(hdmlp_loader *ld, hdmlp_batch **out, uint32_t timeout_ms)
+{
+    if (out == NULL || ld == NULL) {
+        return hd_err(HDMLP_E_INVAL, "loader_next: loader and out are required");
+    }
+    *out = NULL;
+    struct timespec deadline;
+    if (timeout_ms != 0) {
+        clock_gettime(CLOCK_REALTIME, &deadline);
+        const uint64_t ns = (uint64_t)deadline.tv_nsec + (uint64_t)timeout_ms * 1000000ull;
+        deadline.tv_sec += (time_t)(ns / 1000000000ull);
+        deadline.tv_nsec = (long)(ns % 1000000000ull);
+    }
+    pthread_mutex_lock(&ld->lock);
+    hdmlp_batch *batch = NULL;
+    int rc = ld->failed ? hd_err(ld->failed, "%s", ld->fail_detail)
+                        : next_locked(ld, &batch, timeout_ms != 0 ? &deadline : NULL);
+    if (batch != NULL) {
+        for (size_t i = 0; i < batch->n; i++) {
+            const ld_sample *s = batch->samples[i];
+            batch->views[i] = (hdmlp_sample_view){s->data, s->size, s->index, s->label, 0};
+            ld->st.bytes_delivered += s->size;
+            ld->st.stored_bytes_delivered += s->stored;
+        }
+        ld->st.samples += batch->n;
+        ld->st.batches++;
+        ld->outstanding_batches++;
+        ld->refs++;
+        batch->ld = ld;
+        /* Keep the lookahead going while the consumer works on this batch. */
+        const int prc = plan_advance(ld);
+        exchange_serve(ld);
+        if (prc != HDMLP_OK) {
+            loader_fail(ld, prc, hdmlp_last_error());
+        }
+        *out = batch;
+    }
+    pthread_mutex_unlock(&ld->lock);
+    exchange_flush(ld);
+    if (rc != HDMLP_OK) {
+        /* exchange_flush may have touched the thread's error detail. */
+        pthread_mutex_lock(&ld->lock);
+        if (ld->failed) {
+            hd_err(ld->failed, "%s", ld->fail_detail);
+        }
+        pthread_mutex_unlock(&ld->lock);
+    }
+    return rc;
+}
+
+void hdmlp_loader_interrupt(hdmlp_loader *ld)
+{
+    if (ld == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&ld->lock);
+    ld->interrupt = 1;
+    pthread_cond_broadcast(&ld->ready_cv);
+    pthread_mutex_unlock(&ld->lock);
+}
+
+void hdmlp_batch_release(hdmlp_batch *batch)
+{
+    if (batch == NULL) {
+        return;
+    }
+    hdmlp_loader *ld = batch->ld;
+    pthread_mutex_lock(&ld->lock);
+    uncharge_samples(ld, batch->samples, batch->n);
+    ld->outstanding_batches--;
+    pthread_cond_broadcast(&ld->ready_cv);
+    loader_unref_unlock(ld);
+    for (size_t i = 0; i < batch->n; i++) {
+        sample_free(batch->samples[i]);
+    }
+    hd_free(batch);
+}

@@ -1,0 +1,64 @@
+/*
+ * Peer transport: how a loader exchanges samples with the other ranks (DESIGN.md §5).
+ *
+ * The loader sees only this interface; rpc/ implements it over gRPC, tests implement it
+ * in process. A transport delivers whole messages between ranks 0..world-1, in order per
+ * (sender, receiver) pair. Incoming messages are handed to the handler on the transport's
+ * own threads; the handler copies what it keeps before returning.
+ *
+ * Positions: epoch e of the shared seed orders all N samples (loader_sampler.h); global
+ * position P of the epoch belongs to rank P % world, which sees it as its local position
+ * P / world. A request names (epoch, P).
+ */
+#ifndef HDMLP_LOADER_PEER_H
+#define HDMLP_LOADER_PEER_H
+
+#include <stdint.h>
+
+enum peer_kind {
+    PEER_REQUEST = 1, /* requester → owner: "send me the sample for (epoch, position)" */
+    PEER_SAMPLE = 2,  /* owner → requester: the answer, or a prefetch */
+    PEER_DONE = 3     /* rank → all: finished delivering every epoch; serving continues */
+};
+
+typedef struct peer_msg {
+    uint32_t kind;
+    uint32_t from, to;    /* ranks */
+    uint64_t token;       /* job token; receivers reject other tokens */
+    uint64_t epoch;       /* REQUEST, SAMPLE */
+    uint64_t position;    /* REQUEST, SAMPLE: global position in the epoch */
+    uint64_t group;       /* REQUEST, SAMPLE: abstract chunk of the location */
+    uint32_t slot;        /* REQUEST, SAMPLE: slot of the location */
+    uint32_t prefetch;    /* SAMPLE: 0 = answer to a request, 1 = opportunistic prefetch */
+    uint64_t free_remote; /* REQUEST: requester's free remote-memory bytes */
+    uint64_t index;       /* SAMPLE: sample index in packed order */
+    uint32_t label;       /* SAMPLE */
+    const uint8_t *data;  /* SAMPLE: raw bytes, borrowed for the duration of the call */
+    uint64_t size;
+} peer_msg;
+
+typedef struct peer_handler {
+    void *ctx;
+    /* A message for this rank (token already checked). Called on a transport thread. */
+    void (*on_msg)(void *ctx, const peer_msg *m);
+    /* A peer failed (connection lost, no answer within the timeout, rejected us): code is
+     * an HDMLP_E_* code (HDMLP_E_PEER), detail names the rank and the cause. */
+    void (*on_error)(void *ctx, uint32_t rank, int code, const char *detail);
+} peer_handler;
+
+typedef struct peer_transport peer_transport;
+struct peer_transport {
+    /* Queues m for m->to (copying m->data before returning). Never blocks on the network;
+     * returns HDMLP_E_PEER if that peer has already failed. Thread-safe. */
+    int (*send)(peer_transport *t, const peer_msg *m);
+    /* Stops threads, closes connections, frees. */
+    void (*destroy)(peer_transport *t);
+};
+
+/* Creates the transport for a loader. Implemented by rpc/ (gRPC); NULL when this build
+ * has none. cfg carries rank, world, peers, listen address, token and timeout. */
+struct hdmlp_config;
+typedef int (*peer_transport_factory)(const struct hdmlp_config *cfg, const peer_handler *h,
+                                      peer_transport **out);
+
+#endif

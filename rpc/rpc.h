@@ -1,0 +1,16 @@
+/* rpc/: the only module that includes gRPC, protobuf-c or MPI headers. Internal header. */
+#ifndef HDMLP_RPC_H
+#define HDMLP_RPC_H
+
+#include "loader.h"
+#include "loader_peer.h"
+
+/* The gRPC peer transport (a peer_transport_factory): binds cfg->listen (or
+ * cfg->peers[cfg->rank]), connects lazily to every other peer, delivers peer_msgs with
+ * answers (SAMPLE with prefetch == 0) ahead of prefetches queued for the same peer, checks
+ * the job token and every field of incoming messages, and reports a peer that cannot be
+ * reached within cfg->peer_timeout_ms through h->on_error (HDMLP_E_PEER naming it). */
+int rpc_transport_create(const struct hdmlp_config *cfg, const peer_handler *h,
+                         peer_transport **out);
+
+#endif

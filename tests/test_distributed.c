@@ -1,0 +1,236 @@
+/* The distributed protocol over an in-process transport: R loaders in one process. */
+#include "hdmlp.h"
+#include "support/fakenet.h"
+#include "support/testds.h"
+
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct rank_run {
+    hdmlp_loader *ld;
+    uint64_t *seq; /* delivered indices, all epochs */
+    uint64_t n_seq, cap;
+    uint64_t *epoch_of;
+    int rc;
+    hdmlp_stats st;
+} rank_run;
+
+typedef struct dist_params {
+    uint64_t n;
+    uint32_t k;
+    uint32_t world;
+    double memory; /* fraction of the dataset per rank */
+    uint32_t prefetch;
+    uint64_t epochs;
+    uint64_t seed;
+    uint32_t batch;
+    int kill_rank; /* -1: none */
+} dist_params;
+
+static void *consume(void *arg)
+{
+    rank_run *r = arg;
+    hdmlp_batch *b;
+    int rc;
+    while ((rc = hdmlp_loader_next(r->ld, &b)) == HDMLP_OK) {
+        const hdmlp_sample_view *v = hdmlp_batch_samples(b);
+        for (size_t i = 0; i < hdmlp_batch_size(b); i++) {
+            if (r->n_seq == r->cap) {
+                r->cap = r->cap ? r->cap * 2 : 1024;
+                r->seq = realloc(r->seq, r->cap * sizeof(uint64_t));
+                r->epoch_of = realloc(r->epoch_of, r->cap * sizeof(uint64_t));
+            }
+            r->epoch_of[r->n_seq] = hdmlp_batch_epoch(b);
+            r->seq[r->n_seq++] = v[i].index;
+        }
+        hdmlp_batch_release(b);
+    }
+    r->rc = rc;
+    hdmlp_loader_stats(r->ld, &r->st);
+    hdmlp_loader_free(r->ld);
+    r->ld = NULL;
+    return NULL;
+}
+
+/* Runs R loaders to the end; returns per-rank results (caller frees). */
+static rank_run *run_world(const char *dir, const dist_params *p)
+{
+    hdmlp_dataset *ds = NULL;
+    cr_assert_eq(hdmlp_dataset_open(dir, &ds), HDMLP_OK, "%s", hdmlp_last_error());
+    fakenet *hub = NULL;
+    fakenet_create(p->world, &hub);
+    rank_run *runs = calloc(p->world, sizeof(*runs));
+    const char *peers[8];
+    for (uint32_t r = 0; r < p->world; r++) {
+        peers[r] = "127.0.0.1:1";
+    }
+    for (uint32_t r = 0; r < p->world; r++) {
+        hdmlp_config *cfg = NULL;
+        hdmlp_config_create(&cfg);
+        hdmlp_config_set_memory(cfg, (uint64_t)(hdmlp_dataset_raw_bytes(ds) * p->memory));
+        hdmlp_config_set_batch_size(cfg, p->batch);
+        hdmlp_config_set_epochs(cfg, p->epochs);
+        hdmlp_config_set_seed(cfg, p->seed);
+        hdmlp_config_set_rank(cfg, r, p->world);
+        hdmlp_config_set_peers(cfg, peers, p->world);
+        hdmlp_config_set_prefetch(cfg, p->prefetch);
+        hdmlp_config_set_peer_timeout(cfg, 2000);
+        const int rc = loader_create_with(ds, cfg, fakenet_factory, &runs[r].ld);
+        cr_assert_eq(rc, HDMLP_OK, "rank %u: %s", r, hdmlp_last_error());
+        hdmlp_config_free(cfg);
+    }
+    pthread_t th[8];
+    for (uint32_t r = 0; r < p->world; r++) {
+        pthread_create(&th[r], NULL, consume, &runs[r]);
+    }
+    if (p->kill_rank >= 0) {
+        fakenet_kill(hub, (uint32_t)p->kill_rank);
+    }
+    for (uint32_t r = 0; r < p->world; r++) {
+        pthread_join(th[r], NULL);
+    }
+    fakenet_free(hub);
+    hdmlp_dataset_close(ds);
+    return runs;
+}
+
+static void free_runs(rank_run *runs, uint32_t world)
+{
+    for (uint32_t r = 0; r < world; r++) {
+        free(runs[r].seq);
+        free(runs[r].epoch_of);
+    }
+    free(runs);
+}
+
+/* Every sample exactly once per epoch across ranks. */
+static void check_exactly_once(const rank_run *runs, const dist_params *p)
+{
+    uint8_t *seen = calloc(p->n * p->epochs, 1);
+    uint64_t total = 0;
+    for (uint32_t r = 0; r < p->world; r++) {
+        cr_assert_eq(runs[r].rc, HDMLP_END, "rank %u ended with %s: %s", r,
+                     hdmlp_err_name(runs[r].rc), hdmlp_last_error());
+        const uint64_t expect = (p->n / p->world + (r < p->n % p->world)) * p->epochs;
+        cr_assert_eq(runs[r].n_seq, expect, "rank %u delivered %llu, expected %llu", r,
+                     (unsigned long long)runs[r].n_seq, (unsigned long long)expect);
+        for (uint64_t i = 0; i < runs[r].n_seq; i++) {
+            const uint64_t e = runs[r].epoch_of[i];
+            const uint64_t x = runs[r].seq[i];
+            cr_assert_lt(x, p->n);
+            cr_assert_eq(seen[e * p->n + x], 0, "sample %llu twice in epoch %llu",
+                         (unsigned long long)x, (unsigned long long)e);
+            seen[e * p->n + x] = 1;
+            total++;
+        }
+    }
+    cr_assert_eq(total, p->n * p->epochs);
+    free(seen);
+}
+
+static void make_ds(char *dir, size_t cap, uint64_t n, uint32_t k)
+{
+    cr_assert_eq(testds_mkdtemp("dist", dir, cap), 0);
+    const testds_spec spec = {n, k, 0, 77, 200, 1200, 0, 0, 5};
+    cr_assert_eq(testds_write(dir, &spec), HDMLP_OK, "%s", hdmlp_last_error());
+}
+
+Test(distributed, exactly_once_for_two_three_and_four_ranks, .timeout = 120)
+{
+    char dir[512];
+    make_ds(dir, sizeof(dir), 5003, 16);
+    for (uint32_t world = 2; world <= 4; world++) {
+        for (int pf = 0; pf < 2; pf++) {
+            const dist_params p = {5003, 16, world, 0.25, pf ? 64 : 0, 3, 11, 32, -1};
+            rank_run *runs = run_world(dir, &p);
+            check_exactly_once(runs, &p);
+            free_runs(runs, world);
+        }
+    }
+    testds_rm_rf(dir);
+}
+
+Test(distributed, sequences_are_deterministic_with_and_without_prefetch, .timeout = 120)
+{
+    char dir[512];
+    make_ds(dir, sizeof(dir), 3000, 8);
+    for (int pf = 0; pf < 2; pf++) {
+        const dist_params p = {3000, 8, 3, 0.3, pf ? 128 : 0, 2, 5, 16, -1};
+        rank_run *a = run_world(dir, &p);
+        rank_run *b = run_world(dir, &p);
+        for (uint32_t r = 0; r < 3; r++) {
+            cr_assert_eq(a[r].n_seq, b[r].n_seq);
+            cr_assert_eq(memcmp(a[r].seq, b[r].seq, a[r].n_seq * sizeof(uint64_t)), 0,
+                         "rank %u's sequence differs between identical runs (prefetch %d)", r,
+                         pf);
+        }
+        free_runs(a, 3);
+        free_runs(b, 3);
+    }
+    testds_rm_rf(dir);
+}
+
+Test(distributed, prefetch_cuts_remote_requests, .timeout = 120)
+{
+    char dir[512];
+    make_ds(dir, sizeof(dir), 8000, 16);
+    uint64_t req[2] = {0, 0}, hits = 0;
+    for (int pf = 0; pf < 2; pf++) {
+        const dist_params p = {8000, 16, 4, 0.25, pf ? 256 : 0, 1, 3, 32, -1};
+        rank_run *runs = run_world(dir, &p);
+        check_exactly_once(runs, &p);
+        for (uint32_t r = 0; r < 4; r++) {
+            req[pf] += runs[r].st.remote_requests;
+            if (pf) {
+                hits += runs[r].st.remote_hits;
+            }
+        }
+        free_runs(runs, 4);
+    }
+    printf("remote requests: prefetch off %llu, on %llu (%.1fx fewer); remote hits %llu\n",
+           (unsigned long long)req[0], (unsigned long long)req[1],
+           req[1] ? (double)req[0] / (double)req[1] : 0.0, (unsigned long long)hits);
+    cr_assert_gt(req[0], 0);
+    cr_assert_lt(req[1] * 4, req[0], "prefetch should cut remote requests at least 4x");
+    testds_rm_rf(dir);
+}
+
+Test(distributed, dead_peer_fails_the_others_with_peer_error, .timeout = 60)
+{
+    char dir[512];
+    make_ds(dir, sizeof(dir), 4000, 8);
+    const dist_params p = {4000, 8, 3, 0.25, 0, 5, 9, 16, 1};
+    rank_run *runs = run_world(dir, &p);
+    int peer_errors = 0;
+    for (uint32_t r = 0; r < 3; r++) {
+        if (r != 1) {
+            cr_assert_neq(runs[r].rc, HDMLP_END, "rank %u finished although rank 1 died", r);
+            peer_errors += runs[r].rc == HDMLP_E_PEER;
+        }
+    }
+    cr_assert_gt(peer_errors, 0);
+    free_runs(runs, 3);
+    testds_rm_rf(dir);
+}
+
+Test(distributed, world_needs_matching_peer_list)
+{
+    char dir[512];
+    make_ds(dir, sizeof(dir), 100, 4);
+    hdmlp_dataset *ds = NULL;
+    cr_assert_eq(hdmlp_dataset_open(dir, &ds), HDMLP_OK);
+    hdmlp_config *cfg = NULL;
+    hdmlp_config_create(&cfg);
+    hdmlp_config_set_rank(cfg, 0, 2);
+    hdmlp_loader *ld = NULL;
+    cr_assert_eq(loader_create_with(ds, cfg, fakenet_factory, &ld), HDMLP_E_INVAL);
+    cr_assert(strstr(hdmlp_last_error(), "peer") != NULL, "%s", hdmlp_last_error());
+    cr_assert_null(ld);
+    cr_assert_eq(loader_create_with(ds, cfg, NULL, &ld), HDMLP_E_UNSUPPORTED);
+    hdmlp_config_free(cfg);
+    hdmlp_dataset_close(ds);
+    testds_rm_rf(dir);
+}
