@@ -25,7 +25,7 @@ SMALL=0
 TORCH=1
 SWEEP=1
 KEEP=0
-HDMLP_IO=buffered
+HDMLP_IO=direct
 
 usage() {
     sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
@@ -184,7 +184,7 @@ THREADS=2
 SEED=1
 PACK_SEED=7
 MEM_PCT=25
-C_ALLOWANCE=$((32 * MiB))     # cell limit = 25 % of the dataset + this, for C programs
+C_ALLOWANCE=$((8 * MiB))      # cell limit = 25 % of the dataset + this, for C programs
 PY_ALLOWANCE=$((1024 * MiB))  # and this for the PyTorch contender (interpreter + 2 workers)
 K_SWEEP="1 4 16 64 256"
 MEM_SWEEP="15 25 50 100"
@@ -263,13 +263,17 @@ log "datasets ready in $((T_DATA - T_START)) s"
 regime_bps() { echo $MB400; }
 regime_iops() { [ "$1" = A ] && echo $IOPS_A || echo 0; }
 regime_cost() { [ "$1" = A ] && echo "--op-us $OP_US_A --bandwidth $MB400" || echo "--op-us $OP_US_B --bandwidth $MB400"; }
-IO_FLAG=""
-[ "$HDMLP_IO" = direct ] && IO_FLAG=--direct
+OTHER_IO=direct
+[ "$HDMLP_IO" = direct ] && OTHER_IO=buffered
 
 # hdmlp_run KIND REGIME DATASET(tree name) PACKED CONTENDER MEM_PCT ARGS...
+# (I/O mode: $HDMLP_IO, or the one a contender name ends with: -direct / -buffered)
 hdmlp_run() {
-    local kind=$1 regime=$2 ds=$3 packed=$4 contender=$5 pct=$6 raw tag
+    local kind=$1 regime=$2 ds=$3 packed=$4 contender=$5 pct=$6 raw tag io=$HDMLP_IO
     shift 6
+    case $contender in *-direct) io=direct ;; *-buffered) io=buffered ;; esac
+    local io_flag=""
+    [ "$io" = direct ] && io_flag=--direct
     tag=$kind-$regime-$packed-$contender-m$pct
     raw=$(raw_bytes "$ds")
     local budget=$((raw * pct / 100))
@@ -277,9 +281,9 @@ hdmlp_run() {
     # shellcheck disable=SC2046
     cell_run "$tag" $((budget + C_ALLOWANCE)) "$(regime_bps "$regime")" "$(regime_iops "$regime")" -- \
         "$BENCH" "$WORK/$packed" --memory "$pct%" --batch "$(batch_for "$ds")" --threads $THREADS --seed $SEED \
-        $(regime_cost "$regime") $IO_FLAG --json --quiet "$@" ||
+        $(regime_cost "$regime") $io_flag --json --quiet "$@" ||
         log "  FAILED (rc $?): $(tail -2 "$OUT/logs/$tag.err")"
-    record "$tag" "$kind" "$regime" "$packed" "$contender" "\"memory_pct\": $pct, \"raw_bytes\": $raw, \"io\": \"$HDMLP_IO\", \"batch\": $(batch_for "$ds"),"
+    record "$tag" "$kind" "$regime" "$packed" "$contender" "\"memory_pct\": $pct, \"raw_bytes\": $raw, \"io\": \"$io\", \"batch\": $(batch_for "$ds"),"
 }
 
 # contenders REGIME TREE PACKED
@@ -305,6 +309,7 @@ contenders() {
         hdmlp_run main "$regime" "$ds" "$packed" "hdmlp-$r" $MEM_PCT --refill $r
     done
     hdmlp_run main "$regime" "$ds" "$packed" hdmlp-random $MEM_PCT --refill auto --policy random
+    hdmlp_run main "$regime" "$ds" "$packed" "hdmlp-auto-$OTHER_IO" $MEM_PCT --refill auto
     tag=main-$regime-$ds-seq
     log "$tag"
     local segs
