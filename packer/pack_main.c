@@ -432,6 +432,10 @@ static int parse_args(int argc, char **argv, args *a)
             return 2;
         }
     }
+    for (; optind < argc; optind++) { /* operands after "--" */
+        a->inputs[a->n_inputs].kind = PACK_INPUT_PATH;
+        a->inputs[a->n_inputs++].path = argv[optind];
+    }
     return -1;
 }
 

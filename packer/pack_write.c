@@ -106,7 +106,10 @@ static void consumed(wr_state *s, uint64_t bytes)
     pthread_mutex_lock(&s->mu);
     s->consumed_samples++;
     s->consumed_bytes += bytes;
-    if (s->pf_waiting) {
+    /* Wake the prefetcher once it is only half its window ahead, not on every sample. */
+    if (s->pf_waiting && s->pf_pos <= s->consumed_samples + PREFETCH_SAMPLES / 2 &&
+        s->pf_bytes <= s->consumed_bytes + PREFETCH_BYTES / 2) {
+        s->pf_waiting = 0;
         pthread_cond_signal(&s->cv_pf);
     }
     pthread_mutex_unlock(&s->mu);
@@ -235,7 +238,9 @@ static void *prefetch_main(void *arg)
         if (s->pf_bytes >= s->consumed_bytes + PREFETCH_BYTES ||
             s->pf_pos >= s->consumed_samples + PREFETCH_SAMPLES) {
             s->pf_waiting = 1;
-            pthread_cond_wait(&s->cv_pf, &s->mu);
+            while (s->pf_waiting && !s->stop) {
+                pthread_cond_wait(&s->cv_pf, &s->mu);
+            }
             s->pf_waiting = 0;
             continue;
         }
