@@ -31,7 +31,7 @@ if(TARGET hdmlp-pack)
   # Quick smoke run of the pack benchmark (2k files, warm: it must not drop the caches of
   # the whole machine under ctest); the full run is manual (README).
   add_test(NAME bench_pack_smoke
-           COMMAND ${HDMLP_BASH} ${CMAKE_CURRENT_SOURCE_DIR}/bench/bench_pack.sh --small
+           COMMAND ${HDMLP_BASH} ${CMAKE_CURRENT_SOURCE_DIR}/bench/bench_pack.sh --small --keep-data
                    --no-drop --pack $<TARGET_FILE:hdmlp-pack> --work ${CMAKE_CURRENT_BINARY_DIR}/tmp/bench_pack
                    --out ${CMAKE_CURRENT_BINARY_DIR}/tmp/bench_pack_small.json)
   set_tests_properties(bench_pack_smoke PROPERTIES TIMEOUT 180 LABELS "bench;packer" RUN_SERIAL TRUE)

@@ -8,7 +8,7 @@
 #   a  100,000 files of ~16 KiB (12-20 KiB), 100 class dirs          (--small: 2,000)
 #   b   20,000 files, ImageNet-like lognormal sizes, mean ~110 KiB     (--small: 500)
 #      bytes: 4 KiB blocks, half random, half low-entropy -> partly compressible
-#   c  1,000,000 tiny files (16-64 B) for the index-open benchmark    (--small: 20,000)
+#   c  1,000,000 tiny files (16-64 B) for the index-open benchmark    (--small: 5,000)
 # Runs per set a/b, each after `sync; echo 3 > /proc/sys/vm/drop_caches` (skipped with a
 # warning when not permitted, or with --no-drop; the programs are then loaded again, untimed):
 #   tar -cf OUT.tar -C SET .  followed by sync of OUT.tar   (I/O-bound reference; the
@@ -69,7 +69,7 @@ if [ ! -x /usr/bin/time ]; then
 fi
 
 if [ $SMALL = 1 ]; then
-    NA=2000 NB=500 NC=20000
+    NA=2000 NB=500 NC=5000
 else
     NA=100000 NB=20000 NC=1000000
 fi
