@@ -1,5 +1,5 @@
 #!/bin/bash
-# Output disk full: pack ~3 MB into a 2 MB tmpfs -> non-zero exit, a "no space" message,
+# Output disk full: pack ~3 MB (a tree, then a tar) into a 2 MB tmpfs -> non-zero exit, a "no space" message,
 # no OUT and no .OUT.tmp-* left. Skipped (exit 77) where mounting a tmpfs is not allowed.
 source "$(dirname "$0")/lib.sh"
 
@@ -26,6 +26,14 @@ for args in "--compress none" "--compress none --segment-size 0 --chunk-size 1" 
     [ -z "$(ls -A "$T/mnt")" ] || fail "disk full ($args): tmpfs not empty: $(ls -A "$T/mnt")"
     ok
 done
+
+# An archive input is spilled into the temporary directory first: that can fill the disk too.
+tar -cf "$T/in.tar" -C "$T/in" .
+pk --compress none -o "$T/mnt/out" "$T/in.tar"
+expect_fail "disk full (tar input)"
+expect_stderr 'no space|ENOSPC|disk full' "disk full (tar input)"
+nothing_left "$T/mnt/out" "disk full (tar input)"
+[ -z "$(ls -A "$T/mnt")" ] || fail "disk full (tar input): tmpfs not empty: $(ls -A "$T/mnt")"
 
 # The same input fits once the space is there (remount larger): proves the failure was ENOSPC.
 mount -o remount,size=16m "$T/mnt" || fail "could not remount the tmpfs larger"
