@@ -184,7 +184,7 @@ THREADS=2
 SEED=1
 PACK_SEED=7
 MEM_PCT=25
-C_ALLOWANCE=$((8 * MiB))      # cell limit = 25 % of the dataset + this, for C programs
+C_ALLOWANCE=$((64 * MiB))     # cell limit = 25 % of the dataset + this, for C programs
 PY_ALLOWANCE=$((1024 * MiB))  # and this for the PyTorch contender (interpreter + 2 workers)
 K_SWEEP="1 4 16 64 256"
 MEM_SWEEP="15 25 50 100"

@@ -65,6 +65,9 @@ def metrics(run):
         peak_accounted=r.get("peak_memory_bytes"),
         memory_budget=r.get("memory_budget"),
         stall_seconds=r.get("stall_seconds"),
+        peak_rss=r.get("peak_rss_bytes"),
+        rss_over_budget=(r["peak_rss_bytes"] - r["memory_budget"])
+        if r.get("peak_rss_bytes") is not None and r.get("memory_budget") is not None else None,
         whole_refills=r.get("whole_refills"),
         ranged_refills=r.get("ranged_refills"),
     )
@@ -226,6 +229,14 @@ def table(rows, meta, goal_rows, sims, warm):
                  "per chunk; peak: cgroup memory.max_usage_in_bytes (incl. page cache); slots: "
                  "A*K/N, the share of the dataset abstract memory holds (the rest of the budget "
                  "is the loader's reserve and lookahead room)")
+    over = [m for m in rows if m.get("ok") and m.get("rss_over_budget") is not None
+            and m["kind"] in ("main", "sweep-k", "sweep-mem")]
+    if over:
+        w = max(over, key=lambda m: m["rss_over_budget"])
+        lines.append(f"hdmlp peak RSS - budget (process, getrusage): max "
+                     f"{w['rss_over_budget'] / MIB:.1f} MiB ({w['tag']}, budget "
+                     f"{w['memory_budget'] / MIB:.1f} MiB), median "
+                     f"{sorted(m['rss_over_budget'] for m in over)[len(over) // 2] / MIB:.1f} MiB")
     lines.append("")
     lines.append("goals")
     for g in goal_rows:
