@@ -19,6 +19,7 @@
 
 typedef struct wr_slot {
     uint8_t *buf;
+    uint64_t cap; /* capacity of buf */
     uint64_t len; /* chunk length (header + payload) */
     uint64_t est; /* bytes reserved from the budget */
     uint64_t raw; /* raw bytes of its samples */
@@ -40,6 +41,9 @@ typedef struct wr_state {
     uint64_t window;
     uint64_t inflight;
     wr_slot *slots;
+    uint8_t **pool; /* recycled chunk buffers (at most `window`), with their capacities */
+    uint64_t *pool_cap;
+    uint64_t pool_n;
     int stop;
     int err;
     char errmsg[ERRMSG_MAX];
@@ -69,6 +73,46 @@ static uint64_t chunk_est(const wr_state *s, uint64_t c)
         return 0;
     }
     return fmt_align_up(FMT_CHUNK_HEADER_LEN + chunk_raw(s, c, &n));
+}
+
+/* A chunk buffer of at least `need` bytes: a recycled one if it is big enough (reusing
+ * buffers saves page faults), else a new one. */
+static uint8_t *pool_get(wr_state *s, uint64_t need, uint64_t *cap)
+{
+    uint8_t *buf = NULL;
+    pthread_mutex_lock(&s->mu);
+    for (uint64_t i = s->pool_n; i > 0; i--) {
+        if (s->pool_cap[i - 1] >= need) {
+            buf = s->pool[i - 1];
+            *cap = s->pool_cap[i - 1];
+            s->pool[i - 1] = s->pool[s->pool_n - 1];
+            s->pool_cap[i - 1] = s->pool_cap[s->pool_n - 1];
+            s->pool_n--;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (!buf) {
+        buf = hd_malloc((size_t)need);
+        *cap = need;
+    }
+    return buf;
+}
+
+/* Returns a buffer to the pool; frees it if the pool is full or it is huge. */
+static void pool_put(wr_state *s, uint8_t *buf, uint64_t cap)
+{
+    if (!buf) {
+        return;
+    }
+    pthread_mutex_lock(&s->mu);
+    if (s->pool_n < s->window && cap <= INFLIGHT_BUDGET / s->window) {
+        s->pool[s->pool_n] = buf;
+        s->pool_cap[s->pool_n++] = cap;
+        buf = NULL;
+    }
+    pthread_mutex_unlock(&s->mu);
+    hd_free(buf);
 }
 
 /* Records the first error (with the calling thread's detail) and stops everyone.
@@ -160,7 +204,8 @@ static int build_chunk(worker *w, uint64_t c, wr_slot *out)
     uint32_t n;
     const uint64_t raw = chunk_raw(s, c, &n);
     const uint64_t est = fmt_align_up(FMT_CHUNK_HEADER_LEN + raw);
-    uint8_t *const buf = est <= SIZE_MAX ? hd_malloc((size_t)est) : NULL;
+    uint64_t cap = 0;
+    uint8_t *const buf = est <= SIZE_MAX ? pool_get(s, est, &cap) : NULL;
     if (!buf) {
         return hd_err(HDMLP_E_NOMEM, "out of memory for chunk %llu (%llu bytes)",
                       (unsigned long long)c, (unsigned long long)est);
@@ -172,7 +217,7 @@ static int build_chunk(worker *w, uint64_t c, wr_slot *out)
             rc = hd_err(HDMLP_E_INTERRUPTED, "interrupted");
         }
         if (rc != HDMLP_OK) {
-            hd_free(buf);
+            pool_put(s, buf, cap);
             return rc;
         }
     }
@@ -184,6 +229,7 @@ static int build_chunk(worker *w, uint64_t c, wr_slot *out)
     rec->n_samples = n;
     rec->header_checksum = hsum;
     out->buf = buf;
+    out->cap = cap;
     out->len = off;
     out->est = est;
     out->raw = raw;
@@ -281,7 +327,7 @@ static void write_loop(wr_state *s)
         pthread_mutex_unlock(&s->mu);
 
         const int rc = pack_segw_append(a->segw, mine.buf, mine.len, &a->chunks[c]);
-        hd_free(mine.buf);
+        pool_put(s, mine.buf, mine.cap);
         pthread_mutex_lock(&s->mu);
         s->inflight -= mine.est;
         s->next_write = c + 1;
@@ -313,9 +359,13 @@ int pack_write_chunks(pack_write_args *a)
     s.n_chunks = (a->n + s.k - 1) / s.k;
     s.window = 2ull * o->threads;
     s.slots = hd_calloc((size_t)s.window, sizeof(wr_slot));
+    s.pool = hd_calloc((size_t)s.window, sizeof(uint8_t *));
+    s.pool_cap = hd_calloc((size_t)s.window, sizeof(uint64_t));
     const unsigned nw = o->threads;
     worker *const ws = hd_calloc(nw, sizeof(worker));
-    if (!s.slots || !ws) {
+    if (!s.slots || !ws || !s.pool || !s.pool_cap) {
+        hd_free(s.pool);
+        hd_free(s.pool_cap);
         hd_free(s.slots);
         hd_free(ws);
         return hd_err(HDMLP_E_NOMEM, "out of memory for %u workers", nw);
@@ -368,6 +418,11 @@ int pack_write_chunks(pack_write_args *a)
     for (uint64_t i = 0; i < s.window; i++) {
         hd_free(s.slots[i].buf);
     }
+    for (uint64_t i = 0; i < s.pool_n; i++) {
+        hd_free(s.pool[i]);
+    }
+    hd_free(s.pool);
+    hd_free(s.pool_cap);
     for (unsigned i = 0; i < nw; i++) {
         if (ws[i].enc) {
             fmt_encoder_free(ws[i].enc);
