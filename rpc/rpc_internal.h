@@ -1,0 +1,121 @@
+/* Shared state of the gRPC transport (rpc_transport.c, rpc_client.c, rpc_server.c). */
+#ifndef HDMLP_RPC_INTERNAL_H
+#define HDMLP_RPC_INTERNAL_H
+
+#include "rpc_codec.h"
+#include "rpc_transport.h"
+
+#include <grpc/byte_buffer.h>
+#include <grpc/grpc.h>
+#include <pthread.h>
+
+#define RPC_METHOD "/hdmlp.Peer/Deliver"
+
+/* One packed message fragment waiting in a lane. */
+typedef struct rpc_item {
+    struct rpc_item *next;
+    uint8_t *buf; /* hd_malloc'd; ownership moves to a grpc slice when sent */
+    size_t len;
+} rpc_item;
+
+typedef struct rpc_fifo {
+    rpc_item *head, *tail;
+} rpc_fifo;
+
+struct rpc_lane;
+
+/* One outgoing Deliver call (data or probe). */
+typedef struct rpc_call {
+    struct rpc_lane *lane;
+    grpc_call *call;
+    grpc_byte_buffer *req;
+    grpc_byte_buffer *resp;
+    grpc_metadata_array init_md, trailing_md;
+    grpc_status_code status;
+    grpc_slice details;
+    const char *error_string;
+    size_t n_msgs;
+    size_t bytes;
+    int probe;
+} rpc_call;
+
+/* Everything about one peer, guarded by the transport lock (ch and method are fixed). */
+typedef struct rpc_lane {
+    uint32_t rank;
+    const char *target; /* cfg.peers[rank] */
+    grpc_channel *ch;
+    void *method; /* registered-call handle */
+    rpc_fifo urgent, prefetch;
+    uint64_t queued;     /* packed bytes waiting in the two queues */
+    rpc_call *call;      /* in flight, or NULL */
+    uint64_t last_ok_ns; /* when the last call completed OK (0: never) */
+    int failed;
+    int reported; /* on_error delivered (or suppressed by destroy) */
+    char why[256];
+} rpc_lane;
+
+typedef struct rpc_tr {
+    peer_transport base; /* first: peer_transport * <-> rpc_tr * */
+    struct hdmlp_config cfg;
+    peer_handler h;
+    rpc_opts o;
+    rpc_check chk;
+    uint32_t self, world;
+    uint64_t probe_ns; /* idle time after which a lane sends a probe */
+
+    pthread_mutex_t lock;
+    pthread_cond_t cv; /* broadcast when a call completes or a lane changes */
+    int closing;       /* destroy() began: send() refuses, no probes, no on_error */
+    int stopping;      /* draining is over: no new calls */
+    uint32_t in_flight;
+    rpc_lane *lanes; /* world entries; lanes[self] unused */
+    rpc_stats st;
+
+    grpc_completion_queue *ccq;
+    pthread_t cthread;
+    int cthread_started;
+
+    grpc_server *srv;
+    grpc_completion_queue *scq;
+    void *srv_method;
+    pthread_t sthread;
+    int sthread_started;
+    int port;
+    const char *listen;
+    int srv_stopping; /* read by the server thread under lock */
+    char shutdown_tag;
+    /* Server-thread state (or rpc_server_stop's, when the thread never started). */
+    uint32_t srv_outstanding;
+    int srv_shutdown_seen;
+    int srv_cq_shut;
+} rpc_tr;
+
+uint64_t rpc_now_ns(void);
+gpr_timespec rpc_deadline_ms(uint64_t ms);
+
+/* rpc_client.c */
+int rpc_client_start(rpc_tr *t);
+/* With t->lock held: moves queued messages (or, for a probe, none) of lane into a new call,
+ * created but not started. NULL on allocation failure (the lane is then failed). */
+rpc_call *rpc_lane_take(rpc_tr *t, rpc_lane *l, int probe);
+/* Without the lock: starts a call made by rpc_lane_take. */
+void rpc_call_start(rpc_tr *t, rpc_call *c);
+/* With t->lock held: marks the lane failed, drops its queue. */
+void rpc_lane_fail(rpc_tr *t, rpc_lane *l, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+void rpc_fifo_free(rpc_fifo *q);
+/* Waits for in-flight calls to end, stops the client thread, destroys the channels. */
+void rpc_client_stop(rpc_tr *t);
+
+/* rpc_port.c: binds (SO_REUSEADDR) and releases address; HDMLP_E_IO naming it and the
+ * cause if that fails. Run before gRPC's bind, whose failure gRPC logs to stderr. */
+int rpc_bind_check(const char *address);
+
+/* rpc_server.c */
+int rpc_server_start(rpc_tr *t);
+void rpc_server_stop(rpc_tr *t);
+
+#endif

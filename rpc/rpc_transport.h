@@ -1,0 +1,80 @@
+/*
+ * The gRPC peer transport, with the knobs rpc_transport_create() leaves at defaults.
+ * Internal to rpc/ and its tests.
+ *
+ * Shape. Every rank runs one gRPC server (its own completion-queue thread) with a single
+ * unary method, /hdmlp.Peer/Deliver, whose request is an Envelope holding one or more
+ * messages (rpc_codec.h) and whose response is empty. Towards each peer there is one
+ * channel and one "lane": two FIFO queues of packed messages, `urgent` (REQUEST, DONE and
+ * SAMPLE answers, prefetch == 0) and `prefetch` (SAMPLE prefetch == 1), and at most one
+ * call in flight. A call takes every urgent message first, then prefetches, up to
+ * batch_bytes (at least one message). One client completion-queue thread per transport
+ * chains the calls and sends liveness probes; send() starts a call itself when the lane
+ * is idle, so it never waits for the network.
+ *
+ * Order. One call in flight per lane and one server thread make delivery FIFO per
+ * (sender, receiver) pair within each class; an urgent message may overtake prefetches
+ * queued before it, never the reverse within its class. A server answers a call (OK) once
+ * it has validated the whole Envelope and before calling on_msg for its messages, in
+ * order, on the server thread: on_msg is never called concurrently for one transport.
+ *
+ * Failure. Calls are wait-for-ready with a deadline of cfg->peer_timeout_ms, so a peer
+ * that is not listening yet is waited for, up to the timeout. An idle lane sends an empty
+ * Envelope (a probe) every timeout/4, so a dead or hung peer is noticed within about
+ * 1.25 x timeout even when nothing is being sent to it. The first failed call (deadline,
+ * connection lost, rejection by the peer) or an overflowing queue marks the peer failed:
+ * its queued messages are dropped, send() to it returns HDMLP_E_PEER, and on_error is
+ * called once for it, on the client thread, with "rank R (host:port): cause". Nothing is
+ * ever retried (a retried call could deliver twice). on_error is not called once destroy()
+ * has begun.
+ */
+#ifndef HDMLP_RPC_TRANSPORT_H
+#define HDMLP_RPC_TRANSPORT_H
+
+#include "rpc.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct rpc_opts {
+    uint64_t max_data;    /* largest SAMPLE payload sent or accepted (RPC_DEFAULT_MAX_DATA) */
+    uint64_t queue_bytes; /* per-peer cap on queued, unsent bytes (64 MiB; a message always
+                             fits an empty queue) */
+    uint64_t batch_bytes; /* target payload of one call (1 MiB; at most max_data) */
+    uint32_t drain_ms;    /* destroy() waits this long at most for queued messages to go
+                             out (min(timeout, 2000)) */
+} rpc_opts;
+
+/* Fills *o with the defaults for cfg. */
+void rpc_opts_default(const struct hdmlp_config *cfg, rpc_opts *o);
+
+/* rpc_transport_create with explicit options (NULL = defaults). Errors: HDMLP_E_INVAL
+ * (world, rank or peers inconsistent), HDMLP_E_IO (cannot listen: names the address),
+ * HDMLP_E_NOMEM. */
+int rpc_transport_create_opts(const struct hdmlp_config *cfg, const peer_handler *h,
+                              const rpc_opts *opts, peer_transport **out);
+
+/* The port the transport's server is bound to (useful with listen "host:0"). */
+int rpc_transport_port(const peer_transport *t);
+
+typedef struct rpc_stats {
+    uint64_t calls_sent;  /* Deliver calls that completed OK (probes included) */
+    uint64_t probes_sent; /* of which empty probes */
+    uint64_t msgs_sent;   /* messages in calls that completed OK */
+    uint64_t bytes_sent;  /* Envelope bytes of those calls */
+    uint64_t msgs_recv;   /* messages handed to on_msg */
+    uint64_t bytes_recv;  /* Envelope bytes of accepted calls */
+    uint64_t rejected;    /* incoming calls rejected (malformed, token, size, method) */
+} rpc_stats;
+
+/* Counters since creation. Thread-safe. */
+void rpc_transport_stats(peer_transport *t, rpc_stats *out);
+
+/* Picks a free TCP port on `host` (an address of this machine, IPv4 or IPv6, or a name)
+ * by binding port 0 and reading it back, and writes "host:port" into out (cap bytes;
+ * "[v6]:port" for IPv6 literals). The port is released before returning, so another
+ * process may take it before the server binds it (a small race; the server's bind then
+ * fails with HDMLP_E_IO naming the address). HDMLP_E_IO / HDMLP_E_INVAL / HDMLP_E_RANGE. */
+int rpc_pick_endpoint(const char *host, char *out, size_t cap);
+
+#endif
