@@ -241,7 +241,9 @@ HDMLP_API int hdmlp_loader_create(hdmlp_dataset *ds, const hdmlp_config *cfg,
  * released (their memory is freed on release). Not concurrent with hdmlp_loader_next. */
 HDMLP_API void hdmlp_loader_free(hdmlp_loader *ld);
 /* Blocks until the next batch is ready and hands it out in *out (owned by the caller until
- * hdmlp_batch_release). Returns HDMLP_END (with *out = NULL) after the last epoch, or an
+ * hdmlp_batch_release). Returns HDMLP_END (with *out = NULL) after the last epoch;
+ * HDMLP_E_NOMEM (resumable) when unreleased batches hold the budget for more than a
+ * second (release some and call again); or an
  * error that a worker met (with detail naming segment, chunk and sample). Only one thread
  * may call it at a time. */
 HDMLP_API int hdmlp_loader_next(hdmlp_loader *ld, hdmlp_batch **out);

@@ -10,6 +10,9 @@
 #include <string.h>
 #include <time.h>
 
+/* How long a consumer blocked only by unreleased batches waits for a release. */
+#define STUCK_GRACE_NS (1000ull * 1000000ull)
+
 static uint64_t now_ns(void)
 {
     struct timespec ts;
@@ -65,6 +68,7 @@ static ld_item *front(hdmlp_loader *ld)
 /* Waits (lock held) until the next planned item is ready and pops it into *out. */
 static int take_item(hdmlp_loader *ld, ld_item *out, const struct timespec *deadline)
 {
+    uint64_t stuck_since = 0;
     for (;;) {
         if (ld->failed) {
             return hd_err(ld->failed, "%s", ld->fail_detail);
@@ -95,6 +99,26 @@ static int take_item(hdmlp_loader *ld, ld_item *out, const struct timespec *dead
             return HDMLP_END;
         }
         if (it == NULL && plan_stuck(ld)) {
+            /* Only released batches can free memory now. Another thread may be about to
+             * release some: give it a grace period before reporting. */
+            if (ld->outstanding_batches > 0 && stuck_since == 0) {
+                stuck_since = now_ns();
+            }
+            if (ld->outstanding_batches > 0 && now_ns() - stuck_since < STUCK_GRACE_NS) {
+                struct timespec until;
+                clock_gettime(CLOCK_REALTIME, &until);
+                until.tv_nsec += 50 * 1000000L;
+                if (until.tv_nsec >= 1000000000L) {
+                    until.tv_sec++;
+                    until.tv_nsec -= 1000000000L;
+                }
+                pthread_cond_timedwait(&ld->ready_cv, &ld->lock, &until);
+                const int prc = plan_advance(ld);
+                if (prc != HDMLP_OK) {
+                    return loader_fail(ld, prc, hdmlp_last_error());
+                }
+                continue;
+            }
             return hd_err(
                 HDMLP_E_NOMEM,
                 "loader: memory budget exhausted (%llu of %llu bytes accounted) while "
