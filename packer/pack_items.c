@@ -84,8 +84,18 @@ int pack_add_item(pack_ctx *ctx, uint32_t input, const void *key, size_t key_len
 
 /* ---- labels ----------------------------------------------------------------------------- */
 
+static int is_root_label(const pack_labels *lt, uint32_t id)
+{
+    return lt->len[id] == 1 && lt->names.p[lt->off[id]] == '.';
+}
+
+/* The label "." (root files) first, then bytewise order. */
 static int label_cmp(const pack_labels *lt, uint32_t a, uint32_t b)
 {
+    const int ra = is_root_label(lt, a), rb = is_root_label(lt, b);
+    if (ra || rb) {
+        return rb - ra;
+    }
     const size_t la = lt->len[a], lb = lt->len[b];
     const int c = memcmp(lt->names.p + lt->off[a], lt->names.p + lt->off[b], la < lb ? la : lb);
     if (c != 0) {

@@ -22,7 +22,7 @@ static const char usage_text[] =
     "files): globally shuffled, grouped into chunks of K samples, 4 KiB aligned.\n"
     "\n"
     "Inputs (several merge; labels are the union of their names, numbered in\n"
-    "bytewise sorted order; keys need not be unique):\n"
+    "bytewise sorted order, \".\" first; keys need not be unique):\n"
     "  DIR            each subdirectory of DIR is a label and every file below it\n"
     "                 a sample of that label; files directly in DIR get the label\n"
     "                 \".\". Keys are paths relative to DIR. Entries are visited in\n"

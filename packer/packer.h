@@ -33,7 +33,8 @@
  *     whose first byte is '#' are skipped; a malformed line is an error naming FILE:LINE.
  *     The key is the PATH column as written.
  *   Several inputs merge. Label names are the union over all inputs, numbered in
- *   bytewise-sorted order. Keys need not be unique.
+ *   bytewise-sorted order, except that "." (root files/members) is always label 0 when
+ *   present. Keys need not be unique.
  *
  * Order and reproducibility
  *   Samples are sorted by (input position, key bytes, scan order), then shuffled with
