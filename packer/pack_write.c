@@ -5,7 +5,8 @@
  *
  * Memory: at most `window` (2 × threads) chunks are in flight, and no more than
  * INFLIGHT_BUDGET bytes of chunk buffers unless a single chunk is larger (it then goes
- * alone). Workers wait on condition variables; nothing spins or sleeps. */
+ * alone); idle buffers kept for reuse add at most POOL_BYTES. Workers wait on condition
+ * variables; nothing spins or sleeps. */
 #include "pack_internal.h"
 
 #include <pthread.h>
@@ -13,6 +14,7 @@
 #include <string.h>
 
 #define INFLIGHT_BUDGET (256ull << 20)
+#define POOL_BYTES (64ull << 20) /* idle chunk buffers kept for reuse */
 #define PREFETCH_BYTES (32ull << 20)
 #define PREFETCH_SAMPLES 4096u
 #define ERRMSG_MAX 1024
@@ -44,6 +46,7 @@ typedef struct wr_state {
     uint8_t **pool; /* recycled chunk buffers (at most `window`), with their capacities */
     uint64_t *pool_cap;
     uint64_t pool_n;
+    uint64_t pool_bytes;
     int stop;
     int err;
     char errmsg[ERRMSG_MAX];
@@ -85,6 +88,7 @@ static uint8_t *pool_get(wr_state *s, uint64_t need, uint64_t *cap)
         if (s->pool_cap[i - 1] >= need) {
             buf = s->pool[i - 1];
             *cap = s->pool_cap[i - 1];
+            s->pool_bytes -= *cap;
             s->pool[i - 1] = s->pool[s->pool_n - 1];
             s->pool_cap[i - 1] = s->pool_cap[s->pool_n - 1];
             s->pool_n--;
@@ -99,14 +103,15 @@ static uint8_t *pool_get(wr_state *s, uint64_t need, uint64_t *cap)
     return buf;
 }
 
-/* Returns a buffer to the pool; frees it if the pool is full or it is huge. */
+/* Returns a buffer to the pool; frees it if the pool is full. */
 static void pool_put(wr_state *s, uint8_t *buf, uint64_t cap)
 {
     if (!buf) {
         return;
     }
     pthread_mutex_lock(&s->mu);
-    if (s->pool_n < s->window && cap <= INFLIGHT_BUDGET / s->window) {
+    if (s->pool_n < s->window && s->pool_bytes + cap <= POOL_BYTES) {
+        s->pool_bytes += cap;
         s->pool[s->pool_n] = buf;
         s->pool_cap[s->pool_n++] = cap;
         buf = NULL;
