@@ -6,3 +6,22 @@ hdmlp_add_test(NAME test_rpc
   TIMEOUT 600)
 target_include_directories(test_rpc PRIVATE ${PROJECT_SOURCE_DIR}/rpc
   $<TARGET_PROPERTY:hdmlp_rpc,INTERFACE_INCLUDE_DIRECTORIES>)
+
+# MPI bootstrap under mpirun (skipped when mpirun is missing). OpenMPI as root needs the
+# ALLOW_RUN_AS_ROOT pair; ob1/vader avoid probing UCX (TOOLCHAIN.md).
+add_executable(rpc_mpi_boot ${CMAKE_CURRENT_LIST_DIR}/rpc_mpi_boot.c)
+target_link_libraries(rpc_mpi_boot PRIVATE hdmlp_static MPI::MPI_C)
+target_include_directories(rpc_mpi_boot PRIVATE ${PROJECT_SOURCE_DIR}/rpc)
+find_program(HDMLP_MPIRUN NAMES mpirun mpiexec)
+if(HDMLP_MPIRUN)
+  set(RPC_MPI_ENV OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+      OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none)
+  add_test(NAME rpc_mpi_boot_np3
+    COMMAND ${HDMLP_MPIRUN} -np 3 --oversubscribe $<TARGET_FILE:rpc_mpi_boot>)
+  add_test(NAME rpc_mpi_boot_app_init_np2
+    COMMAND ${HDMLP_MPIRUN} -np 2 --oversubscribe $<TARGET_FILE:rpc_mpi_boot> app-init)
+  set_tests_properties(rpc_mpi_boot_np3 rpc_mpi_boot_app_init_np2 PROPERTIES
+    TIMEOUT 120 ENVIRONMENT "${RPC_MPI_ENV}")
+else()
+  message(STATUS "mpirun not found: rpc_mpi_boot tests not registered")
+endif()
