@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -188,12 +189,14 @@ static int parse_compress(const char *s, pack_opts *o)
 
 /* ---- signals, callbacks -------------------------------------------------------------- */
 
-static volatile sig_atomic_t g_stop; /* set by SIGINT/SIGTERM; the CLI's, not the library's */
+/* Set by SIGINT/SIGTERM, read by the library's threads through cb_cancel: a lock-free
+ * atomic (async-signal-safe and race-free). The CLI's state, not the library's. */
+static atomic_int g_stop;
 
 static void on_signal(int sig)
 {
     (void)sig;
-    g_stop = 1;
+    atomic_store(&g_stop, 1);
 }
 
 static void install_signals(void)
@@ -214,7 +217,7 @@ typedef struct cli {
 static int cb_cancel(void *arg)
 {
     (void)arg;
-    return g_stop != 0;
+    return atomic_load_explicit(&g_stop, memory_order_relaxed) != 0;
 }
 
 static void cb_progress(void *arg, const pack_progress *p)
