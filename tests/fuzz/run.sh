@@ -3,17 +3,18 @@
 # copy of its seed corpus. Exits non-zero if a build fails or a target finds a crash.
 #
 #   tests/fuzz/run.sh                 build and fuzz every target
-#   tests/fuzz/run.sh index           only fuzz_index (names: index, chunk)
+#   tests/fuzz/run.sh index           only fuzz_index (names: index, chunk, rpc)
 #   tests/fuzz/run.sh --gen-corpus    regenerate tests/fuzz/corpus/* (no fuzzing)
 #
-# Needs clang with the libFuzzer runtime (Debian: clang-14 + libclang-rt-14-dev).
+# Needs clang with the libFuzzer runtime (Debian: clang-14 + libclang-rt-14-dev); fuzz_rpc
+# also needs protoc-c and libprotobuf-c-dev.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 CC=${FUZZ_CC:-clang}
 seconds=${FUZZ_SECONDS:-30}
-targets=(index chunk)
+targets=(index chunk rpc)
 work=$(mktemp -d "${TMPDIR:-/tmp}/hdmlp-fuzz.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
@@ -21,10 +22,23 @@ srcs=(format/*.c)
 common=(-g -D_GNU_SOURCE -std=c11 -I include -I format)
 libs=(-lzstd -lxxhash)
 
+# Extra sources, flags and libraries of one target (fuzz_rpc: the protobuf-c codec).
+extra=()
+target_extra() {
+    extra=()
+    if [ "$1" = rpc ]; then
+        mkdir -p "$work/gen"
+        protoc-c --proto_path=rpc --c_out="$work/gen" rpc/hdmlp.proto
+        extra=(-I loader -I rpc -I "$work/gen" rpc/rpc_codec.c "$work/gen/hdmlp.pb-c.c"
+            -lprotobuf-c)
+    fi
+}
+
 if [ "${1:-}" = "--gen-corpus" ]; then
     for t in "${targets[@]}"; do
+        target_extra "$t"
         "$CC" -O1 "${common[@]}" -DFUZZ_GEN_CORPUS "${srcs[@]}" "tests/fuzz/fuzz_$t.c" \
-            "${libs[@]}" -o "$work/gen_$t"
+            "${extra[@]}" "${libs[@]}" -o "$work/gen_$t"
         rm -rf "tests/fuzz/corpus/$t"
         mkdir -p "tests/fuzz/corpus/$t"
         "$work/gen_$t" "tests/fuzz/corpus/$t"
@@ -51,8 +65,9 @@ for t in "${targets[@]}"; do
         exit 2
     fi
     echo "fuzz: building fuzz_$t"
+    target_extra "$t"
     "$CC" -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-        "${common[@]}" "${srcs[@]}" "$src" "${libs[@]}" -o "$work/fuzz_$t"
+        "${common[@]}" "${srcs[@]}" "$src" "${extra[@]}" "${libs[@]}" -o "$work/fuzz_$t"
     mkdir -p "$work/corpus_$t" "$work/artifacts_$t"
     if [ -d "tests/fuzz/corpus/$t" ]; then
         cp -r "tests/fuzz/corpus/$t/." "$work/corpus_$t/"
