@@ -154,6 +154,7 @@ typedef struct pack_segw {
     fmt_segment *segs;
     uint32_t n_segs, cap_segs;
     uint64_t file_bytes;
+    int deferred; /* closed segments await the final syncfs */
 } pack_segw;
 
 void pack_segw_init(pack_segw *w, int dirfd, const char *dir, uint64_t limit);

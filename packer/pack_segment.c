@@ -48,13 +48,25 @@ static void writeback(pack_segw *w, int all)
 #endif
 }
 
+/* Segments beyond the first FSYNC_EACH are not fsynced one by one (one file per chunk
+ * makes that thousands of journal commits): their writeback is started when they are
+ * closed and one syncfs() at the end makes them all durable before the index is written. */
+#define FSYNC_EACH 16u
+
 static int seg_close(pack_segw *w)
 {
     if (w->fd < 0) {
         return HDMLP_OK;
     }
     int rc = HDMLP_OK;
-    if (fsync(w->fd) != 0) {
+#ifdef HDMLP_HAVE_SYNCFS
+    const int defer = w->n_segs > FSYNC_EACH;
+#else
+    const int defer = 0;
+#endif
+    if (defer) {
+        w->deferred = 1;
+    } else if (fsync(w->fd) != 0) {
         rc = seg_err(w, "fsync", errno);
     }
     if (close(w->fd) != 0 && rc == HDMLP_OK) {
@@ -133,7 +145,14 @@ int pack_segw_finish(pack_segw *w)
     if (w->fd >= 0) {
         writeback(w, 1);
     }
-    return seg_close(w);
+    int rc = seg_close(w);
+#ifdef HDMLP_HAVE_SYNCFS
+    if (rc == HDMLP_OK && w->deferred && syncfs(w->dirfd) != 0) {
+        rc = hd_err(hd_errno_code(errno), "cannot sync the segments in %s: %s", w->dir,
+                    strerror(errno));
+    }
+#endif
+    return rc;
 }
 
 void pack_segw_free(pack_segw *w)
