@@ -110,6 +110,10 @@ HDMLP_API uint32_t hdmlp_dataset_segment_count(const hdmlp_dataset *ds);
 HDMLP_API uint32_t hdmlp_dataset_label_count(const hdmlp_dataset *ds);
 /* Seed the packer shuffled with. */
 HDMLP_API uint64_t hdmlp_dataset_seed(const hdmlp_dataset *ds);
+/* Unix time the pack finished (or $SOURCE_DATE_EPOCH at packing). */
+HDMLP_API uint64_t hdmlp_dataset_created(const hdmlp_dataset *ds);
+/* Bytes of the zstd dictionary stored in the index (0 if none). */
+HDMLP_API uint64_t hdmlp_dataset_dict_size(const hdmlp_dataset *ds);
 /* Sum over samples of raw (decompressed) and stored bytes. */
 HDMLP_API uint64_t hdmlp_dataset_raw_bytes(const hdmlp_dataset *ds);
 HDMLP_API uint64_t hdmlp_dataset_stored_bytes(const hdmlp_dataset *ds);

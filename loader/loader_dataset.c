@@ -394,6 +394,10 @@ uint64_t hdmlp_dataset_chunk_count(const hdmlp_dataset *ds) { return ds->ix.h.n_
 uint32_t hdmlp_dataset_segment_count(const hdmlp_dataset *ds) { return ds->ix.h.n_segments; }
 uint32_t hdmlp_dataset_label_count(const hdmlp_dataset *ds) { return ds->ix.h.n_labels; }
 uint64_t hdmlp_dataset_seed(const hdmlp_dataset *ds) { return ds->ix.h.pack_seed; }
+
+uint64_t hdmlp_dataset_created(const hdmlp_dataset *ds) { return ds->ix.h.created; }
+
+uint64_t hdmlp_dataset_dict_size(const hdmlp_dataset *ds) { return ds->ix.dict_len; }
 uint64_t hdmlp_dataset_raw_bytes(const hdmlp_dataset *ds) { return ds->ix.h.raw_bytes; }
 uint64_t hdmlp_dataset_stored_bytes(const hdmlp_dataset *ds) { return ds->ix.h.stored_bytes; }
 

@@ -44,31 +44,6 @@ static void put_escaped(FILE *f, const char *s, size_t n)
     }
 }
 
-/* The dictionary size and creation time are in the index header (FORMAT.md) but have no
- * getter in hdmlp.h yet; read those two fields from the header directly. */
-static void header_extras(const char *path, uint64_t *dict_len, uint64_t *created, int *ok)
-{
-    *ok = 0;
-    char name[4096];
-    snprintf(name, sizeof(name), "%s/index", path);
-    const int fd = open(name, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        return;
-    }
-    unsigned char h[256];
-    if (pread(fd, h, sizeof(h), 0) == (ssize_t)sizeof(h)) {
-        uint64_t c = 0, d = 0;
-        for (int i = 7; i >= 0; i--) {
-            c = c << 8 | h[64 + i];
-            d = d << 8 | h[88 + 5 * 16 + 8 + i]; /* sections[5] (dict).length */
-        }
-        *created = c;
-        *dict_len = d;
-        *ok = 1;
-    }
-    close(fd);
-}
-
 int pack_cmd_info(const char *path)
 {
     hdmlp_dataset *ds;
@@ -107,14 +82,10 @@ int pack_cmd_info(const char *path)
     printf("codecs        none %llu, zstd %llu, zstd+dict %llu\n",
            (unsigned long long)codecs[0], (unsigned long long)codecs[1],
            (unsigned long long)codecs[2]);
-    uint64_t dict_len = 0, created = 0;
-    int have_extras;
-    header_extras(path, &dict_len, &created, &have_extras);
-    if (have_extras) {
-        printf("dictionary    %llu bytes\n", (unsigned long long)dict_len);
-    }
+    printf("dictionary    %llu bytes\n", (unsigned long long)hdmlp_dataset_dict_size(ds));
     printf("seed          %llu\n", (unsigned long long)hdmlp_dataset_seed(ds));
-    if (have_extras) {
+    {
+        const uint64_t created = hdmlp_dataset_created(ds);
         char when[64] = "?";
         const time_t t = (time_t)created;
         struct tm tm;

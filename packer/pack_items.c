@@ -48,7 +48,8 @@ int pack_add_item(pack_ctx *ctx, uint32_t input, const void *key, size_t key_len
                   uint32_t label, uint64_t size, uint64_t src, const char *what)
 {
     if (key_len > FMT_MAX_KEY_LEN) {
-        return hd_err(HDMLP_E_RANGE, "%s: name longer than %u bytes", what, FMT_MAX_KEY_LEN);
+        return hd_err(HDMLP_E_RANGE, "name longer than %u bytes (%zu): %.200s...",
+                      FMT_MAX_KEY_LEN, key_len, what);
     }
     if (ctx->keys.len + key_len > UINT32_MAX) {
         return hd_err(HDMLP_E_RANGE, "%s: sample names exceed 4 GiB in total", what);
