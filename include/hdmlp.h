@@ -301,6 +301,19 @@ typedef struct hdmlp_stats {
 
 HDMLP_API int hdmlp_loader_stats(hdmlp_loader *ld, hdmlp_stats *out);
 
+/* Predicts what a loader made with (ds, cfg) would do over cfg's epochs (which must be
+ * bounded), without reading sample data: a metadata-only replay of the same decisions.
+ * Fills *out with the counters a run reports when it ends (samples, batches, epochs,
+ * requests, hits, misses, chunk_loads, read_ops, bytes_read, bytes_delivered, whole and
+ * ranged refills, fill histogram, abstract chunks; timing fields 0); for world > 1, this
+ * rank's. Optional arrays (NULL to skip): chunk_loads[c] = loads of chunk c by this rank
+ * (hdmlp_dataset_chunk_count entries), first_use[c] = the first load's sequence number
+ * (epoch × N + global position; UINT64_MAX if never), epoch_bytes_read[e] = bytes this rank
+ * reads from storage in epoch e (epochs entries). Thread-safe with respect to ds. */
+HDMLP_API int hdmlp_loader_forecast(hdmlp_dataset *ds, const hdmlp_config *cfg,
+                                    hdmlp_stats *out, uint64_t *chunk_loads,
+                                    uint64_t *first_use, uint64_t *epoch_bytes_read);
+
 #ifdef __cplusplus
 }
 #endif

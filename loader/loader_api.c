@@ -1,13 +1,7 @@
 /*
  * Loader lifetime: sizing abstract memory from the budget, creation, teardown, stats.
  *
- * Budget split (all of it accounted): one whole-chunk read buffer and two batches of the
- * largest sample are reserved so the consumer can always progress while it holds one
- * batch; the remote-memory cap (world > 1) is set aside for samples peers push ahead of
- * need; of the rest, 1/8 is lookahead room (samples planned ahead and refills in flight)
- * and 7/8 caps the bytes held in valid slots. Each rank gets A_r = that cap /
- * (K × mean raw sample size) abstract chunks; there are A = min(C, world × A_r) in all,
- * and rank r owns the groups g with g % world == r.
+ * Memory sizing is in loader_sizing.c.
  */
 #include "loader_core.h"
 #include "loader_sampler.h"
@@ -89,66 +83,6 @@ static void loader_release_all(hdmlp_loader *ld)
     ld->workers = NULL;
 }
 
-static void fmt_bytes(char *buf, size_t cap, uint64_t v)
-{
-    const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    double d = (double)v;
-    int u = 0;
-    while (d >= 1024.0 && u < 4) {
-        d /= 1024.0;
-        u++;
-    }
-    snprintf(buf, cap, "%.1f %s", d, units[u]);
-}
-
-/* Sizes abstract memory; HDMLP_E_RANGE naming the minimum if the budget is too small. */
-static int size_memory(hdmlp_loader *ld, uint64_t *abstract_chunks)
-{
-    const fmt_index *ix = ld->ix;
-    const uint64_t n = ix->h.n_samples;
-    const uint32_t k = ix->h.chunk_size;
-    uint64_t max_raw = 0;
-    for (uint64_t i = 0; i < n; i++) {
-        const uint64_t raw = fmt_ld64(ix->samples + i * FMT_SAMPLE_REC_LEN + 16);
-        max_raw = raw > max_raw ? raw : max_raw;
-    }
-    const uint64_t mean = ix->h.raw_bytes / n > 0 ? ix->h.raw_bytes / n : 1;
-    const uint64_t batch = ld->cfg.batch < n ? ld->cfg.batch : n;
-    ld->remote_cap = 0;
-    if (ld->world > 1) {
-        ld->remote_cap = ld->cfg.remote_memory ? ld->cfg.remote_memory : ld->cfg.memory / 10;
-    }
-    const uint64_t reserve = refill_max_buffer(ix) + 2 * batch * max_raw + ld->remote_cap;
-    const uint64_t one_chunk = (uint64_t)k * mean;
-    const uint64_t minimum = reserve + one_chunk + (one_chunk + 6) / 7;
-    if (ld->cfg.memory < minimum) {
-        char have[32], need[32];
-        fmt_bytes(have, sizeof(have), ld->cfg.memory);
-        fmt_bytes(need, sizeof(need), minimum);
-        return hd_err(
-            HDMLP_E_RANGE,
-            "memory budget %s (%llu bytes) is too small for this dataset: at least %s "
-            "(%llu bytes) is needed for one abstract chunk of %u samples, a chunk read "
-            "buffer, two batches of the largest sample and the remote memory",
-            have, (unsigned long long)ld->cfg.memory, need, (unsigned long long)minimum, k);
-    }
-    const uint64_t avail = ld->cfg.memory - reserve;
-    ld->slot_cap = avail - avail / 8;
-    uint64_t a = ld->slot_cap / one_chunk;
-    a = a < 1 ? 1 : a;
-    a = a > ix->h.n_chunks / ld->world ? ix->h.n_chunks / ld->world : a;
-    a *= ld->world;
-    if (a < ld->world) {
-        return hd_err(
-            HDMLP_E_RANGE,
-            "loader: %llu chunks cannot be shared by %u ranks (each rank owns at least "
-            "one chunk group); use fewer ranks or a smaller chunk size",
-            (unsigned long long)ix->h.n_chunks, ld->world);
-    }
-    *abstract_chunks = a;
-    return HDMLP_OK;
-}
-
 static int check_distributed(const struct hdmlp_config *cfg, peer_transport_factory factory)
 {
     if (cfg->world == 1) {
@@ -226,8 +160,12 @@ int loader_create_with(hdmlp_dataset *ds, const hdmlp_config *cfg,
     pthread_cond_init(&ld->ready_cv, NULL);
 
     uint64_t a = 0;
-    rc = size_memory(ld, &a);
+    loader_sizing sz;
+    rc = loader_size(ld->ix, &ld->cfg, &sz);
     if (rc == HDMLP_OK) {
+        a = sz.abstract_chunks;
+        ld->slot_cap = sz.slot_cap;
+        ld->remote_cap = sz.remote_cap;
         const sched_params sp = {a, cfg->policy, cfg->seed, ld->slot_cap};
         rc = sched_create(ld->ix, &sp, &ld->sch);
     }

@@ -15,6 +15,7 @@
 #include "loader_peer.h"
 #include "loader_refill.h"
 #include "loader_sched.h"
+#include "loader_sizing.h"
 
 #include <pthread.h>
 

@@ -1,0 +1,16 @@
+/* Memory sizing (see loader_sizing.c). */
+#ifndef HDMLP_LOADER_SIZING_H
+#define HDMLP_LOADER_SIZING_H
+
+#include "loader.h"
+
+typedef struct loader_sizing {
+    uint64_t abstract_chunks; /* A, over all ranks */
+    uint64_t slot_cap;        /* cap on raw bytes in this rank's valid slots */
+    uint64_t remote_cap;      /* cap on samples received ahead of need */
+} loader_sizing;
+
+/* HDMLP_E_RANGE naming the minimum budget when cfg->memory is too small. */
+int loader_size(const fmt_index *ix, const struct hdmlp_config *cfg, loader_sizing *out);
+
+#endif

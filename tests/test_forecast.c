@@ -1,0 +1,180 @@
+/* The forecast (metadata-only replay) equals what loaders actually do, field by field. */
+#include "hdmlp.h"
+#include "loader.h"
+#include "support/fakenet.h"
+#include "support/testds.h"
+
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void expect_same(const hdmlp_stats *f, const hdmlp_stats *a, const char *what)
+{
+#define SAME(field)                                                                            \
+    cr_expect_eq(f->field, a->field, "%s: " #field " forecast %llu, actual %llu", what,        \
+                 (unsigned long long)f->field, (unsigned long long)a->field)
+    SAME(samples);
+    SAME(batches);
+    SAME(epochs);
+    SAME(requests);
+    SAME(hits);
+    SAME(misses);
+    SAME(chunk_loads);
+    SAME(read_ops);
+    SAME(bytes_read);
+    SAME(bytes_delivered);
+    SAME(stored_bytes_delivered);
+    SAME(samples_filled);
+    SAME(whole_refills);
+    SAME(ranged_refills);
+    SAME(abstract_chunks);
+    for (int i = 0; i < 11; i++) {
+        SAME(fill_hist[i]);
+    }
+#undef SAME
+}
+
+static hdmlp_config *config(hdmlp_dataset *ds, double frac, hdmlp_refill refill, int drop_last)
+{
+    hdmlp_config *cfg = NULL;
+    hdmlp_config_create(&cfg);
+    hdmlp_config_set_memory(cfg, (uint64_t)(hdmlp_dataset_raw_bytes(ds) * frac));
+    hdmlp_config_set_epochs(cfg, 3);
+    hdmlp_config_set_batch_size(cfg, 24);
+    hdmlp_config_set_seed(cfg, 1234);
+    hdmlp_config_set_refill(cfg, refill);
+    hdmlp_config_set_drop_last(cfg, drop_last);
+    hdmlp_config_set_threads(cfg, 2);
+    return cfg;
+}
+
+static void run_to_end(hdmlp_loader *ld, hdmlp_stats *st)
+{
+    hdmlp_batch *b;
+    int rc;
+    while ((rc = hdmlp_loader_next(ld, &b)) == HDMLP_OK) {
+        hdmlp_batch_release(b);
+    }
+    cr_assert_eq(rc, HDMLP_END, "%s: %s", hdmlp_err_name(rc), hdmlp_last_error());
+    hdmlp_loader_stats(ld, st);
+}
+
+Test(forecast, equals_a_single_rank_run, .timeout = 120)
+{
+    char dir[512];
+    cr_assert_eq(testds_mkdtemp("forecast", dir, sizeof(dir)), 0);
+    const testds_spec spec = {4099, 32, 3, 8, 100, 3000, 1, 0, 7};
+    cr_assert_eq(testds_write(dir, &spec), HDMLP_OK, "%s", hdmlp_last_error());
+    hdmlp_dataset *ds = NULL;
+    cr_assert_eq(hdmlp_dataset_open(dir, &ds), HDMLP_OK);
+    const hdmlp_refill modes[] = {HDMLP_REFILL_AUTO, HDMLP_REFILL_WHOLE, HDMLP_REFILL_RANGES};
+    const double fracs[] = {0.1, 0.3, 2.0};
+    for (int m = 0; m < 3; m++) {
+        for (int f = 0; f < 3; f++) {
+            hdmlp_config *cfg = config(ds, fracs[f], modes[m], f == 1);
+            hdmlp_stats fc, actual;
+            const uint64_t c = hdmlp_dataset_chunk_count(ds);
+            uint64_t *loads = calloc(c, sizeof(uint64_t));
+            uint64_t *first = calloc(c, sizeof(uint64_t));
+            uint64_t epoch_bytes[3];
+            cr_assert_eq(hdmlp_loader_forecast(ds, cfg, &fc, loads, first, epoch_bytes),
+                         HDMLP_OK, "%s", hdmlp_last_error());
+            hdmlp_loader *ld = NULL;
+            cr_assert_eq(hdmlp_loader_create(ds, cfg, &ld), HDMLP_OK, "%s", hdmlp_last_error());
+            run_to_end(ld, &actual);
+            hdmlp_loader_free(ld);
+            char what[64];
+            snprintf(what, sizeof(what), "refill %d, memory %.1f", (int)modes[m], fracs[f]);
+            expect_same(&fc, &actual, what);
+            uint64_t sum = 0;
+            for (uint64_t i = 0; i < c; i++) {
+                sum += loads[i];
+                cr_expect_geq(loads[i], 3, "chunk %llu is read at least once per epoch",
+                              (unsigned long long)i);
+                cr_expect_lt(first[i], 3 * 4099ull);
+            }
+            cr_expect_eq(sum, actual.chunk_loads);
+            cr_expect_eq(epoch_bytes[0] + epoch_bytes[1] + epoch_bytes[2], actual.bytes_read);
+            free(loads);
+            free(first);
+            hdmlp_config_free(cfg);
+        }
+    }
+    hdmlp_dataset_close(ds);
+    testds_rm_rf(dir);
+}
+
+typedef struct rank_run {
+    hdmlp_loader *ld;
+    hdmlp_stats st;
+} rank_run;
+
+static void *consume(void *arg)
+{
+    rank_run *r = arg;
+    run_to_end(r->ld, &r->st);
+    hdmlp_loader_free(r->ld);
+    return NULL;
+}
+
+Test(forecast, equals_each_rank_of_a_three_rank_run, .timeout = 120)
+{
+    char dir[512];
+    cr_assert_eq(testds_mkdtemp("forecast3", dir, sizeof(dir)), 0);
+    const testds_spec spec = {3001, 16, 0, 9, 200, 1500, 0, 0, 4};
+    cr_assert_eq(testds_write(dir, &spec), HDMLP_OK, "%s", hdmlp_last_error());
+    hdmlp_dataset *ds = NULL;
+    cr_assert_eq(hdmlp_dataset_open(dir, &ds), HDMLP_OK);
+    fakenet *hub = NULL;
+    fakenet_create(3, &hub);
+    const char *peers[3] = {"127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"};
+    rank_run runs[3];
+    hdmlp_stats fc[3];
+    for (uint32_t r = 0; r < 3; r++) {
+        hdmlp_config *cfg = config(ds, 0.3, HDMLP_REFILL_AUTO, 0);
+        hdmlp_config_set_rank(cfg, r, 3);
+        hdmlp_config_set_peers(cfg, peers, 3);
+        cr_assert_eq(hdmlp_loader_forecast(ds, cfg, &fc[r], NULL, NULL, NULL), HDMLP_OK, "%s",
+                     hdmlp_last_error());
+        cr_assert_eq(loader_create_with(ds, cfg, fakenet_factory, &runs[r].ld), HDMLP_OK);
+        hdmlp_config_free(cfg);
+    }
+    pthread_t th[3];
+    for (int r = 0; r < 3; r++) {
+        pthread_create(&th[r], NULL, consume, &runs[r]);
+    }
+    for (int r = 0; r < 3; r++) {
+        pthread_join(th[r], NULL);
+    }
+    for (int r = 0; r < 3; r++) {
+        char what[32];
+        snprintf(what, sizeof(what), "rank %d", r);
+        expect_same(&fc[r], &runs[r].st, what);
+    }
+    fakenet_free(hub);
+    hdmlp_dataset_close(ds);
+    testds_rm_rf(dir);
+}
+
+Test(forecast, refuses_unbounded_epochs)
+{
+    char dir[512];
+    cr_assert_eq(testds_mkdtemp("forecast-inf", dir, sizeof(dir)), 0);
+    const testds_spec spec = {100, 4, 0, 1, 10, 20, 0, 0, 1};
+    cr_assert_eq(testds_write(dir, &spec), HDMLP_OK);
+    hdmlp_dataset *ds = NULL;
+    cr_assert_eq(hdmlp_dataset_open(dir, &ds), HDMLP_OK);
+    hdmlp_config *cfg = NULL;
+    hdmlp_config_create(&cfg);
+    hdmlp_config_set_epochs(cfg, 0);
+    hdmlp_stats st;
+    cr_assert_eq(hdmlp_loader_forecast(ds, cfg, &st, NULL, NULL, NULL), HDMLP_E_INVAL);
+    hdmlp_config_set_epochs(cfg, 1);
+    cr_assert_eq(hdmlp_loader_forecast(ds, cfg, &st, NULL, NULL, NULL), HDMLP_OK);
+    cr_assert_eq(st.samples, 100);
+    hdmlp_config_free(cfg);
+    hdmlp_dataset_close(ds);
+    testds_rm_rf(dir);
+}
