@@ -103,14 +103,15 @@ int main(int argc, char **argv)
     hdmlp_dataset *ds = NULL;
     int rc = hdmlp_dataset_open(dir, &ds);
     if (rc != HDMLP_OK) {
-        fprintf(stderr, "dsdump: %s: %s (%s): %s\n", dir, hdmlp_strerror(rc), hdmlp_err_name(rc),
-                hdmlp_last_error());
+        fprintf(stderr, "dsdump: %s: %s (%s): %s\n", dir, hdmlp_strerror(rc),
+                hdmlp_err_name(rc), hdmlp_last_error());
         return 1;
     }
     const uint64_t n = hdmlp_dataset_sample_count(ds);
     const uint32_t nl = hdmlp_dataset_label_count(ds);
     printf("# samples=%" PRIu64 " chunk_size=%" PRIu32 " chunks=%" PRIu64 " segments=%" PRIu32
-           " labels=%" PRIu32 " seed=%" PRIu64 " raw_bytes=%" PRIu64 " stored_bytes=%" PRIu64 "\n",
+           " labels=%" PRIu32 " seed=%" PRIu64 " raw_bytes=%" PRIu64 " stored_bytes=%" PRIu64
+           "\n",
            n, hdmlp_dataset_chunk_size(ds), hdmlp_dataset_chunk_count(ds),
            hdmlp_dataset_segment_count(ds), nl, hdmlp_dataset_seed(ds),
            hdmlp_dataset_raw_bytes(ds), hdmlp_dataset_stored_bytes(ds));
@@ -157,15 +158,16 @@ int main(int argc, char **argv)
             size_t got = 0;
             rc = hdmlp_dataset_read_sample(ds, i, buf, cap, &got);
             if (rc != HDMLP_OK) {
-                fprintf(stderr, "dsdump: read sample %" PRIu64 ": %s: %s\n", i, hdmlp_strerror(rc),
-                        hdmlp_last_error());
+                fprintf(stderr, "dsdump: read sample %" PRIu64 ": %s: %s\n", i,
+                        hdmlp_strerror(rc), hdmlp_last_error());
                 status = 1;
                 putchar('\n');
                 continue;
             }
             if (got != si.raw_size) {
-                fprintf(stderr, "dsdump: sample %" PRIu64 ": read %zu bytes, raw_size %" PRIu64 "\n",
-                        i, got, si.raw_size);
+                fprintf(stderr,
+                        "dsdump: sample %" PRIu64 ": read %zu bytes, raw_size %" PRIu64 "\n", i,
+                        got, si.raw_size);
                 status = 1;
             }
             if (hash) {
@@ -187,11 +189,13 @@ int main(int argc, char **argv)
                 path[strlen(root) + 1 + si.key_size] = '\0';
                 const long rn = read_file(path, &ref, &ref_cap);
                 if (rn < 0) {
-                    fprintf(stderr, "dsdump: sample %" PRIu64 ": cannot read source %s\n", i, path);
+                    fprintf(stderr, "dsdump: sample %" PRIu64 ": cannot read source %s\n", i,
+                            path);
                     status = 1;
                 } else if ((size_t)rn != got || memcmp(ref, buf, got) != 0) {
                     fprintf(stderr,
-                            "dsdump: sample %" PRIu64 ": bytes differ from %s (%zu vs %ld bytes)\n",
+                            "dsdump: sample %" PRIu64
+                            ": bytes differ from %s (%zu vs %ld bytes)\n",
                             i, path, got, rn);
                     status = 1;
                 }
