@@ -6,6 +6,7 @@
 #include "loader_core.h"
 #include "loader_sampler.h"
 
+#include <pthread.h>
 #include <string.h>
 
 typedef struct forecast {
@@ -97,6 +98,96 @@ static int count_refill(forecast *f, const sched_step *st, hdmlp_stats *out,
     return HDMLP_OK;
 }
 
+typedef struct epoch_job {
+    forecast f;
+    const struct hdmlp_config *cfg;
+    const fmt_index *ix;
+    uint64_t first, step; /* epochs first, first + step, ... */
+    hdmlp_stats st;
+    uint64_t *chunk_loads, *first_use, *epoch_bytes_read; /* shared: disjoint epochs/chunks
+                                                             are merged after join */
+    uint64_t kept;
+    int rc;
+} epoch_job;
+
+/* Replays epochs job->first, +step, ... (epochs are independent: every slot is empty at
+ * an epoch boundary). */
+static void *run_epochs(void *arg)
+{
+    epoch_job *j = arg;
+    const fmt_index *ix = j->ix;
+    const struct hdmlp_config *cfg = j->cfg;
+    const uint64_t n = ix->h.n_samples;
+    const uint32_t k = ix->h.chunk_size;
+    const uint32_t world = cfg->world, rank = cfg->rank;
+    forecast *f = &j->f;
+    hdmlp_stats *out = &j->st;
+    int rc = HDMLP_OK;
+    for (uint64_t e = j->first; rc == HDMLP_OK && e < cfg->epochs; e += j->step) {
+        uint64_t bytes = 0;
+        for (uint32_t o = 0; rc == HDMLP_OK && o < world; o++) {
+            rc = sched_begin_epoch(f->owners[o], e);
+        }
+        sampler_epoch(cfg->seed, e, n, f->perm);
+        for (uint64_t p = 0; rc == HDMLP_OK && p < n; p++) {
+            const uint64_t x = f->perm[p];
+            const uint64_t g = sched_group_of_chunk(f->owners[0], x / k);
+            const uint32_t owner = (uint32_t)(g % world);
+            const uint32_t requester = (uint32_t)(p % world);
+            sched_step st; /* every owner sees all its positions, as in a real run */
+            rc = sched_request(f->owners[owner], x, &st);
+            if (rc != HDMLP_OK) {
+                break;
+            }
+            if (requester == rank && (!cfg->drop_last || p / world < j->kept)) {
+                out->samples++;
+                out->bytes_delivered += sched_sample_size(f->owners[owner], st.sample);
+                out->stored_bytes_delivered +=
+                    fmt_ld64(ix->samples + st.sample * FMT_SAMPLE_REC_LEN + 8);
+            }
+            if (owner != rank) {
+                continue;
+            }
+            out->requests++;
+            if (st.hit) {
+                out->hits++;
+                continue;
+            }
+            rc = count_refill(f, &st, out, &bytes);
+            if (j->chunk_loads != NULL) {
+                j->chunk_loads[st.chunk]++;
+            }
+            if (j->first_use != NULL && j->first_use[st.chunk] == UINT64_MAX) {
+                j->first_use[st.chunk] = e * n + p;
+            }
+        }
+        if (j->epoch_bytes_read != NULL) {
+            j->epoch_bytes_read[e] = bytes;
+        }
+    }
+    j->rc = rc;
+    return NULL;
+}
+
+static void add_stats(hdmlp_stats *to, const hdmlp_stats *from)
+{
+    to->samples += from->samples;
+    to->requests += from->requests;
+    to->hits += from->hits;
+    to->misses += from->misses;
+    to->chunk_loads += from->chunk_loads;
+    to->read_ops += from->read_ops;
+    to->bytes_read += from->bytes_read;
+    to->bytes_delivered += from->bytes_delivered;
+    to->stored_bytes_delivered += from->stored_bytes_delivered;
+    to->samples_filled += from->samples_filled;
+    to->whole_refills += from->whole_refills;
+    to->ranged_refills += from->ranged_refills;
+    for (int i = 0; i < 11; i++) {
+        to->fill_hist[i] += from->fill_hist[i];
+    }
+}
+
 int hdmlp_loader_forecast(hdmlp_dataset *ds, const hdmlp_config *cfg, hdmlp_stats *out,
                           uint64_t *chunk_loads, uint64_t *first_use,
                           uint64_t *epoch_bytes_read)
@@ -110,70 +201,87 @@ int hdmlp_loader_forecast(hdmlp_dataset *ds, const hdmlp_config *cfg, hdmlp_stat
     const fmt_index *ix = &ds->ix;
     const uint64_t n = ix->h.n_samples;
     const uint64_t c = ix->h.n_chunks;
-    const uint32_t k = ix->h.chunk_size;
-    const uint32_t world = cfg->world, rank = cfg->rank;
     memset(out, 0, sizeof(*out));
+    /* One thread per configured I/O thread, at most one per epoch. */
+    uint64_t nt = cfg->threads < cfg->epochs ? cfg->threads : cfg->epochs;
+    nt = nt < 1 ? 1 : nt;
+    epoch_job *jobs = hd_calloc(nt, sizeof(epoch_job));
+    if (jobs == NULL) {
+        return hd_err(HDMLP_E_NOMEM, "forecast: out of memory");
+    }
+    const uint64_t epoch_len = sampler_rank_count(n, cfg->rank, cfg->world);
+    const uint64_t batches_per_epoch =
+        cfg->drop_last ? epoch_len / cfg->batch : (epoch_len + cfg->batch - 1) / cfg->batch;
+    loader_sizing sz;
+    memset(&sz, 0, sizeof(sz));
+    int rc = HDMLP_OK;
+    uint64_t started = 0;
+    for (uint64_t t = 0; t < nt && rc == HDMLP_OK; t++) {
+        epoch_job *j = &jobs[t];
+        j->cfg = cfg;
+        j->ix = ix;
+        j->first = t;
+        j->step = nt;
+        j->kept = cfg->drop_last ? batches_per_epoch * cfg->batch : epoch_len;
+        j->epoch_bytes_read = epoch_bytes_read; /* each epoch written by one thread */
+        rc = forecast_init(&j->f, ix, cfg, &sz);
+        if (rc == HDMLP_OK && (chunk_loads != NULL || first_use != NULL)) {
+            j->chunk_loads = hd_calloc(c, sizeof(uint64_t));
+            j->first_use = hd_malloc(c * sizeof(uint64_t));
+            if (j->chunk_loads == NULL || j->first_use == NULL) {
+                rc = hd_err(HDMLP_E_NOMEM, "forecast: out of memory");
+            } else {
+                memset(j->first_use, 0xff, c * sizeof(uint64_t));
+            }
+        }
+    }
+    pthread_t *th = hd_calloc(nt, sizeof(pthread_t));
+    if (th == NULL && rc == HDMLP_OK) {
+        rc = hd_err(HDMLP_E_NOMEM, "forecast: out of memory");
+    }
+    for (uint64_t t = 1; rc == HDMLP_OK && t < nt; t++) {
+        if (pthread_create(&th[t], NULL, run_epochs, &jobs[t]) != 0) {
+            rc = hd_err(HDMLP_E_NOMEM, "forecast: cannot start a thread");
+            break;
+        }
+        started = t;
+    }
+    if (rc == HDMLP_OK) {
+        run_epochs(&jobs[0]);
+    }
+    for (uint64_t t = 1; t <= started; t++) {
+        pthread_join(th[t], NULL);
+    }
     if (chunk_loads != NULL) {
         memset(chunk_loads, 0, c * sizeof(uint64_t));
     }
     if (first_use != NULL) {
         memset(first_use, 0xff, c * sizeof(uint64_t));
     }
-    forecast f;
-    loader_sizing sz;
-    int rc = forecast_init(&f, ix, cfg, &sz);
-    const uint64_t epoch_len = sampler_rank_count(n, rank, world);
-    const uint64_t batches_per_epoch =
-        cfg->drop_last ? epoch_len / cfg->batch : (epoch_len + cfg->batch - 1) / cfg->batch;
-    const uint64_t kept = cfg->drop_last ? batches_per_epoch * cfg->batch : epoch_len;
-    for (uint64_t e = 0; rc == HDMLP_OK && e < cfg->epochs; e++) {
-        uint64_t bytes = 0;
-        for (uint32_t o = 0; rc == HDMLP_OK && o < world; o++) {
-            rc = sched_begin_epoch(f.owners[o], e);
+    for (uint64_t t = 0; t < nt; t++) {
+        epoch_job *j = &jobs[t];
+        if (rc == HDMLP_OK && j->rc != HDMLP_OK) {
+            rc = j->rc;
         }
-        sampler_epoch(cfg->seed, e, n, f.perm);
-        for (uint64_t p = 0; rc == HDMLP_OK && p < n; p++) {
-            const uint64_t x = f.perm[p];
-            const uint64_t g = sched_group_of_chunk(f.owners[0], x / k);
-            const uint32_t owner = (uint32_t)(g % world);
-            const uint32_t requester = (uint32_t)(p % world);
-            sched_step st; /* every owner sees all its positions, as in a real run */
-            rc = sched_request(f.owners[owner], x, &st);
-            if (rc != HDMLP_OK) {
-                break;
-            }
-            if (requester == rank && (!cfg->drop_last || p / world < kept)) {
-                fmt_sample rec;
-                fmt_index_sample(ix, st.sample, &rec);
-                out->samples++;
-                out->bytes_delivered += rec.raw_len;
-                out->stored_bytes_delivered += rec.stored_len;
-            }
-            if (owner != rank) {
-                continue;
-            }
-            out->requests++;
-            if (st.hit) {
-                out->hits++;
-                continue;
-            }
-            rc = count_refill(&f, &st, out, &bytes);
+        add_stats(out, &j->st);
+        for (uint64_t i = 0; j->chunk_loads != NULL && i < c; i++) {
             if (chunk_loads != NULL) {
-                chunk_loads[st.chunk]++;
+                chunk_loads[i] += j->chunk_loads[i];
             }
-            if (first_use != NULL && first_use[st.chunk] == UINT64_MAX) {
-                first_use[st.chunk] = e * n + p;
+            if (first_use != NULL && j->first_use[i] < first_use[i]) {
+                first_use[i] = j->first_use[i];
             }
         }
-        if (epoch_bytes_read != NULL) {
-            epoch_bytes_read[e] = bytes;
-        }
+        hd_free(j->chunk_loads);
+        hd_free(j->first_use);
+        forecast_free(&j->f);
     }
+    hd_free(th);
+    hd_free(jobs);
     out->epochs = rc == HDMLP_OK ? cfg->epochs : 0;
     out->batches = rc == HDMLP_OK ? batches_per_epoch * cfg->epochs : 0;
     out->memory_budget = cfg->memory;
     out->abstract_chunks = sz.abstract_chunks;
     out->chunk_groups = sz.abstract_chunks;
-    forecast_free(&f);
     return rc;
 }

@@ -25,15 +25,15 @@ struct sched {
     uint64_t *head;  /* A × K */
     uint64_t *order; /* scratch: chunk order of a group */
     uint32_t *fill;  /* K: fill set of the last miss */
+    uint64_t *size;  /* N: raw sizes, copied from the index for locality */
+    uint64_t *held;  /* A × K: raw size of the sample in each slot */
     uint64_t occupied;
     uint64_t slot_bytes;
 };
 
-static uint64_t raw_size(const sched *s, uint64_t x)
-{
-    /* raw_length of sample record x (FORMAT.md: samples section, offset 16). */
-    return fmt_ld64(s->ix->samples + x * FMT_SAMPLE_REC_LEN + 16);
-}
+static uint64_t raw_size(const sched *s, uint64_t x) { return s->size[x]; }
+
+uint64_t sched_sample_size(const sched *s, uint64_t x) { return s->size[x]; }
 
 static uint64_t group_first_chunk(const sched *s, uint64_t g)
 {
@@ -86,14 +86,20 @@ int sched_create(const fmt_index *ix, const sched_params *p, sched **out)
     s->head = hd_malloc(slots * sizeof(uint64_t));
     s->order = hd_malloc((s->q + 1) * sizeof(uint64_t));
     s->fill = hd_malloc(s->k * sizeof(uint32_t));
+    s->size = hd_malloc(s->n * sizeof(uint64_t));
+    s->held = hd_calloc(slots, sizeof(uint64_t));
     if (!s->unfilled || !s->empty || !s->holder || !s->next || !s->prev || !s->head ||
-        !s->order || !s->fill) {
+        !s->order || !s->fill || !s->size || !s->held) {
         sched_free(s);
         return hd_err(HDMLP_E_NOMEM, "scheduler: out of memory for %llu samples",
                       (unsigned long long)s->n);
     }
     for (uint64_t i = 0; i < slots; i++) {
         s->holder[i] = NIL;
+    }
+    for (uint64_t i = 0; i < s->n; i++) {
+        /* raw_length of sample record i (FORMAT.md: samples section, offset 16) */
+        s->size[i] = fmt_ld64(ix->samples + i * FMT_SAMPLE_REC_LEN + 16);
     }
     for (uint64_t g = 0; g < s->a; g++) {
         for (uint32_t t = 0; t < s->k; t++) {
@@ -117,6 +123,8 @@ void sched_free(sched *s)
     hd_free(s->head);
     hd_free(s->order);
     hd_free(s->fill);
+    hd_free(s->size);
+    hd_free(s->held);
     hd_free(s);
 }
 
@@ -241,7 +249,7 @@ int sched_request(sched *s, uint64_t x, sched_step *out)
         s->holder[loc] = NIL;
         empty[t / 64] |= 1ull << (t % 64);
         s->occupied--;
-        s->slot_bytes -= raw_size(s, y);
+        s->slot_bytes -= s->held[loc];
         out->hit = 1;
         out->sample = y;
         return HDMLP_OK;
@@ -277,6 +285,7 @@ int sched_request(sched *s, uint64_t x, sched_step *out)
         const uint32_t i = s->fill[j];
         mark_filled(s, g, cc, i);
         s->holder[g * s->k + i] = cc * s->k + i;
+        s->held[g * s->k + i] = raw_size(s, cc * s->k + i);
         empty[i / 64] &= ~(1ull << (i % 64));
     }
     s->occupied += n_fill;

@@ -55,5 +55,7 @@ uint64_t sched_group_of_chunk(const sched *s, uint64_t chunk);
 /* Slots holding a valid sample, and their raw bytes. */
 uint64_t sched_slots_occupied(const sched *s);
 uint64_t sched_slot_bytes(const sched *s);
+/* Raw size of sample x (kept by the scheduler for locality). */
+uint64_t sched_sample_size(const sched *s, uint64_t x);
 
 #endif

@@ -2,3 +2,7 @@
 hdmlp_add_test(NAME test_sched SOURCES test_sched.c TIMEOUT 180)
 hdmlp_add_test(NAME test_forecast
   SOURCES test_forecast.c support/testds.c support/fakenet.c TIMEOUT 300)
+
+# Planner time at ImageNet scale (a benchmark, not a ctest test).
+add_executable(bench_forecast bench/bench_forecast.c)
+target_link_libraries(bench_forecast PRIVATE hdmlp_static m)
