@@ -22,9 +22,18 @@ Batches, not samples: use DataLoader(batch_size=None). Each item is (samples, la
     __iter__ runs: in the DataLoader workers when num_workers > 0.
 
 Ranks: rank/world default to torch.distributed (when initialised), else the RANK and
-WORLD_SIZE (or OMPI_COMM_WORLD_RANK/SIZE) environment variables, else 0 of 1; every rank
-must use the same seed. (world > 1 needs the cross-rank exchange of a later libhdmlp: until
-then the loader raises hdmlp.UnsupportedError.)
+WORLD_SIZE (or OMPI_COMM_WORLD_RANK/SIZE) environment variables, else 0 of 1. With
+world > 1 the ranks exchange samples over gRPC: the constructor (a collective call: every
+rank must construct the dataset) picks a free port per loader on `host` (default: the
+interface that reaches MASTER_ADDR, else 127.0.0.1) and gathers all ranks' endpoints, seeds
+and a job token with torch.distributed (all_gather_object; seeds must agree). Pass
+num_workers= the DataLoader's num_workers so each worker slot gets its endpoints. Without
+torch.distributed, give peers= (a list of 'host:port' in rank order, or one such list per
+worker) yourself. A rank serves its peers until they are done, so: pass epochs= (after the
+last one each rank tells its peers it is finished; closing a loader of unbounded epochs
+waits up to 30 s for quiet peers), keep ranks in step (DDP does), and don't iterate the
+main process's loader (num_workers=0) before forking DataLoader workers (gRPC initialised
+before fork() is not safe in the children).
 
 Epochs: every iteration delivers one epoch. set_epoch(e) fixes the epoch of the next
 iteration; without it, a process that keeps its loader (num_workers=0, or
@@ -43,6 +52,8 @@ cost is that every worker reads (and decompresses) every chunk. Decoding/transfo
 expensive part, is split W ways.
 """
 import os
+import random
+import socket
 
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
@@ -68,6 +79,45 @@ def rank_and_world():
     return 0, 1
 
 
+def _local_host():
+    """Address other ranks can reach this one at: the interface that routes to MASTER_ADDR,
+    or loopback for single-host jobs."""
+    master = os.environ.get("MASTER_ADDR", "127.0.0.1")
+    if master in ("127.0.0.1", "localhost", "::1"):
+        return "127.0.0.1"
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect((master, 9))  # UDP: no packet is sent
+            return s.getsockname()[0]
+        except OSError:
+            return socket.gethostbyname(socket.gethostname())
+
+
+def _free_port(host):
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def _gather_peers(rank, world, slots, seed, host):
+    """[endpoints of every rank for worker slot w] for w < slots, and a job token, gathered
+    with torch.distributed (collective)."""
+    import torch.distributed as dist
+    if not (dist.is_available() and dist.is_initialized()):
+        raise ValueError(f"world {world} > 1 needs peers=[...] or an initialised "
+                         "torch.distributed process group to gather the ranks' endpoints")
+    host = host or _local_host()
+    mine = {"endpoints": [f"{host}:{_free_port(host)}" for _ in range(slots)], "seed": seed,
+            "token": random.getrandbits(63)}
+    everyone = [None] * world
+    dist.all_gather_object(everyone, mine)
+    seeds = {e["seed"] for e in everyone}
+    if len(seeds) != 1:
+        raise ValueError(f"seed: every rank must use the same seed, got {sorted(seeds)}")
+    peers = [[everyone[r]["endpoints"][w] for r in range(world)] for w in range(slots)]
+    return peers, everyone[0]["token"]
+
+
 def _as_tensors(batch):
     """uint8 tensors viewing each sample of the batch (zero-copy)."""
     out = []
@@ -84,12 +134,14 @@ class HdmlpIterableDataset(IterableDataset):
 
     dataset: path of a packed dataset (or an hdmlp.Dataset). batch_size, memory (int bytes
     or '1G', '25%'), seed, drop_last and **loader_kwargs (threads, refill, policy, engine,
-    lookahead, direct_io, storage_cost) go to hdmlp.Loader. memory is this rank's total: with
-    W DataLoader workers each gets memory/W. collate: 'auto' | True | False.
+    lookahead, direct_io, storage_cost, remote_memory, prefetch, peer_timeout) go to
+    hdmlp.Loader. memory is this rank's total: with W DataLoader workers each gets memory/W.
+    collate: 'auto' | True | False. num_workers, peers, host: for world > 1 (module doc).
     """
 
     def __init__(self, dataset, batch_size, memory, *, seed=0, transform=None, collate="auto",
-                 with_indices=False, rank=None, world=None, drop_last=False, **loader_kwargs):
+                 with_indices=False, rank=None, world=None, drop_last=False, num_workers=0,
+                 peers=None, host=None, **loader_kwargs):
         super().__init__()
         if collate not in ("auto", True, False):
             raise ValueError(f"collate: expected 'auto', True or False, got {collate!r}")
@@ -113,6 +165,21 @@ class HdmlpIterableDataset(IterableDataset):
         self.drop_last = drop_last
         self.loader_kwargs = dict(loader_kwargs)
         self.classes = self._dataset.classes
+        self.num_workers = num_workers
+        self._peers = None  # one endpoint list per worker slot (world > 1)
+        if self.world > 1:
+            slots = max(1, num_workers)
+            if peers is None:
+                self._peers, token = _gather_peers(self.rank, self.world, slots, self.seed,
+                                                   host)
+                self.loader_kwargs.setdefault("job_token", token)
+            else:
+                peers = list(peers)
+                self._peers = [list(p) for p in peers] if peers and not isinstance(
+                    peers[0], str) else [peers]
+                if len(self._peers) != slots:
+                    raise ValueError(f"peers: {len(self._peers)} endpoint list(s) for "
+                                     f"{slots} worker slot(s)")
         self._epoch = None      # set by set_epoch, used once by the next iteration
         self._loader = None     # per process
         self._loader_pid = None
@@ -157,6 +224,14 @@ class HdmlpIterableDataset(IterableDataset):
             kwargs = dict(self.loader_kwargs)
             if workers > 1 and "threads" not in kwargs:
                 kwargs["threads"] = 1
+            if self._peers is not None:
+                if len(self._peers) != workers:
+                    raise RuntimeError(
+                        f"HdmlpIterableDataset was built for {len(self._peers)} worker "
+                        f"slot(s) but runs with {workers}: pass num_workers= the DataLoader's "
+                        "num_workers when world > 1")
+                info = get_worker_info()
+                kwargs["peers"] = self._peers[info.id if info is not None else 0]
             self._loader = hdmlp.Loader(
                 self._dataset, self.batch_size, max(1, self.memory // workers), seed=self.seed,
                 rank=self.rank, world=self.world, drop_last=self.drop_last, **kwargs)

@@ -12,7 +12,8 @@
  *   ├── OutOfMemoryError(Error, MemoryError)       HDMLP_E_NOMEM (also the budget)
  *   ├── UnsupportedError(Error, NotImplementedError) HDMLP_E_UNSUPPORTED
  *   ├── StateError(Error, RuntimeError)            HDMLP_E_STATE, misuse of objects
- *   └── Interrupted(Error, InterruptedError)       HDMLP_E_INTERRUPTED
+ *   ├── Interrupted(Error, InterruptedError)       HDMLP_E_INTERRUPTED
+ *   └── TimedOutError(Error, TimeoutError)          HDMLP_E_TIMEOUT
  *
  * Every instance carries `code` (the HDMLP_E_* value), `name` ("HDMLP_E_CORRUPT") and
  * `detail` (hdmlp_last_error() at the failure); OSError subclasses also get `errno`.
@@ -42,6 +43,7 @@ static PyObject *b_memory(void) { return PyExc_MemoryError; }
 static PyObject *b_notimpl(void) { return PyExc_NotImplementedError; }
 static PyObject *b_runtime(void) { return PyExc_RuntimeError; }
 static PyObject *b_interrupted(void) { return PyExc_InterruptedError; }
+static PyObject *b_timeout(void) { return PyExc_TimeoutError; }
 
 #define SLOT(x) offsetof(py_state, x)
 static const exc_def exc_defs[] = {
@@ -70,6 +72,8 @@ static const exc_def exc_defs[] = {
      "The object is in the wrong state for this call (HDMLP_E_STATE, closed objects)."},
     {"hdmlp.Interrupted", SLOT(InterruptedError), SLOT(Error), b_interrupted,
      "A wait was interrupted (HDMLP_E_INTERRUPTED)."},
+    {"hdmlp.TimedOutError", SLOT(TimedOutError), SLOT(Error), b_timeout,
+     "A wait timed out (HDMLP_E_TIMEOUT)."},
 };
 #undef SLOT
 
@@ -143,6 +147,9 @@ static PyObject *class_for(py_state *st, int code, int *err_no)
         return st->StateError;
     case HDMLP_E_INTERRUPTED:
         return st->InterruptedError;
+    case HDMLP_E_TIMEOUT:
+        *err_no = ETIMEDOUT;
+        return st->TimedOutError;
     default:
         return st->Error;
     }

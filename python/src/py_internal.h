@@ -46,6 +46,7 @@ typedef struct py_state {
     PyObject *UnsupportedError;
     PyObject *StateError;
     PyObject *InterruptedError;
+    PyObject *TimedOutError;
     /* types */
     PyTypeObject *DatasetType;
     PyTypeObject *LoaderType;

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #define PY_ERR_SET (-1000) /* a Python exception is set */
+#define N_ARGS 20          /* Loader arguments after the dataset */
 
 typedef struct LoaderObject {
     PyObject_HEAD hdmlp_loader *ld; /* NULL once closed */
@@ -269,10 +270,106 @@ static int opt_u64(py_state *st, PyObject *obj, const char *param, uint64_t dflt
     return py_arg_u64(st, obj, param, out);
 }
 
+/* Distributed settings: peers, listen, job_token, remote_memory, prefetch, peer_timeout
+ * (a[14..19]; NULL or None = library default). */
+static int configure_peers(py_state *st, LoaderObject *self, PyObject *const *a)
+{
+    hdmlp_config *cfg = self->cfg;
+    if (a[14] != NULL && a[14] != Py_None) {
+        if (PyUnicode_Check(a[14])) {
+            PyErr_SetString(PyExc_TypeError, "peers: expected a sequence of 'host:port' str");
+            return -1;
+        }
+        PyObject *seq = PySequence_Fast(a[14], "peers: expected a sequence of 'host:port' str");
+        if (seq == NULL) {
+            return -1;
+        }
+        const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+        const char **eps = PyMem_Calloc(n > 0 ? (size_t)n : 1, sizeof(*eps));
+        int rc = eps == NULL ? -1 : 0;
+        for (Py_ssize_t i = 0; rc == 0 && i < n; i++) {
+            PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
+            if (!PyUnicode_Check(item)) {
+                PyErr_Format(PyExc_TypeError, "peers: item %zd is %.80s, not str", i,
+                             Py_TYPE(item)->tp_name);
+                rc = -1;
+            } else if ((eps[i] = PyUnicode_AsUTF8(item)) == NULL) {
+                rc = -1;
+            }
+        }
+        if (eps == NULL) {
+            PyErr_NoMemory();
+        } else if (rc == 0 && n > UINT32_MAX) {
+            py_raise_arg(st, "peers", "too many endpoints");
+            rc = -1;
+        } else if (rc == 0) {
+            rc = set_or_raise(st, hdmlp_config_set_peers(cfg, eps, (uint32_t)n), "peers");
+        }
+        PyMem_Free(eps);
+        Py_DECREF(seq);
+        if (rc < 0) {
+            return -1;
+        }
+    }
+    if (a[15] != NULL && a[15] != Py_None) {
+        if (!PyUnicode_Check(a[15])) {
+            PyErr_SetString(PyExc_TypeError, "listen: expected a 'host:port' str");
+            return -1;
+        }
+        const char *addr = PyUnicode_AsUTF8(a[15]);
+        if (addr == NULL ||
+            set_or_raise(st, hdmlp_config_set_listen(cfg, addr), "listen") < 0) {
+            return -1;
+        }
+    }
+    uint64_t v = 0;
+    if (a[16] != NULL && a[16] != Py_None) {
+        if (py_arg_u64(st, a[16], "job_token", &v) < 0 ||
+            set_or_raise(st, hdmlp_config_set_job_token(cfg, v), "job_token") < 0) {
+            return -1;
+        }
+    }
+    if (a[17] != NULL && a[17] != Py_None) {
+        const uint64_t raw = hdmlp_dataset_raw_bytes(self->dataset->ds);
+        if (py_arg_memory(st, a[17], raw, &v) < 0 ||
+            set_or_raise(st, hdmlp_config_set_remote_memory(cfg, v), "remote_memory") < 0) {
+            return -1;
+        }
+    }
+    if (a[18] != NULL && a[18] != Py_None) {
+        if (py_arg_u64(st, a[18], "prefetch", &v) < 0) {
+            return -1;
+        }
+        if (v > UINT32_MAX) {
+            py_raise_arg(st, "prefetch", "%llu is too large", (unsigned long long)v);
+            return -1;
+        }
+        if (set_or_raise(st, hdmlp_config_set_prefetch(cfg, (uint32_t)v), "prefetch") < 0) {
+            return -1;
+        }
+    }
+    if (a[19] != NULL && a[19] != Py_None) {
+        const double secs = PyFloat_AsDouble(a[19]);
+        if (secs == -1.0 && PyErr_Occurred()) {
+            return -1;
+        }
+        if (!(secs >= 0.0 && secs * 1000.0 <= (double)UINT32_MAX)) {
+            py_raise_arg(st, "peer_timeout", "expected seconds in 0.1..3600, got %R", a[19]);
+            return -1;
+        }
+        const uint32_t ms = (uint32_t)(secs * 1000.0 + 0.5);
+        if (set_or_raise(st, hdmlp_config_set_peer_timeout(cfg, ms), "peer_timeout") < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static int configure(py_state *st, LoaderObject *self, PyObject *const *a)
 {
     /* a: batch_size, memory, seed, epochs, rank, world, drop_last, threads, refill, policy,
-     * engine, lookahead, direct_io, storage_cost (NULL = not given) */
+     * engine, lookahead, direct_io, storage_cost, then configure_peers's (NULL = not
+     * given) */
     static const char *const refills[] = {"auto", "whole", "ranges"};
     static const char *const policies[] = {"fill-rate", "random"};
     static const char *const engines[] = {"auto", "pread", "io_uring"};
@@ -346,6 +443,9 @@ static int configure(py_state *st, LoaderObject *self, PyObject *const *a)
             return -1;
         }
     }
+    if (configure_peers(st, self, a) < 0) {
+        return -1;
+    }
     const uint64_t n = hdmlp_dataset_sample_count(self->dataset->ds);
     /* Rank r of R takes the positions p % R == r of each epoch's permutation. */
     self->epoch_samples = n / world + (rank < n % world ? 1 : 0);
@@ -358,15 +458,17 @@ static int configure(py_state *st, LoaderObject *self, PyObject *const *a)
 
 static PyObject *loader_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"dataset",   "batch_size", "memory",       "seed",
-                             "epochs",    "rank",       "world",        "drop_last",
-                             "threads",   "refill",     "policy",       "engine",
-                             "lookahead", "direct_io",  "storage_cost", NULL};
+    static char *kwlist[] = {
+        "dataset",       "batch_size", "memory",       "seed",   "epochs", "rank",
+        "world",         "drop_last",  "threads",      "refill", "policy", "engine",
+        "lookahead",     "direct_io",  "storage_cost", "peers",  "listen", "job_token",
+        "remote_memory", "prefetch",   "peer_timeout", NULL};
     PyObject *dataset = NULL;
-    PyObject *a[14] = {NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO|$OOOOOOOOOOOO:Loader", kwlist, &dataset,
-                                     &a[0], &a[1], &a[2], &a[3], &a[4], &a[5], &a[6], &a[7],
-                                     &a[8], &a[9], &a[10], &a[11], &a[12], &a[13])) {
+    PyObject *a[N_ARGS] = {NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO|$OOOOOOOOOOOOOOOOOO:Loader", kwlist,
+                                     &dataset, &a[0], &a[1], &a[2], &a[3], &a[4], &a[5], &a[6],
+                                     &a[7], &a[8], &a[9], &a[10], &a[11], &a[12], &a[13],
+                                     &a[14], &a[15], &a[16], &a[17], &a[18], &a[19])) {
         return NULL;
     }
     py_state *st = py_state_from_type(type);
@@ -520,7 +622,20 @@ static PyObject *epochiter_next(EpochIterObject *self)
     }
     for (;;) {
         if (ldo->pos_epoch > self->epoch) {
-            return NULL; /* epoch complete */
+            /* Epoch complete. After the last configured epoch, take the END now: it is
+             * immediate, and it is what tells peer ranks this rank is done. */
+            if (ldo->epochs != 0 && ldo->pos_epoch >= ldo->epochs && !ldo->ended &&
+                !ldo->have_stash && ldo->ld != NULL) {
+                hdmlp_batch *none = NULL;
+                const int rc = fetch(st, ldo, &none);
+                if (rc == HDMLP_OK) {
+                    hdmlp_batch_release(none); /* cannot happen: END is due */
+                }
+                if (rc == PY_ERR_SET) {
+                    return NULL;
+                }
+            }
+            return NULL;
         }
         hdmlp_batch *b = NULL;
         const int rc = fetch(st, ldo, &b);
@@ -675,7 +790,13 @@ static PyObject *loader_stats(LoaderObject *self, PyObject *unused)
     }
     if (hist == NULL || PyDict_SetItemString(d, "fill_hist", hist) < 0 ||
         put_u64(d, "abstract_chunks", s.abstract_chunks) < 0 ||
-        put_u64(d, "chunk_groups", s.chunk_groups) < 0) {
+        put_u64(d, "chunk_groups", s.chunk_groups) < 0 ||
+        put_u64(d, "remote_requests", s.remote_requests) < 0 ||
+        put_u64(d, "remote_hits", s.remote_hits) < 0 ||
+        put_u64(d, "prefetch_sent", s.prefetch_sent) < 0 ||
+        put_u64(d, "answers_sent", s.answers_sent) < 0 ||
+        put_u64(d, "net_bytes_out", s.net_bytes_out) < 0 ||
+        put_u64(d, "net_bytes_in", s.net_bytes_in) < 0) {
         Py_XDECREF(hist);
         Py_DECREF(d);
         return NULL;
@@ -805,10 +926,15 @@ PyDoc_STRVAR(
     loader_doc,
     "Loader(dataset, batch_size, memory, *, seed=None, epochs=None, rank=0, world=1,\n"
     "       drop_last=False, threads=2, refill='auto', policy='fill-rate', engine='auto',\n"
-    "       lookahead=0, direct_io=False, storage_cost=None)\n\n"
+    "       lookahead=0, direct_io=False, storage_cost=None, peers=None, listen=None,\n"
+    "       job_token=None, remote_memory=None, prefetch=None, peer_timeout=None)\n\n"
     "Batches in a globally random order, each sample once per epoch, within `memory` bytes\n"
     "(int, or '256M', '1.5GiB', '25%' of the dataset's raw bytes). dataset: a Dataset or a\n"
-    "path. seed None means 0: every rank must use the same seed. epochs None = unbounded.\n\n"
+    "path. seed None means 0: every rank must use the same seed. epochs None = unbounded.\n"
+    "world > 1: peers lists every rank's 'host:port' in rank order (this rank listens on\n"
+    "its own entry, or on `listen`); job_token, remote_memory (like memory), prefetch\n"
+    "(window) and peer_timeout (seconds) as in hdmlp.h. hdmlp.torch fills them from\n"
+    "torch.distributed.\n\n"
     "for batch in loader: one epoch (len(loader) batches); each new iteration delivers the\n"
     "next epoch, as with a PyTorch DataLoader. Leaving an epoch early and iterating again\n"
     "skips the rest of it (its batches are read and dropped). set_epoch(e) chooses the\n"

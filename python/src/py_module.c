@@ -128,6 +128,7 @@ static int module_traverse(PyObject *m, visitproc visit, void *arg)
     Py_VISIT(st->UnsupportedError);
     Py_VISIT(st->StateError);
     Py_VISIT(st->InterruptedError);
+    Py_VISIT(st->TimedOutError);
     Py_VISIT(st->DatasetType);
     Py_VISIT(st->LoaderType);
     Py_VISIT(st->EpochIterType);
@@ -155,6 +156,7 @@ static int module_clear(PyObject *m)
     Py_CLEAR(st->UnsupportedError);
     Py_CLEAR(st->StateError);
     Py_CLEAR(st->InterruptedError);
+    Py_CLEAR(st->TimedOutError);
     Py_CLEAR(st->DatasetType);
     Py_CLEAR(st->LoaderType);
     Py_CLEAR(st->EpochIterType);

@@ -119,6 +119,12 @@ def test_budget_too_small_names_the_minimum(small_ds):
         hdmlp.Loader(small_ds.path, 32, 8192)
 
 
-def test_world_size_above_one_is_unsupported_for_now(small_ds):
-    with pytest.raises(hdmlp.UnsupportedError, match="world"):
+def test_world_size_above_one_needs_peers(small_ds):
+    with pytest.raises(hdmlp.InvalidArgumentError, match="peer"):
         hdmlp.Loader(small_ds.path, 32, MEM, rank=0, world=2)
+    with pytest.raises(hdmlp.InvalidArgumentError, match="peers"):
+        hdmlp.Loader(small_ds.path, 32, MEM, rank=0, world=2, peers=["nohost", "x:1"])
+    with pytest.raises(TypeError, match="peers"):
+        hdmlp.Loader(small_ds.path, 32, MEM, rank=0, world=2, peers="127.0.0.1:1")
+    with pytest.raises(hdmlp.InvalidArgumentError, match="peer_timeout"):
+        hdmlp.Loader(small_ds.path, 32, MEM, peer_timeout=0.01)

@@ -1,6 +1,8 @@
 """hdmlp.Loader: exactly-once, determinism, agreement with the C API, epochs, stats."""
 import os
+import socket
 import subprocess
+import threading
 
 import pytest
 
@@ -181,3 +183,36 @@ def test_loader_is_not_usable_after_fork(small_ds):
     _, status = os.waitpid(pid, 0)
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
     assert ld.next_batch() is not None  # the parent's loader is untouched
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_two_ranks_in_one_process_split_each_epoch(small_ds):
+    peers = [f"127.0.0.1:{free_port()}" for _ in range(2)]
+    ds = hdmlp.Dataset(small_ds.path)
+    out, errors = {}, []
+
+    def rank(r):
+        try:
+            with hdmlp.Loader(ds, 32, MEM, seed=3, epochs=2, rank=r, world=2, peers=peers,
+                              job_token=99, peer_timeout=20) as ld:
+                assert ld.samples_per_epoch == small_ds.n // 2 + (r < small_ds.n % 2)
+                out[r] = (epoch_sequences(ld, 2), ld.stats())
+        except BaseException as e:  # reported by the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=rank, args=(r,)) for r in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors, errors
+    for e in range(2):
+        a, b = out[0][0][e], out[1][0][e]
+        assert not set(a) & set(b)
+        assert sorted(a + b) == list(range(small_ds.n))
+    assert out[0][1]["net_bytes_in"] + out[1][1]["net_bytes_in"] > 0

@@ -137,14 +137,70 @@ def test_rank_and_world_from_environment(small_ds, monkeypatch):
     monkeypatch.setenv("RANK", "1")
     monkeypatch.setenv("WORLD_SIZE", "2")
     assert ht.rank_and_world() == (1, 2)
-    ds = ht.HdmlpIterableDataset(small_ds.path, 32, MEM)
+    # world > 1 without torch.distributed and without peers: a clear error
+    with pytest.raises(ValueError, match="torch.distributed"):
+        ht.HdmlpIterableDataset(small_ds.path, 32, MEM)
+    ds = ht.HdmlpIterableDataset(small_ds.path, 32, MEM, peers=["127.0.0.1:1", "127.0.0.1:2"])
     assert (ds.rank, ds.world) == (1, 2)
     assert len(ds) == (small_ds.n // 2 + 31) // 32
-    with pytest.raises(hdmlp.UnsupportedError, match="world"):
-        next(iter(ds))
     monkeypatch.delenv("RANK")
     monkeypatch.delenv("WORLD_SIZE")
     assert ht.rank_and_world() == (0, 1)
+
+
+DIST_CHILD = r"""
+import json, os, sys
+import torch.distributed as dist
+from torch.utils.data import DataLoader
+import hdmlp.torch as ht
+
+dist.init_process_group("gloo")
+path = sys.argv[1]
+out = {"rank": dist.get_rank()}
+for workers in (2, 0):  # forked workers first: gRPC must not be initialised before fork
+    ds = ht.HdmlpIterableDataset(path, 32, "40%", seed=5, with_indices=True,
+                                 num_workers=workers, epochs=2)
+    dl = DataLoader(ds, batch_size=None, num_workers=workers, persistent_workers=workers > 0)
+    seqs = []
+    for epoch in range(2):
+        ds.set_epoch(epoch)
+        seqs.append([i for _, _, idx in dl for i in idx.tolist()])
+        dist.barrier()  # ranks in step, as DDP training keeps them
+    out[str(workers)] = seqs
+    del dl
+dist.barrier()
+dist.destroy_process_group()
+print(json.dumps(out), flush=True)
+"""
+
+
+def test_two_ranks_with_torch_distributed(small_ds):
+    import json
+    import socket
+    import subprocess
+    import sys
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    procs = []
+    for rank in range(2):
+        env = dict(__import__("os").environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+                   RANK=str(rank), WORLD_SIZE="2")
+        procs.append(subprocess.Popen([sys.executable, "-c", DIST_CHILD, small_ds.path],
+                                      env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True))
+    results = []
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    results.sort(key=lambda r: r["rank"])
+    for workers in ("0", "2"):
+        for epoch in range(2):
+            a, b = results[0][workers][epoch], results[1][workers][epoch]
+            assert not set(a) & set(b), (workers, epoch)
+            assert sorted(a + b) == list(range(small_ds.n)), (workers, epoch)
+        assert results[0][workers][0] != results[0][workers][1]
 
 
 def test_pickles_for_spawned_workers(small_ds):
