@@ -76,8 +76,9 @@ static rpc_item *fifo_pop(rpc_fifo *q)
     return it;
 }
 
-rpc_call *rpc_lane_take(rpc_tr *t, rpc_lane *l, int probe)
+rpc_start rpc_lane_take(rpc_tr *t, rpc_lane *l, int probe)
 {
+    rpc_start s = {NULL, NULL, NULL};
     rpc_call *c = hd_calloc(1, sizeof *c);
     /* Count the messages of this call: urgent first, then prefetches, up to batch_bytes. */
     size_t n = 0, bytes = 0;
@@ -99,7 +100,7 @@ rpc_call *rpc_lane_take(rpc_tr *t, rpc_lane *l, int probe)
         hd_free(c);
         hd_free(slices);
         rpc_lane_fail(t, l, "out of memory for a call");
-        return NULL;
+        return s;
     }
     uint8_t hdr[RPC_HEADER_MAX];
     const size_t hlen = rpc_encode_header(t->cfg.token, t->self, l->rank, hdr);
@@ -127,7 +128,10 @@ rpc_call *rpc_lane_take(rpc_tr *t, rpc_lane *l, int probe)
         rpc_deadline_ms(t->cfg.peer_timeout_ms), NULL);
     l->call = c;
     t->in_flight++;
-    return c;
+    s.c = c;
+    s.call = c->call;
+    s.req = c->req;
+    return s;
 }
 
 static void call_free(rpc_call *c)
@@ -151,15 +155,19 @@ static void call_free(rpc_call *c)
 static void deliver_reports(rpc_tr *t);
 static void call_done(rpc_tr *t, rpc_call *c);
 
-void rpc_call_start(rpc_tr *t, rpc_call *c)
+void rpc_call_start(rpc_tr *t, rpc_start s)
 {
+    rpc_call *c = s.c; /* only its field addresses are used until the batch fails */
+    if (c == NULL) {
+        return;
+    }
     grpc_op ops[6];
     memset(ops, 0, sizeof ops);
     ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
     ops[0].flags = GRPC_INITIAL_METADATA_WAIT_FOR_READY |
                    GRPC_INITIAL_METADATA_WAIT_FOR_READY_EXPLICITLY_SET;
     ops[1].op = GRPC_OP_SEND_MESSAGE;
-    ops[1].data.send_message.send_message = c->req;
+    ops[1].data.send_message.send_message = s.req;
     ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
     ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
     ops[3].data.recv_initial_metadata.recv_initial_metadata = &c->init_md;
@@ -170,7 +178,7 @@ void rpc_call_start(rpc_tr *t, rpc_call *c)
     ops[5].data.recv_status_on_client.status = &c->status;
     ops[5].data.recv_status_on_client.status_details = &c->details;
     ops[5].data.recv_status_on_client.error_string = &c->error_string;
-    const grpc_call_error e = grpc_call_start_batch(c->call, ops, 6, c, NULL);
+    const grpc_call_error e = grpc_call_start_batch(s.call, ops, 6, c, NULL);
     if (e != GRPC_CALL_OK) {
         /* Not expected with these ops; complete the call here as failed. */
         c->status = GRPC_STATUS_INTERNAL;
@@ -189,9 +197,9 @@ static uint64_t lane_ms_since(const rpc_lane *l, uint64_t now)
 /* Handles a finished call (status known), chains the lane's next call. */
 static void call_done(rpc_tr *t, rpc_call *c)
 {
-    rpc_lane *l = c->lane;
-    rpc_call *next = NULL;
+    rpc_start next = {NULL, NULL, NULL};
     pthread_mutex_lock(&t->lock);
+    rpc_lane *l = c->lane;
     l->call = NULL;
     t->in_flight--;
     if (c->status == GRPC_STATUS_OK) {
@@ -228,9 +236,7 @@ static void call_done(rpc_tr *t, rpc_call *c)
     pthread_cond_broadcast(&t->cv);
     pthread_mutex_unlock(&t->lock);
     call_free(c);
-    if (next != NULL) {
-        rpc_call_start(t, next);
-    }
+    rpc_call_start(t, next);
 }
 
 /* Calls on_error for failed lanes not yet reported (never with the lock held). */
@@ -264,7 +270,7 @@ static void deliver_reports(rpc_tr *t)
 /* Starts probes on idle lanes that are due; returns ms until the next one is due. */
 static uint64_t run_probes(rpc_tr *t)
 {
-    rpc_call *starts[64];
+    rpc_start starts[64];
     size_t n_start = 0;
     const uint64_t interval_ms = t->probe_ns / 1000000u;
     uint64_t wait_ms = interval_ms;
@@ -281,10 +287,8 @@ static uint64_t run_probes(rpc_tr *t)
                 wait_ms = 0; /* more are due: come back at once */
                 break;
             }
-            rpc_call *c = rpc_lane_take(t, l, 1);
-            if (c != NULL) {
-                starts[n_start++] = c;
-            }
+            starts[n_start] = rpc_lane_take(t, l, 1);
+            n_start += starts[n_start].c != NULL;
         } else {
             const uint64_t left = (t->probe_ns - idle) / 1000000u + 1;
             wait_ms = left < wait_ms ? left : wait_ms;

@@ -95,11 +95,20 @@ gpr_timespec rpc_deadline_ms(uint64_t ms);
 
 /* rpc_client.c */
 int rpc_client_start(rpc_tr *t);
+/* A call made by rpc_lane_take, with copies of what starting it needs: the starter does
+ * not read the rpc_call itself outside the lock (its completion may already be freeing it
+ * on the client thread; gRPC orders the two, but invisibly to TSan). */
+typedef struct rpc_start {
+    rpc_call *c; /* NULL: nothing to start */
+    grpc_call *call;
+    grpc_byte_buffer *req;
+} rpc_start;
+
 /* With t->lock held: moves queued messages (or, for a probe, none) of lane into a new call,
- * created but not started. NULL on allocation failure (the lane is then failed). */
-rpc_call *rpc_lane_take(rpc_tr *t, rpc_lane *l, int probe);
-/* Without the lock: starts a call made by rpc_lane_take. */
-void rpc_call_start(rpc_tr *t, rpc_call *c);
+ * created but not started. .c is NULL on allocation failure (the lane is then failed). */
+rpc_start rpc_lane_take(rpc_tr *t, rpc_lane *l, int probe);
+/* Without the lock: starts a call made by rpc_lane_take (no-op if s.c is NULL). */
+void rpc_call_start(rpc_tr *t, rpc_start s);
 /* With t->lock held: marks the lane failed, drops its queue. */
 void rpc_lane_fail(rpc_tr *t, rpc_lane *l, const char *fmt, ...)
 #if defined(__GNUC__)

@@ -42,7 +42,7 @@ static int tr_send(peer_transport *base, const peer_msg *m)
         hd_free(it);
         return rc;
     }
-    rpc_call *start = NULL;
+    rpc_start start = {NULL, NULL, NULL};
     pthread_mutex_lock(&t->lock);
     rpc_lane *l = &t->lanes[m->to];
     if (t->closing) {
@@ -72,9 +72,7 @@ static int tr_send(peer_transport *base, const peer_msg *m)
         hd_free(it->buf);
         hd_free(it);
     }
-    if (start != NULL) {
-        rpc_call_start(t, start);
-    }
+    rpc_call_start(t, start);
     return rc;
 }
 

@@ -25,3 +25,10 @@ if(HDMLP_MPIRUN)
 else()
   message(STATUS "mpirun not found: rpc_mpi_boot tests not registered")
 endif()
+
+# Threaded stress in plain C (runs under TSan, where Criterion cannot start).
+add_executable(rpc_stress ${CMAKE_CURRENT_LIST_DIR}/rpc_stress.c)
+target_link_libraries(rpc_stress PRIVATE hdmlp_static)
+target_include_directories(rpc_stress PRIVATE ${PROJECT_SOURCE_DIR}/rpc)
+add_test(NAME rpc_stress COMMAND rpc_stress)
+set_tests_properties(rpc_stress PROPERTIES TIMEOUT 300 LABELS threads)
