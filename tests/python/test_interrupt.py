@@ -90,7 +90,9 @@ def child(small_ds, mode):
     shim = os.environ.get("HDMLP_TEST_SLOWIO")
     if not shim or not os.path.exists(shim):
         pytest.skip("slowio shim not built (HDMLP_TEST_SLOWIO)")
-    env = dict(os.environ, LD_PRELOAD=shim)
+    # after any preload already there (sanitizer runtimes must come first)
+    env = dict(os.environ, LD_PRELOAD=" ".join(filter(None, [os.environ.get("LD_PRELOAD"),
+                                                            shim])))
     return subprocess.Popen([sys.executable, "-c", CHILD, small_ds.path, mode, str(DELAY_MS)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=env)
