@@ -1,10 +1,10 @@
 # rpc/ tests: codec and gRPC transport on loopback (tests/test_rpc.c), and the MPI
 # bootstrap under mpirun (tests/rpc_mpi_boot.c). Included from tests/CMakeLists.txt.
 hdmlp_add_test(NAME test_rpc
-  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_rpc.c
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_rpc.c ${CMAKE_CURRENT_LIST_DIR}/support/testds.c
   LIBS PkgConfig::GRPC
   TIMEOUT 600)
-target_include_directories(test_rpc PRIVATE ${PROJECT_SOURCE_DIR}/rpc
+target_include_directories(test_rpc PRIVATE ${PROJECT_SOURCE_DIR}/rpc ${CMAKE_CURRENT_LIST_DIR}
   $<TARGET_PROPERTY:hdmlp_rpc,INTERFACE_INCLUDE_DIRECTORIES>)
 
 # MPI bootstrap under mpirun (skipped when mpirun is missing). OpenMPI as root needs the

@@ -2,13 +2,15 @@
  * rpc/ tests: the codec (round trips and every rejection), and the gRPC transport on
  * loopback: messages of every kind between three ranks, order per pair, answers ahead of
  * queued prefetches, wrong token, malformed and oversized calls, a destroyed or absent
- * peer, a full send queue, bind failure, draining on destroy, and a throughput figure.
+ * peer, a full send queue, bind failure, draining on destroy, a throughput figure, and
+ * real loaders exchanging samples over gRPC (exactly once per epoch).
  * Ports come from rpc_pick_endpoint("127.0.0.1") (bind port 0, release, reuse).
  */
 #include "hdmlp.h"
 #include "loader.h"
 #include "rpc_codec.h"
 #include "rpc_transport.h"
+#include "support/testds.h"
 
 #include <criterion/criterion.h>
 
@@ -1075,10 +1077,18 @@ Test(rpc_transport, create_destroy_repeatedly, .timeout = 60)
 /* ---- throughput ----------------------------------------------------------------------------
  */
 
-static void measure(const char *what, size_t n, size_t sz, uint32_t prefetch)
+/* batch_bytes 0: the default; 1: one message per call (plain unary). */
+static void measure(const char *what, size_t n, size_t sz, uint32_t prefetch, uint64_t batch)
 {
     cluster c;
-    cluster_start(&c, 2, NULL, 10000, NULL);
+    cluster_config(&c, 2, NULL, 10000);
+    rpc_opts o;
+    rpc_opts_default(c.cfg[0], &o);
+    if (batch != 0) {
+        o.batch_bytes = batch;
+    }
+    cluster_start_one(&c, 0, &o);
+    cluster_start_one(&c, 1, &o);
     c.nodes[1].check_data = 0;
     uint8_t *d = make_data(5, sz > 0 ? sz : 1);
     /* warm up the connection */
@@ -1106,7 +1116,7 @@ static void measure(const char *what, size_t n, size_t sz, uint32_t prefetch)
     const double s = (double)(now_ms() - t0) / 1000.0;
     rpc_stats st;
     rpc_transport_stats(c.nodes[0].t, &st);
-    printf("rpc throughput %-22s %6zu msgs x %7zu B: %8.0f msgs/s %8.1f MB/s (%llu calls, "
+    printf("rpc throughput %-28s %6zu msgs x %7zu B: %8.0f msgs/s %7.1f MB/s (%llu calls, "
            "%.1f msgs/call)\n",
            what, n, sz, (double)n / s, (double)n * (double)sz / s / 1e6,
            (unsigned long long)st.calls_sent, (double)st.msgs_sent / (double)st.calls_sent);
@@ -1116,10 +1126,14 @@ static void measure(const char *what, size_t n, size_t sz, uint32_t prefetch)
 
 Test(rpc_bench, throughput, .timeout = 240)
 {
-    measure("requests", 20000, 0, 0);
-    measure("samples 64KiB answers", 8000, 64 << 10, 0);
-    measure("samples 64KiB prefetch", 8000, 64 << 10, 1);
-    measure("samples 1MiB", 400, 1 << 20, 0);
+    measure("requests", 20000, 0, 0, 0);
+    measure("requests, 1 per call", 5000, 0, 0, 1);
+    measure("64KiB answers", 8000, 64 << 10, 0, 0);
+    measure("64KiB prefetches", 8000, 64 << 10, 1, 0);
+    measure("64KiB, 1 per call", 4000, 64 << 10, 0, 1);
+    measure("64KiB, 256 KiB calls", 8000, 64 << 10, 0, 256 << 10);
+    measure("64KiB, 4 MiB calls", 8000, 64 << 10, 0, 4 << 20);
+    measure("1MiB samples", 400, 1 << 20, 0, 0);
 }
 
 /* Round trip: REQUEST 0 -> 1, rank 1's handler answers with a 64 KiB SAMPLE. */
@@ -1168,3 +1182,106 @@ Test(rpc_bench, round_trip, .timeout = 120)
     free(e.d);
     cluster_stop(&c);
 }
+
+/* ---- the loader over gRPC ------------------------------------------------------------------
+ */
+
+typedef struct e2e_rank {
+    hdmlp_loader *ld;
+    uint64_t *idx, *ep;
+    uint64_t n, cap;
+    int rc;
+    char err[256];
+    hdmlp_stats st;
+} e2e_rank;
+
+static void *e2e_consume(void *arg)
+{
+    e2e_rank *r = arg;
+    hdmlp_batch *b;
+    int rc;
+    while ((rc = hdmlp_loader_next(r->ld, &b)) == HDMLP_OK) {
+        const hdmlp_sample_view *v = hdmlp_batch_samples(b);
+        for (size_t i = 0; i < hdmlp_batch_size(b); i++) {
+            if (r->n == r->cap) {
+                r->cap = r->cap ? 2 * r->cap : 1024;
+                r->idx = realloc(r->idx, r->cap * sizeof *r->idx);
+                r->ep = realloc(r->ep, r->cap * sizeof *r->ep);
+            }
+            r->ep[r->n] = hdmlp_batch_epoch(b);
+            r->idx[r->n++] = v[i].index;
+        }
+        hdmlp_batch_release(b);
+    }
+    r->rc = rc;
+    snprintf(r->err, sizeof r->err, "%s", hdmlp_last_error());
+    hdmlp_loader_stats(r->ld, &r->st);
+    hdmlp_loader_free(r->ld);
+    r->ld = NULL;
+    return NULL;
+}
+
+/* R real loaders in one process, each with its own gRPC transport on loopback; checks that
+ * every sample is delivered exactly once per epoch across ranks. */
+static void e2e_run(uint32_t world, uint32_t prefetch, uint64_t epochs)
+{
+    char dir[512];
+    cr_assert_eq(testds_mkdtemp("rpc-e2e", dir, sizeof dir), 0);
+    const uint64_t n = 2000;
+    const testds_spec spec = {n, 10, 0, 77, 200, 1200, 0, 0, 5};
+    cr_assert_eq(testds_write(dir, &spec), HDMLP_OK, "%s", hdmlp_last_error());
+    hdmlp_dataset *ds;
+    cr_assert_eq(hdmlp_dataset_open(dir, &ds), HDMLP_OK, "%s", hdmlp_last_error());
+    cluster c;
+    cluster_config(&c, world, NULL, 5000);
+    e2e_rank runs[MAX_RANKS];
+    memset(runs, 0, sizeof runs);
+    for (uint32_t r = 0; r < world; r++) {
+        hdmlp_config *cfg = c.cfg[r];
+        hdmlp_config_set_memory(cfg, hdmlp_dataset_raw_bytes(ds) / 4);
+        hdmlp_config_set_batch_size(cfg, 16);
+        hdmlp_config_set_epochs(cfg, epochs);
+        hdmlp_config_set_seed(cfg, 5);
+        hdmlp_config_set_prefetch(cfg, prefetch);
+        const int rc = hdmlp_loader_create(ds, cfg, &runs[r].ld);
+        cr_assert_eq(rc, HDMLP_OK, "rank %u: %s", r, hdmlp_last_error());
+    }
+    pthread_t th[MAX_RANKS];
+    for (uint32_t r = 0; r < world; r++) {
+        pthread_create(&th[r], NULL, e2e_consume, &runs[r]);
+    }
+    for (uint32_t r = 0; r < world; r++) {
+        pthread_join(th[r], NULL);
+    }
+    uint8_t *seen = calloc(n * epochs, 1);
+    uint64_t total = 0, remote = 0, hits = 0, bytes = 0;
+    for (uint32_t r = 0; r < world; r++) {
+        cr_assert_eq(runs[r].rc, HDMLP_END, "rank %u: %s: %s", r, hdmlp_err_name(runs[r].rc),
+                     runs[r].err);
+        for (uint64_t i = 0; i < runs[r].n; i++) {
+            cr_assert_lt(runs[r].idx[i], n);
+            uint8_t *s = &seen[runs[r].ep[i] * n + runs[r].idx[i]];
+            cr_assert_eq(*s, 0, "sample %llu twice", (unsigned long long)runs[r].idx[i]);
+            *s = 1;
+            total++;
+        }
+        remote += runs[r].st.remote_requests;
+        hits += runs[r].st.remote_hits;
+        bytes += runs[r].st.net_bytes_in;
+        free(runs[r].idx);
+        free(runs[r].ep);
+    }
+    cr_assert_eq(total, n * epochs);
+    printf("rpc_loader: world %u prefetch %u: %llu samples, %llu remote requests, %llu remote "
+           "hits, %llu bytes over gRPC\n",
+           world, prefetch, (unsigned long long)total, (unsigned long long)remote,
+           (unsigned long long)hits, (unsigned long long)bytes);
+    free(seen);
+    cluster_stop(&c);
+    hdmlp_dataset_close(ds);
+    testds_rm_rf(dir);
+}
+
+Test(rpc_loader, exactly_once_three_ranks, .timeout = 120) { e2e_run(3, 256, 2); }
+
+Test(rpc_loader, exactly_once_two_ranks_no_prefetch, .timeout = 120) { e2e_run(2, 0, 2); }
