@@ -61,6 +61,7 @@ def metrics(run):
         chunk_loads=r.get("chunk_loads"),
         loads_per_chunk=r.get("loads_per_chunk"),
         ops_per_sample=r.get("ops_per_sample"),
+        read_ops_loader=r.get("read_ops"),
         abstract_chunks=r.get("abstract_chunks"),
         peak_accounted=r.get("peak_memory_bytes"),
         memory_budget=r.get("memory_budget"),
@@ -229,6 +230,21 @@ def table(rows, meta, goal_rows, sims, warm):
                  "per chunk; peak: cgroup memory.max_usage_in_bytes (incl. page cache); slots: "
                  "A*K/N, the share of the dataset abstract memory holds (the rest of the budget "
                  "is the loader's reserve and lookahead room)")
+    for regime in ("A", "B"):
+        hd = [m for m in rows if m.get("ok") and m["regime"] == regime and m.get("dev_read_ops")
+              and m["kind"] == "main" and m["contender"].startswith("hdmlp")
+              and not m["contender"].endswith("-buffered") and m.get("read_ops_loader")]
+        if hd:
+            split = sorted(m["dev_read_ops"] / m["read_ops_loader"] for m in hd)
+            kb = sorted(m["dev_read_bytes"] / m["dev_read_ops"] / 1e3 for m in hd)
+            lines.append(f"regime {regime}, main hdmlp runs (O_DIRECT): the disk saw {split[0]:.1f}-{split[-1]:.1f} operations "
+                         f"per hdmlp read (median {split[len(split) // 2]:.1f}; {kb[0]:.0f}-"
+                         f"{kb[-1]:.0f} KB per disk operation): the kernel splits each large "
+                         "read into requests, and the op cap counts requests")
+    if any(m["contender"].endswith("-buffered") for m in rows):
+        lines.append("hdmlp-auto-buffered: without O_DIRECT the page cache may hold up to the "
+                     f"cell's {meta['c_allowance'] / MIB:.0f} MiB allowance; where that is most of "
+                     "the dataset (s16_a) chunks are re-read from memory, not disk (dev/dlv)")
     over = [m for m in rows if m.get("ok") and m.get("rss_over_budget") is not None
             and m["kind"] in ("main", "sweep-k", "sweep-mem")]
     if over:
@@ -260,7 +276,10 @@ def table(rows, meta, goal_rows, sims, warm):
                 for c in ("hdmlp-whole", "hdmlp-auto"):
                     m = next((x for x in sweep if x["k"] == k and x["regime"] == regime
                               and x["contender"] == c), None)
-                    cells.append("-" if m is None else
+                    failed = any(x for x in rows if x["kind"] == "sweep-k" and not x["ok"]
+                                 and x["regime"] == regime and x["contender"] == c
+                                 and x["dataset"] == f"img_a_k{k}")
+                    cells.append(("FAILED" if failed else "-") if m is None else
                                  f"{m['epoch_seconds']:.1f}/{m['loads_per_chunk']:.2f}"
                                  f"({fmt(m.get('sim_loads_per_chunk'))})")
             lines.append(f"{k:5d} " + " ".join(f"{c:>16s}" for c in cells))

@@ -11,4 +11,4 @@ for f in "$@"; do
 done
 e=$(date +%s.%N)
 awk -v a="$s" -v z="$e" -v b="$b" \
-    'BEGIN { printf "{\"bytes_read\": %d, \"seconds\": %.6f, \"mb_per_s\": %.3f}\n", b, z - a, b / 1e6 / (z - a) }'
+    'BEGIN { printf "{\"bytes_read\": %.0f, \"seconds\": %.6f, \"mb_per_s\": %.3f}\n", b, z - a, b / 1e6 / (z - a) }'
