@@ -341,7 +341,7 @@ def gnuplot(out, rows, meta):
                 cons.append(m["contender"])
         dat = os.path.join(out, f"contenders_{regime}.dat")
         with open(dat, "w") as f:
-            f.write("contender " + " ".join(dss) + "\n")
+            f.write("# contender " + " ".join(dss) + "\n")
             for c in cons:
                 vals = []
                 for ds in dss:
@@ -390,7 +390,8 @@ def gnuplot(out, rows, meta):
         plot = ", ".join(f"'{d}' using 1:3 with linespoints title 'loader {r} {c[6:]}'"
                          for r, c, d in series)
         if series:
-            plot += f", '{series[0][2]}' using 1:4 with lines dt 2 lw 2 title 'simulation'"
+            longest = max(series, key=lambda x: sum(1 for _ in open(x[2])))
+            plot += f", '{longest[2]}' using 1:4 with lines dt 2 lw 2 title 'simulation'"
         script = ("set terminal pngcairo size 800,500\n"
                   f"set output '{out}/sweep_k_loads.png'\n"
                   "set title 'Loads per chunk per epoch vs K (img_a, 25% memory)'\n"
@@ -428,6 +429,7 @@ def gnuplot(out, rows, meta):
 
 
 def run_gnuplot(out, name, script):
+    script = script.replace("\n", "\nset termoption noenhanced\n", 1)
     path = os.path.join(out, name + ".gp")
     with open(path, "w") as f:
         f.write(script)
