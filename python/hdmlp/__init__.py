@@ -20,7 +20,7 @@ Errors (all derive from hdmlp.Error; `code`, `name`, `detail` attributes)
     CorruptDataError, FormatVersionError, StorageError (also OSError) with NotFoundError,
     ExistsError, PeerError; InvalidArgumentError (also ValueError), OutOfMemoryError (also
     MemoryError), UnsupportedError (also NotImplementedError), StateError (also
-    RuntimeError), Interrupted.
+    RuntimeError), Interrupted (also InterruptedError), TimedOutError (also TimeoutError).
 """
 from ._hdmlp import (  # noqa: F401
     Batch,
@@ -37,6 +37,7 @@ from ._hdmlp import (  # noqa: F401
     PeerError,
     StateError,
     StorageError,
+    TimedOutError,
     UnsupportedError,
     err_name,
     library_version,
@@ -56,6 +57,6 @@ del _name
 __all__ = [
     "Batch", "CorruptDataError", "Dataset", "Error", "ExistsError", "FormatVersionError",
     "Interrupted", "InvalidArgumentError", "Loader", "NotFoundError", "OutOfMemoryError",
-    "PeerError", "StateError", "StorageError", "UnsupportedError", "err_name",
+    "PeerError", "StateError", "StorageError", "TimedOutError", "UnsupportedError", "err_name",
     "parse_memory", "strerror",
 ]

@@ -23,6 +23,8 @@ def test_hierarchy():
     assert issubclass(hdmlp.OutOfMemoryError, MemoryError)
     assert issubclass(hdmlp.UnsupportedError, NotImplementedError)
     assert issubclass(hdmlp.StateError, RuntimeError)
+    assert issubclass(hdmlp.TimedOutError, TimeoutError)
+    assert issubclass(hdmlp.Interrupted, InterruptedError)
     assert not issubclass(hdmlp.CorruptDataError, OSError)
     assert issubclass(hdmlp.Error, Exception)
 
