@@ -27,6 +27,12 @@
  * called once for it, on the client thread, with "rank R (host:port): cause". Nothing is
  * ever retried (a retried call could deliver twice). on_error is not called once destroy()
  * has begun.
+ *
+ * Callbacks. on_msg runs on the server thread and should return quickly (well under the
+ * timeout): while it runs, no further call from any peer is taken, and a peer whose call
+ * waits longer than its timeout reports this rank failed. Handlers may call send() (it
+ * never blocks on the network); they must not call destroy(). on_msg may run until
+ * destroy() returns; destroy() sends what is queued for up to drain_ms first.
  */
 #ifndef HDMLP_RPC_TRANSPORT_H
 #define HDMLP_RPC_TRANSPORT_H
