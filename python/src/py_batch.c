@@ -19,7 +19,8 @@
 #include <unistd.h>
 
 typedef struct SampleBufferObject {
-    PyObject_HEAD BatchObject *batch;
+    PyObject ob_base;
+    BatchObject *batch;
     Py_ssize_t i;
     int writable;
 } SampleBufferObject;

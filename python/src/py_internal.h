@@ -87,11 +87,12 @@ int py_arg_choice(py_state *st, PyObject *obj, const char *param, const char *co
 
 /* ---- py_dataset.c ---- */
 typedef struct DatasetObject {
-    PyObject_HEAD hdmlp_dataset *ds; /* NULL once closed */
-    PyObject *path;                  /* str or bytes, as given */
-    Py_ssize_t busy;                 /* calls in progress with the GIL released */
-    Py_ssize_t users;                /* live loaders over this dataset */
-    PyObject *labels;                /* cached array('q') of every sample's label, or NULL */
+    PyObject ob_base;
+    hdmlp_dataset *ds; /* NULL once closed */
+    PyObject *path;    /* str or bytes, as given */
+    Py_ssize_t busy;   /* calls in progress with the GIL released */
+    Py_ssize_t users;  /* live loaders over this dataset */
+    PyObject *labels;  /* cached array('q') of every sample's label, or NULL */
     PyObject *weakrefs;
 } DatasetObject;
 
@@ -101,7 +102,8 @@ hdmlp_dataset *py_dataset_handle(py_state *st, DatasetObject *self);
 
 /* ---- py_batch.c ---- */
 typedef struct BatchObject {
-    PyObject_HEAD hdmlp_batch *batch; /* NULL once released */
+    PyObject ob_base;
+    hdmlp_batch *batch; /* NULL once released */
     const hdmlp_sample_view *views;
     Py_ssize_t n;
     uint64_t epoch;
@@ -116,6 +118,25 @@ int py_batch_init_types(PyObject *module, py_state *st);
 /* New Batch owning `batch` (released when the object and all views are gone). On failure
  * the batch is released and NULL returned with an exception set. */
 PyObject *py_batch_new(py_state *st, hdmlp_batch *batch);
+
+/* ---- py_config.c: Loader arguments → hdmlp_config ---- */
+typedef struct py_loader_params {
+    uint64_t batch_size, epochs, memory, seed, threads; /* epochs 0 = unbounded */
+    uint32_t rank, world;
+    int drop_last;
+    uint64_t epoch_samples, epoch_batches; /* this rank's, per epoch */
+} py_loader_params;
+/* Loader arguments after the dataset, in keyword order: batch_size, memory, seed, epochs,
+ * rank, world, drop_last, threads, refill, policy, engine, lookahead, direct_io,
+ * storage_cost, peers, listen, job_token, remote_memory, prefetch, peer_timeout. */
+#define PY_LOADER_NARGS 20
+/* Checks a[0..PY_LOADER_NARGS) (NULL = not given) and applies them to cfg; fills *p. 0, or
+ * -1 with the exception set. */
+int py_loader_configure(py_state *st, hdmlp_dataset *ds, hdmlp_config *cfg, PyObject *const *a,
+                        py_loader_params *p);
+
+/* ---- py_stats.c ---- */
+PyObject *py_stats_dict(const hdmlp_stats *s);
 
 /* ---- py_loader.c ---- */
 int py_loader_init_types(PyObject *module, py_state *st);

@@ -22,18 +22,15 @@
 #include <unistd.h>
 
 #define PY_ERR_SET (-1000) /* a Python exception is set */
-#define N_ARGS 20          /* Loader arguments after the dataset */
 
 typedef struct LoaderObject {
-    PyObject_HEAD hdmlp_loader *ld; /* NULL once closed */
+    PyObject ob_base;
+    hdmlp_loader *ld;  /* NULL once closed */
     hdmlp_config *cfg; /* kept to restart the loader (set_epoch to an earlier epoch) */
     DatasetObject *dataset;
-    pid_t pid;         /* process that created the C loader */
-    py_waiter *waiter; /* helper thread for interruptible waits, made on first need */
-    uint64_t batch_size, epochs, memory, seed, threads;
-    uint32_t rank, world;
-    int drop_last;
-    uint64_t epoch_samples, epoch_batches;
+    pid_t pid;          /* process that created the C loader */
+    py_waiter *waiter;  /* helper thread for interruptible waits, made on first need */
+    py_loader_params p; /* the arguments, as configured */
     /* stream position: the next batch the C loader delivers is pos_batch of pos_epoch */
     uint64_t pos_epoch, pos_batch;
     int ended;
@@ -53,7 +50,8 @@ typedef struct LoaderObject {
 } LoaderObject;
 
 typedef struct EpochIterObject {
-    PyObject_HEAD LoaderObject *loader;
+    PyObject ob_base;
+    LoaderObject *loader;
     uint64_t gen;
     uint64_t epoch;
 } EpochIterObject;
@@ -238,11 +236,11 @@ static int fetch(py_state *st, LoaderObject *self, hdmlp_batch **out)
                      "expected (%llu batches per epoch)",
                      (unsigned long long)hdmlp_batch_epoch(b),
                      (unsigned long long)self->pos_epoch, (unsigned long long)self->pos_batch,
-                     (unsigned long long)self->epoch_batches);
+                     (unsigned long long)self->p.epoch_batches);
         hdmlp_batch_release(b);
         return PY_ERR_SET;
     }
-    if (++self->pos_batch == self->epoch_batches) {
+    if (++self->pos_batch == self->p.epoch_batches) {
         self->pos_batch = 0;
         self->pos_epoch++;
     }
@@ -252,210 +250,6 @@ static int fetch(py_state *st, LoaderObject *self, hdmlp_batch **out)
 
 /* ---- construction ---- */
 
-static int set_or_raise(py_state *st, int rc, const char *param)
-{
-    if (rc != HDMLP_OK) {
-        py_raise(st, rc, param, NULL);
-        return -1;
-    }
-    return 0;
-}
-
-static int opt_u64(py_state *st, PyObject *obj, const char *param, uint64_t dflt, uint64_t *out)
-{
-    if (obj == NULL || obj == Py_None) {
-        *out = dflt;
-        return 0;
-    }
-    return py_arg_u64(st, obj, param, out);
-}
-
-/* Distributed settings: peers, listen, job_token, remote_memory, prefetch, peer_timeout
- * (a[14..19]; NULL or None = library default). */
-static int configure_peers(py_state *st, LoaderObject *self, PyObject *const *a)
-{
-    hdmlp_config *cfg = self->cfg;
-    if (a[14] != NULL && a[14] != Py_None) {
-        if (PyUnicode_Check(a[14])) {
-            PyErr_SetString(PyExc_TypeError, "peers: expected a sequence of 'host:port' str");
-            return -1;
-        }
-        PyObject *seq = PySequence_Fast(a[14], "peers: expected a sequence of 'host:port' str");
-        if (seq == NULL) {
-            return -1;
-        }
-        const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-        const char **eps = PyMem_Calloc(n > 0 ? (size_t)n : 1, sizeof(*eps));
-        int rc = eps == NULL ? -1 : 0;
-        for (Py_ssize_t i = 0; rc == 0 && i < n; i++) {
-            PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
-            if (!PyUnicode_Check(item)) {
-                PyErr_Format(PyExc_TypeError, "peers: item %zd is %.80s, not str", i,
-                             Py_TYPE(item)->tp_name);
-                rc = -1;
-            } else if ((eps[i] = PyUnicode_AsUTF8(item)) == NULL) {
-                rc = -1;
-            }
-        }
-        if (eps == NULL) {
-            PyErr_NoMemory();
-        } else if (rc == 0 && n > UINT32_MAX) {
-            py_raise_arg(st, "peers", "too many endpoints");
-            rc = -1;
-        } else if (rc == 0) {
-            rc = set_or_raise(st, hdmlp_config_set_peers(cfg, eps, (uint32_t)n), "peers");
-        }
-        PyMem_Free(eps);
-        Py_DECREF(seq);
-        if (rc < 0) {
-            return -1;
-        }
-    }
-    if (a[15] != NULL && a[15] != Py_None) {
-        if (!PyUnicode_Check(a[15])) {
-            PyErr_SetString(PyExc_TypeError, "listen: expected a 'host:port' str");
-            return -1;
-        }
-        const char *addr = PyUnicode_AsUTF8(a[15]);
-        if (addr == NULL ||
-            set_or_raise(st, hdmlp_config_set_listen(cfg, addr), "listen") < 0) {
-            return -1;
-        }
-    }
-    uint64_t v = 0;
-    if (a[16] != NULL && a[16] != Py_None) {
-        if (py_arg_u64(st, a[16], "job_token", &v) < 0 ||
-            set_or_raise(st, hdmlp_config_set_job_token(cfg, v), "job_token") < 0) {
-            return -1;
-        }
-    }
-    if (a[17] != NULL && a[17] != Py_None) {
-        const uint64_t raw = hdmlp_dataset_raw_bytes(self->dataset->ds);
-        if (py_arg_memory(st, a[17], raw, &v) < 0 ||
-            set_or_raise(st, hdmlp_config_set_remote_memory(cfg, v), "remote_memory") < 0) {
-            return -1;
-        }
-    }
-    if (a[18] != NULL && a[18] != Py_None) {
-        if (py_arg_u64(st, a[18], "prefetch", &v) < 0) {
-            return -1;
-        }
-        if (v > UINT32_MAX) {
-            py_raise_arg(st, "prefetch", "%llu is too large", (unsigned long long)v);
-            return -1;
-        }
-        if (set_or_raise(st, hdmlp_config_set_prefetch(cfg, (uint32_t)v), "prefetch") < 0) {
-            return -1;
-        }
-    }
-    if (a[19] != NULL && a[19] != Py_None) {
-        const double secs = PyFloat_AsDouble(a[19]);
-        if (secs == -1.0 && PyErr_Occurred()) {
-            return -1;
-        }
-        if (!(secs >= 0.0 && secs * 1000.0 <= (double)UINT32_MAX)) {
-            py_raise_arg(st, "peer_timeout", "expected seconds in 0.1..3600, got %R", a[19]);
-            return -1;
-        }
-        const uint32_t ms = (uint32_t)(secs * 1000.0 + 0.5);
-        if (set_or_raise(st, hdmlp_config_set_peer_timeout(cfg, ms), "peer_timeout") < 0) {
-            return -1;
-        }
-    }
-    return 0;
-}
-
-static int configure(py_state *st, LoaderObject *self, PyObject *const *a)
-{
-    /* a: batch_size, memory, seed, epochs, rank, world, drop_last, threads, refill, policy,
-     * engine, lookahead, direct_io, storage_cost, then configure_peers's (NULL = not
-     * given) */
-    static const char *const refills[] = {"auto", "whole", "ranges"};
-    static const char *const policies[] = {"fill-rate", "random"};
-    static const char *const engines[] = {"auto", "pread", "io_uring"};
-    hdmlp_config *cfg = self->cfg;
-    uint64_t rank = 0, world = 1, lookahead = 0;
-    int refill = 0, policy = 0, engine = 0;
-
-    if (py_arg_u64(st, a[0], "batch_size", &self->batch_size) < 0 ||
-        py_arg_memory(st, a[1], hdmlp_dataset_raw_bytes(self->dataset->ds), &self->memory) <
-            0 ||
-        opt_u64(st, a[2], "seed", 0, &self->seed) < 0 ||
-        opt_u64(st, a[3], "epochs", 0, &self->epochs) < 0 ||
-        opt_u64(st, a[4], "rank", 0, &rank) < 0 || opt_u64(st, a[5], "world", 1, &world) < 0 ||
-        opt_u64(st, a[7], "threads", 2, &self->threads) < 0 ||
-        (a[8] != NULL && py_arg_choice(st, a[8], "refill", refills, 3, &refill) < 0) ||
-        (a[9] != NULL && py_arg_choice(st, a[9], "policy", policies, 2, &policy) < 0) ||
-        (a[10] != NULL && py_arg_choice(st, a[10], "engine", engines, 3, &engine) < 0) ||
-        opt_u64(st, a[11], "lookahead", 0, &lookahead) < 0) {
-        return -1;
-    }
-    if (a[3] != NULL && a[3] != Py_None && self->epochs == 0) {
-        py_raise_arg(st, "epochs", "expected None (unbounded) or an int >= 1, got 0");
-        return -1;
-    }
-    if (self->batch_size > UINT32_MAX) {
-        py_raise_arg(st, "batch_size", "%llu is too large",
-                     (unsigned long long)self->batch_size);
-        return -1;
-    }
-    if (rank > UINT32_MAX || world > UINT32_MAX || world == 0 || rank >= world) {
-        py_raise_arg(st, "rank", "need 0 <= rank < world, got rank %llu of world %llu",
-                     (unsigned long long)rank, (unsigned long long)world);
-        return -1;
-    }
-    if (self->threads > UINT32_MAX) {
-        py_raise_arg(st, "threads", "%llu is too large", (unsigned long long)self->threads);
-        return -1;
-    }
-    self->rank = (uint32_t)rank;
-    self->world = (uint32_t)world;
-    self->drop_last = a[6] != NULL ? PyObject_IsTrue(a[6]) : 0;
-    const int direct = a[12] != NULL ? PyObject_IsTrue(a[12]) : 0;
-    if (self->drop_last < 0 || direct < 0) {
-        return -1;
-    }
-    if (set_or_raise(st, hdmlp_config_set_memory(cfg, self->memory), "memory") < 0 ||
-        set_or_raise(st, hdmlp_config_set_batch_size(cfg, (uint32_t)self->batch_size),
-                     "batch_size") < 0 ||
-        set_or_raise(st, hdmlp_config_set_seed(cfg, self->seed), "seed") < 0 ||
-        set_or_raise(st, hdmlp_config_set_epochs(cfg, self->epochs), "epochs") < 0 ||
-        set_or_raise(st, hdmlp_config_set_drop_last(cfg, self->drop_last), "drop_last") < 0 ||
-        set_or_raise(st, hdmlp_config_set_rank(cfg, self->rank, self->world), "rank/world") <
-            0 ||
-        set_or_raise(st, hdmlp_config_set_threads(cfg, (uint32_t)self->threads), "threads") <
-            0 ||
-        set_or_raise(st, hdmlp_config_set_engine(cfg, (hdmlp_engine)engine), "engine") < 0 ||
-        set_or_raise(st, hdmlp_config_set_direct_io(cfg, direct), "direct_io") < 0 ||
-        set_or_raise(st, hdmlp_config_set_lookahead(cfg, lookahead), "lookahead") < 0 ||
-        set_or_raise(st, hdmlp_config_set_policy(cfg, (hdmlp_policy)policy), "policy") < 0 ||
-        set_or_raise(st, hdmlp_config_set_refill(cfg, (hdmlp_refill)refill), "refill") < 0) {
-        return -1;
-    }
-    if (a[13] != NULL && a[13] != Py_None) {
-        double op_us = 0, bps = 0;
-        if (!PyArg_ParseTuple(a[13], "dd;storage_cost: expected (op_us, bytes_per_s)", &op_us,
-                              &bps)) {
-            return -1;
-        }
-        if (set_or_raise(st, hdmlp_config_set_storage_cost(cfg, op_us, bps), "storage_cost") <
-            0) {
-            return -1;
-        }
-    }
-    if (configure_peers(st, self, a) < 0) {
-        return -1;
-    }
-    const uint64_t n = hdmlp_dataset_sample_count(self->dataset->ds);
-    /* Rank r of R takes the positions p % R == r of each epoch's permutation. */
-    self->epoch_samples = n / world + (rank < n % world ? 1 : 0);
-    const uint64_t b = self->batch_size;
-    self->epoch_batches = b == 0 ? 0
-                                 : (self->drop_last ? self->epoch_samples / b
-                                                    : (self->epoch_samples + b - 1) / b);
-    return 0;
-}
-
 static PyObject *loader_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {
@@ -464,7 +258,7 @@ static PyObject *loader_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         "lookahead",     "direct_io",  "storage_cost", "peers",  "listen", "job_token",
         "remote_memory", "prefetch",   "peer_timeout", NULL};
     PyObject *dataset = NULL;
-    PyObject *a[N_ARGS] = {NULL};
+    PyObject *a[PY_LOADER_NARGS] = {NULL};
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO|$OOOOOOOOOOOOOOOOOO:Loader", kwlist,
                                      &dataset, &a[0], &a[1], &a[2], &a[3], &a[4], &a[5], &a[6],
                                      &a[7], &a[8], &a[9], &a[10], &a[11], &a[12], &a[13],
@@ -497,7 +291,8 @@ static PyObject *loader_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         Py_DECREF(self);
         return NULL;
     }
-    if (configure(st, self, a) < 0 || create_c_loader(st, self) < 0) {
+    if (py_loader_configure(st, self->dataset->ds, self->cfg, a, &self->p) < 0 ||
+        create_c_loader(st, self) < 0) {
         Py_DECREF(self);
         return NULL;
     }
@@ -617,14 +412,14 @@ static PyObject *epochiter_next(EpochIterObject *self)
                         "this epoch iterator was superseded by a newer iter(loader)");
         return NULL;
     }
-    if ((ldo->epochs != 0 && self->epoch >= ldo->epochs) || ldo->epoch_batches == 0) {
+    if ((ldo->p.epochs != 0 && self->epoch >= ldo->p.epochs) || ldo->p.epoch_batches == 0) {
         return NULL;
     }
     for (;;) {
         if (ldo->pos_epoch > self->epoch) {
             /* Epoch complete. After the last configured epoch, take the END now: it is
              * immediate, and it is what tells peer ranks this rank is done. */
-            if (ldo->epochs != 0 && ldo->pos_epoch >= ldo->epochs && !ldo->ended &&
+            if (ldo->p.epochs != 0 && ldo->pos_epoch >= ldo->p.epochs && !ldo->ended &&
                 !ldo->have_stash && ldo->ld != NULL) {
                 hdmlp_batch *none = NULL;
                 const int rc = fetch(st, ldo, &none);
@@ -661,11 +456,11 @@ static PyObject *epochiter_length_hint(EpochIterObject *self, PyObject *unused)
     (void)unused;
     const LoaderObject *ldo = self->loader;
     uint64_t left = 0;
-    if (self->gen == ldo->iter_gen && !(ldo->epochs != 0 && self->epoch >= ldo->epochs)) {
+    if (self->gen == ldo->iter_gen && !(ldo->p.epochs != 0 && self->epoch >= ldo->p.epochs)) {
         if (ldo->pos_epoch < self->epoch) {
-            left = ldo->epoch_batches;
+            left = ldo->p.epoch_batches;
         } else if (ldo->pos_epoch == self->epoch) {
-            left = ldo->epoch_batches - ldo->pos_batch;
+            left = ldo->p.epoch_batches - ldo->pos_batch;
         }
     }
     return PyLong_FromUnsignedLongLong(left);
@@ -693,7 +488,7 @@ static PyObject *loader_next_batch(LoaderObject *self, PyObject *unused)
 {
     (void)unused;
     py_state *st = state_of((PyObject *)self);
-    if (self->epoch_batches == 0) {
+    if (self->p.epoch_batches == 0) {
         Py_RETURN_NONE; /* epochs without batches (drop_last, or no samples for this rank) */
     }
     hdmlp_batch *b = NULL;
@@ -714,24 +509,13 @@ static PyObject *loader_set_epoch(LoaderObject *self, PyObject *arg)
     if (py_arg_u64(st, arg, "epoch", &e) < 0) {
         return NULL;
     }
-    if (self->epochs != 0 && e >= self->epochs) {
+    if (self->p.epochs != 0 && e >= self->p.epochs) {
         return py_raise_arg(st, "epoch", "%llu is past the last epoch (%llu epochs configured)",
-                            (unsigned long long)e, (unsigned long long)self->epochs);
+                            (unsigned long long)e, (unsigned long long)self->p.epochs);
     }
     self->want_set = 1;
     self->want_epoch = e;
     Py_RETURN_NONE;
-}
-
-static int put_u64(PyObject *d, const char *key, uint64_t v)
-{
-    PyObject *o = PyLong_FromUnsignedLongLong(v);
-    if (o == NULL) {
-        return -1;
-    }
-    const int rc = PyDict_SetItemString(d, key, o);
-    Py_DECREF(o);
-    return rc;
 }
 
 static PyObject *loader_stats(LoaderObject *self, PyObject *unused)
@@ -751,61 +535,10 @@ static PyObject *loader_stats(LoaderObject *self, PyObject *unused)
     if (rc != HDMLP_OK) {
         return py_raise(st, rc, "stats", NULL);
     }
-    PyObject *d = PyDict_New();
-    if (d == NULL) {
-        return NULL;
-    }
-#define PUT(f)                                                                                 \
-    if (put_u64(d, #f, s.f) < 0) {                                                             \
-        Py_DECREF(d);                                                                          \
-        return NULL;                                                                           \
-    }
-    PUT(samples)
-    PUT(batches)
-    PUT(epochs)
-    PUT(requests)
-    PUT(hits)
-    PUT(misses)
-    PUT(chunk_loads)
-    PUT(read_ops)
-    PUT(bytes_read)
-    PUT(bytes_delivered)
-    PUT(stored_bytes_delivered)
-    PUT(samples_filled)
-    PUT(whole_refills)
-    PUT(ranged_refills)
-    PUT(peak_memory_bytes)
-    PUT(memory_budget)
-    PUT(stall_ns)
-#undef PUT
-    const size_t nh = sizeof(s.fill_hist) / sizeof(s.fill_hist[0]);
-    PyObject *hist = PyList_New((Py_ssize_t)nh);
-    for (size_t i = 0; hist != NULL && i < nh; i++) {
-        PyObject *o = PyLong_FromUnsignedLongLong(s.fill_hist[i]);
-        if (o == NULL) {
-            Py_CLEAR(hist);
-            break;
-        }
-        PyList_SET_ITEM(hist, (Py_ssize_t)i, o);
-    }
-    if (hist == NULL || PyDict_SetItemString(d, "fill_hist", hist) < 0 ||
-        put_u64(d, "abstract_chunks", s.abstract_chunks) < 0 ||
-        put_u64(d, "chunk_groups", s.chunk_groups) < 0 ||
-        put_u64(d, "remote_requests", s.remote_requests) < 0 ||
-        put_u64(d, "remote_hits", s.remote_hits) < 0 ||
-        put_u64(d, "prefetch_sent", s.prefetch_sent) < 0 ||
-        put_u64(d, "answers_sent", s.answers_sent) < 0 ||
-        put_u64(d, "net_bytes_out", s.net_bytes_out) < 0 ||
-        put_u64(d, "net_bytes_in", s.net_bytes_in) < 0) {
-        Py_XDECREF(hist);
-        Py_DECREF(d);
-        return NULL;
-    }
-    Py_DECREF(hist);
-    return d;
+    return py_stats_dict(&s);
 }
 
-static Py_ssize_t loader_len(LoaderObject *self) { return (Py_ssize_t)self->epoch_batches; }
+static Py_ssize_t loader_len(LoaderObject *self) { return (Py_ssize_t)self->p.epoch_batches; }
 
 static PyObject *get_u64(uint64_t v) { return PyLong_FromUnsignedLongLong(v); }
 
@@ -818,10 +551,10 @@ static PyObject *get_epoch(LoaderObject *self, void *c)
 static PyObject *get_epochs(LoaderObject *self, void *c)
 {
     (void)c;
-    if (self->epochs == 0) {
+    if (self->p.epochs == 0) {
         Py_RETURN_NONE;
     }
-    return get_u64(self->epochs);
+    return get_u64(self->p.epochs);
 }
 
 static PyObject *get_position(LoaderObject *self, void *c)
@@ -847,33 +580,33 @@ static PyObject *get_field(LoaderObject *self, void *c)
 {
     const char *name = c;
     if (strcmp(name, "batch_size") == 0) {
-        return get_u64(self->batch_size);
+        return get_u64(self->p.batch_size);
     } else if (strcmp(name, "memory") == 0) {
-        return get_u64(self->memory);
+        return get_u64(self->p.memory);
     } else if (strcmp(name, "seed") == 0) {
-        return get_u64(self->seed);
+        return get_u64(self->p.seed);
     } else if (strcmp(name, "rank") == 0) {
-        return get_u64(self->rank);
+        return get_u64(self->p.rank);
     } else if (strcmp(name, "world") == 0) {
-        return get_u64(self->world);
+        return get_u64(self->p.world);
     } else if (strcmp(name, "drop_last") == 0) {
-        return PyBool_FromLong(self->drop_last);
+        return PyBool_FromLong(self->p.drop_last);
     } else if (strcmp(name, "samples_per_epoch") == 0) {
-        return get_u64(self->epoch_samples);
+        return get_u64(self->p.epoch_samples);
     } else if (strcmp(name, "drained_batches") == 0) {
         return get_u64(self->drained);
     } else if (strcmp(name, "restarts") == 0) {
         return get_u64(self->restarts);
     }
-    return get_u64(self->threads);
+    return get_u64(self->p.threads);
 }
 
 static PyObject *loader_repr(LoaderObject *self)
 {
     return PyUnicode_FromFormat(
         "<hdmlp.Loader batch_size=%llu memory=%llu seed=%llu rank=%u world=%u epoch=%llu%s>",
-        (unsigned long long)self->batch_size, (unsigned long long)self->memory,
-        (unsigned long long)self->seed, (unsigned)self->rank, (unsigned)self->world,
+        (unsigned long long)self->p.batch_size, (unsigned long long)self->p.memory,
+        (unsigned long long)self->p.seed, (unsigned)self->p.rank, (unsigned)self->p.world,
         (unsigned long long)next_epoch(self), self->ld == NULL ? " closed" : "");
 }
 

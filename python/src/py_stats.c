@@ -1,0 +1,70 @@
+/* hdmlp_stats → dict, keyed by the struct's field names. */
+#include "py_internal.h"
+
+static int put_u64(PyObject *d, const char *key, uint64_t v)
+{
+    PyObject *o = PyLong_FromUnsignedLongLong(v);
+    if (o == NULL) {
+        return -1;
+    }
+    const int rc = PyDict_SetItemString(d, key, o);
+    Py_DECREF(o);
+    return rc;
+}
+
+PyObject *py_stats_dict(const hdmlp_stats *stats)
+{
+    const hdmlp_stats s = *stats;
+    PyObject *d = PyDict_New();
+    if (d == NULL) {
+        return NULL;
+    }
+#define PUT(f)                                                                                 \
+    if (put_u64(d, #f, s.f) < 0) {                                                             \
+        Py_DECREF(d);                                                                          \
+        return NULL;                                                                           \
+    }
+    PUT(samples)
+    PUT(batches)
+    PUT(epochs)
+    PUT(requests)
+    PUT(hits)
+    PUT(misses)
+    PUT(chunk_loads)
+    PUT(read_ops)
+    PUT(bytes_read)
+    PUT(bytes_delivered)
+    PUT(stored_bytes_delivered)
+    PUT(samples_filled)
+    PUT(whole_refills)
+    PUT(ranged_refills)
+    PUT(peak_memory_bytes)
+    PUT(memory_budget)
+    PUT(stall_ns)
+    const size_t nh = sizeof(s.fill_hist) / sizeof(s.fill_hist[0]);
+    PyObject *hist = PyList_New((Py_ssize_t)nh);
+    for (size_t i = 0; hist != NULL && i < nh; i++) {
+        PyObject *o = PyLong_FromUnsignedLongLong(s.fill_hist[i]);
+        if (o == NULL) {
+            Py_CLEAR(hist);
+            break;
+        }
+        PyList_SET_ITEM(hist, (Py_ssize_t)i, o);
+    }
+    if (hist == NULL || PyDict_SetItemString(d, "fill_hist", hist) < 0) {
+        Py_XDECREF(hist);
+        Py_DECREF(d);
+        return NULL;
+    }
+    Py_DECREF(hist);
+    PUT(abstract_chunks)
+    PUT(chunk_groups)
+    PUT(remote_requests)
+    PUT(remote_hits)
+    PUT(prefetch_sent)
+    PUT(answers_sent)
+    PUT(net_bytes_out)
+    PUT(net_bytes_in)
+#undef PUT
+    return d;
+}
