@@ -44,7 +44,7 @@ process reads and drops the e earlier epochs (libhdmlp cannot start at an epoch 
 prefer persistent_workers=True.
 
 DataLoader workers (num_workers = W > 0): every worker runs its own loader over the rank's
-whole sequence with memory/W bytes (and 1 I/O thread unless `threads` is given) and keeps
+whole sequence with memory/W bytes (and the same I/O threads setting) and keeps
 the batches whose position in the epoch is ≡ worker id (mod W), dropping the others
 unread by Python. DataLoader takes one batch from each worker in turn, so it yields
 exactly the sequence of a single loader with memory/W, each sample once per epoch; the
@@ -222,8 +222,6 @@ class HdmlpIterableDataset(IterableDataset):
             self._loader = None
         if self._loader is None:
             kwargs = dict(self.loader_kwargs)
-            if workers > 1 and "threads" not in kwargs:
-                kwargs["threads"] = 1
             if self._peers is not None:
                 if len(self._peers) != workers:
                     raise RuntimeError(
