@@ -55,6 +55,10 @@ void *hd_calloc(size_t count, size_t size);
 void *hd_realloc(void *p, size_t n);
 void *hd_aligned_alloc(size_t align, size_t n); /* free with hd_free */
 void hd_free(void *p);
+/* Page-aligned (2 MiB-aligned when n >= 2 MiB) anonymous mapping for I/O buffers; free with
+ * hd_map_free(p, n) using the same n. */
+void *hd_map_alloc(size_t n);
+void hd_map_free(void *p, size_t n);
 
 /* ---- little-endian codec -------------------------------------------------------------- */
 static inline uint16_t fmt_ld16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }

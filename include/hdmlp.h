@@ -177,6 +177,14 @@ HDMLP_API int hdmlp_config_set_batch_size(hdmlp_config *cfg, uint32_t n);
 HDMLP_API int hdmlp_config_set_seed(hdmlp_config *cfg, uint64_t seed);
 /* Epochs to deliver; 0 = unbounded. Default 1. */
 HDMLP_API int hdmlp_config_set_epochs(hdmlp_config *cfg, uint64_t epochs);
+/* First epoch to deliver (later epochs follow, up to the configured number). Epoch e's order
+ * depends only on (seed, e), so this starts exactly where a run would be at epoch e.
+ * Default 0; must be below epochs unless epochs is unbounded. */
+HDMLP_API int hdmlp_config_set_start_epoch(hdmlp_config *cfg, uint64_t epoch);
+/* Current values (e.g. after hdmlp_config_bootstrap_mpi). */
+HDMLP_API uint32_t hdmlp_config_rank(const hdmlp_config *cfg);
+HDMLP_API uint32_t hdmlp_config_world(const hdmlp_config *cfg);
+HDMLP_API uint64_t hdmlp_config_seed(const hdmlp_config *cfg);
 /* Drop the last, short batch of each epoch (its samples are still consumed). Default 0. */
 HDMLP_API int hdmlp_config_set_drop_last(hdmlp_config *cfg, int drop_last);
 /* This process's rank and the world size. rank < world. Default 0 of 1. */
@@ -196,6 +204,18 @@ HDMLP_API int hdmlp_config_set_refill(hdmlp_config *cfg, hdmlp_refill refill);
  * Defaults: 100 us and 1 GB/s. */
 HDMLP_API int hdmlp_config_set_storage_cost(hdmlp_config *cfg, double op_us,
                                             double bytes_per_s);
+
+/* Chunk tiers (DESIGN.md §6). The chunks this rank loads most often (by a forecast of the
+ * first two planned epochs) are kept in a RAM chunk cache of `bytes` (taken from the memory
+ * budget, not added to it); HDMLP_RAM_CACHE_AUTO (the default) caches every chunk when the
+ * dataset's stored bytes fit in half the budget and nothing otherwise; 0 disables. */
+#define HDMLP_RAM_CACHE_AUTO UINT64_MAX
+HDMLP_API int hdmlp_config_set_ram_cache(hdmlp_config *cfg, uint64_t bytes);
+/* A local-SSD chunk cache: the next most-loaded chunks, up to `capacity` bytes, are copied
+ * into `dir` in the background in order of first use, then read from there (verified by
+ * checksum; a bad or missing file falls back to the dataset and is counted). Files are named
+ * by dataset id and chunk, so a later run reuses them. dir NULL or capacity 0 disables. */
+HDMLP_API int hdmlp_config_set_ssd_cache(hdmlp_config *cfg, const char *dir, uint64_t capacity);
 
 /* Distributed loading (world > 1). Every rank must use the same dataset, seed, epochs,
  * memory budget, remote memory, batch size and prefetch window. Owners of chunk groups
@@ -256,6 +276,12 @@ HDMLP_API int hdmlp_loader_next(hdmlp_loader *ld, hdmlp_batch **out);
  * Lets callers such as the Python binding check for signals while they wait. */
 HDMLP_API int hdmlp_loader_next_timeout(hdmlp_loader *ld, hdmlp_batch **out,
                                         uint32_t timeout_ms);
+/* As hdmlp_loader_next, but never waits: HDMLP_E_TIMEOUT when the next batch is not ready
+ * yet (nothing is lost; a later call resumes it). */
+HDMLP_API int hdmlp_loader_try_next(hdmlp_loader *ld, hdmlp_batch **out);
+/* Samples this rank receives per epoch, and batches per epoch (after drop_last). */
+HDMLP_API uint64_t hdmlp_loader_epoch_size(const hdmlp_loader *ld);
+HDMLP_API uint64_t hdmlp_loader_batches_per_epoch(const hdmlp_loader *ld);
 /* Makes a hdmlp_loader_next() that is waiting (now or next) return HDMLP_E_INTERRUPTED
  * instead of blocking; nothing is lost: the following call resumes the same batch.
  * Thread-safe and async-signal-unsafe (call it from a thread, not a signal handler). */
@@ -297,9 +323,20 @@ typedef struct hdmlp_stats {
     uint64_t answers_sent;    /* samples sent in answer to a peer's request */
     uint64_t net_bytes_out;   /* sample bytes sent to peers */
     uint64_t net_bytes_in;    /* sample bytes received from peers */
+    /* tiers */
+    uint64_t source_bytes;    /* bytes read from the dataset directory */
+    uint64_t ram_cache_bytes; /* bytes served from the RAM chunk cache */
+    uint64_t ssd_cache_bytes; /* bytes read from the SSD chunk cache */
+    uint64_t ram_cached_chunks;
+    uint64_t ssd_staged_chunks;
+    uint64_t tier_fallbacks; /* cached chunks found bad or missing and read from the source */
 } hdmlp_stats;
 
 HDMLP_API int hdmlp_loader_stats(hdmlp_loader *ld, hdmlp_stats *out);
+/* Bytes read from the dataset directory in each planned epoch so far: fills out[0..n) and
+ * sets *count to the number of epochs known (which may exceed n). Any thread. */
+HDMLP_API int hdmlp_loader_epoch_source_bytes(hdmlp_loader *ld, uint64_t *out, size_t n,
+                                              size_t *count);
 
 /* Predicts what a loader made with (ds, cfg) would do over cfg's epochs (which must be
  * bounded), without reading sample data: a metadata-only replay of the same decisions.
@@ -308,11 +345,13 @@ HDMLP_API int hdmlp_loader_stats(hdmlp_loader *ld, hdmlp_stats *out);
  * ranged refills, fill histogram, abstract chunks; timing fields 0); for world > 1, this
  * rank's. Optional arrays (NULL to skip): chunk_loads[c] = loads of chunk c by this rank
  * (hdmlp_dataset_chunk_count entries), first_use[c] = the first load's sequence number
- * (epoch × N + global position; UINT64_MAX if never), epoch_bytes_read[e] = bytes this rank
- * reads from storage in epoch e (epochs entries). Thread-safe with respect to ds. */
+ * (epoch × N + global position; UINT64_MAX if never), epoch_source_bytes[e] = bytes this
+ * rank reads from the dataset directory in epoch e (epochs entries). With tiers, source
+ * bytes assume each cached chunk is in its cache by its next load (the RAM cache is filled
+ * by the first load; the SSD stager runs in the background). Thread-safe for ds. */
 HDMLP_API int hdmlp_loader_forecast(hdmlp_dataset *ds, const hdmlp_config *cfg,
                                     hdmlp_stats *out, uint64_t *chunk_loads,
-                                    uint64_t *first_use, uint64_t *epoch_bytes_read);
+                                    uint64_t *first_use, uint64_t *epoch_source_bytes);
 
 #ifdef __cplusplus
 }

@@ -9,6 +9,7 @@ struct hdmlp_config {
     uint32_t batch;
     uint64_t seed;
     uint64_t epochs; /* 0 = unbounded */
+    uint64_t start_epoch;
     int drop_last;
     uint32_t rank, world;
     uint32_t threads;
@@ -19,6 +20,10 @@ struct hdmlp_config {
     hdmlp_refill refill;
     double op_us;
     double bytes_per_s;
+    /* tiers */
+    uint64_t ram_cache; /* HDMLP_RAM_CACHE_AUTO, 0 or bytes */
+    char *ssd_dir;
+    uint64_t ssd_capacity;
     /* distributed */
     char **peers; /* world endpoints or NULL */
     uint32_t n_peers;

@@ -70,6 +70,10 @@ static void loader_release_all(hdmlp_loader *ld)
     hd_free(ld->ring);
     hd_free(ld->perm);
     hd_free(ld->epoch_len_of);
+    hd_free(ld->epoch_source);
+    tier_free(ld->tier);
+    ld->tier = NULL;
+    ld->epoch_source = NULL;
     sched_free(ld->sch);
     for (uint32_t i = 0; i < ld->n_workers; i++) {
         worker_free(&ld->workers[i]);
@@ -137,6 +141,10 @@ int loader_create_with(hdmlp_dataset *ds, const hdmlp_config *cfg,
         return hd_err(HDMLP_E_INVAL, "loader: dataset and config are required");
     }
     int rc = check_distributed(cfg, factory);
+    if (rc == HDMLP_OK && cfg->epochs != 0 && cfg->start_epoch >= cfg->epochs) {
+        rc = hd_err(HDMLP_E_INVAL, "loader: start epoch %llu is not below the %llu epochs",
+                    (unsigned long long)cfg->start_epoch, (unsigned long long)cfg->epochs);
+    }
     if (rc != HDMLP_OK) {
         return rc;
     }
@@ -155,6 +163,8 @@ int loader_create_with(hdmlp_dataset *ds, const hdmlp_config *cfg,
     ld->world = cfg->world;
     ld->cost = (refill_cost){cfg->op_us, cfg->bytes_per_s};
     ld->refs = 1;
+    ld->plan_epoch = cfg->start_epoch;
+    ld->deliver_epoch = cfg->start_epoch;
     pthread_mutex_init(&ld->lock, NULL);
     pthread_cond_init(&ld->work_cv, NULL);
     pthread_cond_init(&ld->ready_cv, NULL);
@@ -166,6 +176,9 @@ int loader_create_with(hdmlp_dataset *ds, const hdmlp_config *cfg,
         a = sz.abstract_chunks;
         ld->slot_cap = sz.slot_cap;
         ld->remote_cap = sz.remote_cap;
+        /* The workers' read buffers, held for the loader's life. */
+        ld->charged = refill_max_buffer(ld->ix) * cfg->threads;
+        ld->st.peak_memory_bytes = ld->charged;
         const sched_params sp = {a, cfg->policy, cfg->seed, ld->slot_cap};
         rc = sched_create(ld->ix, &sp, &ld->sch);
     }
@@ -175,9 +188,19 @@ int loader_create_with(hdmlp_dataset *ds, const hdmlp_config *cfg,
     ld->st.memory_budget = cfg->memory;
     ld->st.abstract_chunks = a;
     ld->st.chunk_groups = a;
+    if (rc == HDMLP_OK && (sz.ram_cache > 0 || ld->cfg.ssd_dir != NULL)) {
+        rc = loader_place_tiers(ld->ix, &ld->cfg, &sz, &ld->tier);
+    }
     for (uint32_t i = 0; rc == HDMLP_OK && i < cfg->threads; i++) {
         rc = worker_start(ld, &ld->workers[i]);
         ld->n_workers = i + 1;
+    }
+    if (rc == HDMLP_OK && ld->tier != NULL && ld->cfg.ssd_dir != NULL) {
+        if (pthread_create(&ld->stager, NULL, stage_main, ld) != 0) {
+            rc = hd_err(HDMLP_E_NOMEM, "loader: cannot start the SSD stager");
+        } else {
+            ld->stager_started = 1;
+        }
     }
     if (rc == HDMLP_OK && ld->world > 1) {
         const peer_handler h = {ld, exchange_on_msg, exchange_on_error};
@@ -219,6 +242,11 @@ void hdmlp_loader_free(hdmlp_loader *ld)
         return;
     }
     if (ld->net != NULL) {
+        /* Whatever this rank still wanted, it is leaving: tell the peers, keep serving. */
+        pthread_mutex_lock(&ld->lock);
+        loader_announce_done(ld);
+        pthread_mutex_unlock(&ld->lock);
+        exchange_flush(ld);
         wait_for_peers(ld);
         ld->net->destroy(ld->net);
         ld->net = NULL;
@@ -233,8 +261,54 @@ void hdmlp_loader_free(hdmlp_loader *ld)
         }
     }
     pthread_mutex_lock(&ld->lock);
+    pthread_cond_broadcast(&ld->ready_cv); /* the stager waits there */
+    pthread_mutex_unlock(&ld->lock);
+    if (ld->stager_started) {
+        pthread_join(ld->stager, NULL);
+    }
+    pthread_mutex_lock(&ld->lock);
     loader_release_all(ld);
     loader_unref_unlock(ld);
+}
+
+void loader_count_source(hdmlp_loader *ld, uint64_t epoch, uint64_t bytes)
+{
+    ld->st.source_bytes += bytes;
+    if (epoch >= ld->epoch_source_cap) {
+        uint64_t cap = ld->epoch_source_cap ? ld->epoch_source_cap : 16;
+        while (cap <= epoch) {
+            cap *= 2;
+        }
+        uint64_t *a = hd_realloc(ld->epoch_source, cap * sizeof(uint64_t));
+        if (a == NULL) {
+            return; /* the total above still counts */
+        }
+        for (uint64_t i = ld->epoch_source_cap; i < cap; i++) {
+            a[i] = 0;
+        }
+        ld->epoch_source = a;
+        ld->epoch_source_cap = cap;
+    }
+    ld->epoch_source[epoch] += bytes;
+    if (epoch + 1 > ld->epoch_source_known) {
+        ld->epoch_source_known = epoch + 1;
+    }
+}
+
+int hdmlp_loader_epoch_source_bytes(hdmlp_loader *ld, uint64_t *out, size_t n, size_t *count)
+{
+    if (ld == NULL || (out == NULL && n > 0)) {
+        return hd_err(HDMLP_E_INVAL, "epoch_source_bytes: loader and out are required");
+    }
+    pthread_mutex_lock(&ld->lock);
+    for (size_t i = 0; i < n; i++) {
+        out[i] = i < ld->epoch_source_known ? ld->epoch_source[i] : 0;
+    }
+    if (count != NULL) {
+        *count = ld->epoch_source_known;
+    }
+    pthread_mutex_unlock(&ld->lock);
+    return HDMLP_OK;
 }
 
 uint64_t loader_slots_occupied(const hdmlp_loader *ld)
@@ -244,6 +318,17 @@ uint64_t loader_slots_occupied(const hdmlp_loader *ld)
     const uint64_t v = sched_slots_occupied(m->sch);
     pthread_mutex_unlock(&m->lock);
     return v;
+}
+
+uint64_t hdmlp_loader_epoch_size(const hdmlp_loader *ld) { return ld ? ld->epoch_len : 0; }
+
+uint64_t hdmlp_loader_batches_per_epoch(const hdmlp_loader *ld)
+{
+    if (ld == NULL) {
+        return 0;
+    }
+    const uint64_t b = ld->cfg.batch;
+    return ld->cfg.drop_last ? ld->epoch_len / b : (ld->epoch_len + b - 1) / b;
 }
 
 size_t hdmlp_batch_size(const hdmlp_batch *batch) { return batch ? batch->n : 0; }
@@ -262,6 +347,9 @@ int hdmlp_loader_stats(hdmlp_loader *ld, hdmlp_stats *out)
     }
     pthread_mutex_lock(&ld->lock);
     *out = ld->st;
+    if (ld->tier != NULL) {
+        out->ram_cached_chunks = tier_ram_chunks(ld->tier);
+    }
     pthread_mutex_unlock(&ld->lock);
     return HDMLP_OK;
 }

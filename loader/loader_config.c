@@ -10,6 +10,7 @@ void config_defaults(struct hdmlp_config *cfg)
     cfg->batch = 32;
     cfg->seed = 0;
     cfg->epochs = 1;
+    cfg->start_epoch = 0;
     cfg->drop_last = 0;
     cfg->rank = 0;
     cfg->world = 1;
@@ -21,6 +22,9 @@ void config_defaults(struct hdmlp_config *cfg)
     cfg->refill = HDMLP_REFILL_AUTO;
     cfg->op_us = 100.0;
     cfg->bytes_per_s = 1e9;
+    cfg->ram_cache = HDMLP_RAM_CACHE_AUTO;
+    cfg->ssd_dir = NULL;
+    cfg->ssd_capacity = 0;
     cfg->peers = NULL;
     cfg->n_peers = 0;
     cfg->listen = NULL;
@@ -67,9 +71,11 @@ void config_clear(struct hdmlp_config *cfg)
 {
     free_peers(cfg->peers, cfg->n_peers);
     hd_free(cfg->listen);
+    hd_free(cfg->ssd_dir);
     cfg->peers = NULL;
     cfg->n_peers = 0;
     cfg->listen = NULL;
+    cfg->ssd_dir = NULL;
 }
 
 int config_copy(struct hdmlp_config *dst, const struct hdmlp_config *src)
@@ -77,14 +83,19 @@ int config_copy(struct hdmlp_config *dst, const struct hdmlp_config *src)
     *dst = *src;
     dst->peers = NULL;
     dst->listen = NULL;
+    dst->ssd_dir = NULL;
     if (src->peers != NULL) {
         dst->peers = dup_peers((const char *const *)src->peers, src->n_peers);
     }
     if (src->listen != NULL) {
         dst->listen = dup_str(src->listen);
     }
+    if (src->ssd_dir != NULL) {
+        dst->ssd_dir = dup_str(src->ssd_dir);
+    }
     if ((src->peers != NULL && dst->peers == NULL) ||
-        (src->listen != NULL && dst->listen == NULL)) {
+        (src->listen != NULL && dst->listen == NULL) ||
+        (src->ssd_dir != NULL && dst->ssd_dir == NULL)) {
         config_clear(dst);
         return hd_err(HDMLP_E_NOMEM, "config: out of memory");
     }
@@ -335,3 +346,42 @@ int hdmlp_config_set_peer_timeout(hdmlp_config *cfg, uint32_t timeout_ms)
     cfg->peer_timeout_ms = timeout_ms;
     return HDMLP_OK;
 }
+
+int hdmlp_config_set_ram_cache(hdmlp_config *cfg, uint64_t bytes)
+{
+    CHECK_CFG(cfg);
+    cfg->ram_cache = bytes;
+    return HDMLP_OK;
+}
+
+int hdmlp_config_set_ssd_cache(hdmlp_config *cfg, const char *dir, uint64_t capacity)
+{
+    CHECK_CFG(cfg);
+    char *d = NULL;
+    if (dir != NULL && capacity != 0) {
+        if (dir[0] == '\0') {
+            return hd_err(HDMLP_E_INVAL, "ssd_cache: empty directory name");
+        }
+        d = dup_str(dir);
+        if (d == NULL) {
+            return hd_err(HDMLP_E_NOMEM, "ssd_cache: out of memory");
+        }
+    }
+    hd_free(cfg->ssd_dir);
+    cfg->ssd_dir = d;
+    cfg->ssd_capacity = d != NULL ? capacity : 0;
+    return HDMLP_OK;
+}
+
+int hdmlp_config_set_start_epoch(hdmlp_config *cfg, uint64_t epoch)
+{
+    CHECK_CFG(cfg);
+    cfg->start_epoch = epoch;
+    return HDMLP_OK;
+}
+
+uint32_t hdmlp_config_rank(const hdmlp_config *cfg) { return cfg ? cfg->rank : 0; }
+
+uint32_t hdmlp_config_world(const hdmlp_config *cfg) { return cfg ? cfg->world : 1; }
+
+uint64_t hdmlp_config_seed(const hdmlp_config *cfg) { return cfg ? cfg->seed : 0; }

@@ -16,6 +16,7 @@
 #include "loader_refill.h"
 #include "loader_sched.h"
 #include "loader_sizing.h"
+#include "loader_tier.h"
 
 #include <pthread.h>
 
@@ -35,6 +36,7 @@ typedef struct ld_sample {
 typedef struct ld_job {
     struct ld_job *next;
     uint64_t chunk;
+    uint64_t epoch; /* planned epoch (for per-epoch source bytes) */
     uint32_t n;
     ld_sample **samples; /* n, in slot order (the delivered one included) */
     uint32_t *slots;
@@ -95,6 +97,8 @@ typedef struct ld_worker {
     fmt_decoder *dec;
     io_read *reads;
     uint32_t reads_cap;
+    uint8_t *buf; /* read buffer (hd_map_alloc), reserved in the budget */
+    uint64_t buf_cap;
 } ld_worker;
 
 struct hdmlp_loader {
@@ -129,6 +133,14 @@ struct hdmlp_loader {
     ld_job *pending;      /* decided refill not yet admitted (memory) */
     sched_step pending_step;
     int have_pending;
+
+    /* tiers */
+    tier *tier;
+    uint64_t *epoch_source; /* source bytes per planned epoch */
+    uint64_t epoch_source_cap;
+    uint64_t epoch_source_known;
+    pthread_t stager;
+    int stager_started;
 
     /* peers */
     uint32_t rank, world;
@@ -177,6 +189,18 @@ void job_free(ld_job *job);
 void loader_unref_unlock(struct hdmlp_loader *ld);
 int loader_fail(struct hdmlp_loader *ld, int code, const char *detail);
 void batch_discard(struct hdmlp_loader *ld, struct hdmlp_batch *batch);
+/* Queues DONE for every peer once (lock held). */
+void loader_announce_done(struct hdmlp_loader *ld);
+
+/* Adds bytes read from the dataset directory in planned epoch `epoch` (lock held). */
+void loader_count_source(struct hdmlp_loader *ld, uint64_t epoch, uint64_t bytes);
+
+/* loader_stage.c: the SSD stager thread */
+void *stage_main(void *arg);
+
+/* loader_forecast.c: chunk placement for tiers from a forecast of the first epochs */
+int loader_place_tiers(const fmt_index *ix, const struct hdmlp_config *cfg,
+                       const loader_sizing *sz, tier **out);
 
 /* loader_plan.c (lock held) */
 int plan_advance(struct hdmlp_loader *ld);

@@ -264,7 +264,9 @@ static void on_sample(struct hdmlp_loader *ld, const peer_msg *m)
         }
         return;
     }
-    memcpy(data, m->data, m->size);
+    if (m->size > 0) {
+        memcpy(data, m->data, m->size);
+    }
     s->index = m->index;
     s->size = m->size;
     s->label = m->label;

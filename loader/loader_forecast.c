@@ -31,16 +31,13 @@ static void forecast_free(forecast *f)
 }
 
 static int forecast_init(forecast *f, const fmt_index *ix, const struct hdmlp_config *cfg,
-                         loader_sizing *sz)
+                         const loader_sizing *sz)
 {
     memset(f, 0, sizeof(*f));
     f->ix = ix;
     f->cfg = cfg;
     f->cost = (refill_cost){cfg->op_us, cfg->bytes_per_s};
-    int rc = loader_size(ix, cfg, sz);
-    if (rc != HDMLP_OK) {
-        return rc;
-    }
+    int rc = HDMLP_OK;
     f->owners = hd_calloc(cfg->world, sizeof(sched *));
     f->perm = hd_malloc(ix->h.n_samples * sizeof(uint64_t));
     f->slots = hd_malloc(ix->h.chunk_size * sizeof(uint32_t));
@@ -58,8 +55,8 @@ static int forecast_init(forecast *f, const fmt_index *ix, const struct hdmlp_co
 }
 
 /* Counts one refill of this rank exactly as loader_plan.c admits it. */
-static int count_refill(forecast *f, const sched_step *st, hdmlp_stats *out,
-                        uint64_t *bytes_read)
+static int count_refill(forecast *f, const sched_step *st, hdmlp_refill mode, int from_source,
+                        hdmlp_stats *out, uint64_t *source_bytes)
 {
     const uint32_t k = f->ix->h.chunk_size;
     const uint32_t t_req = (uint32_t)(st->sample % k);
@@ -76,8 +73,8 @@ static int count_refill(forecast *f, const sched_step *st, hdmlp_stats *out,
         f->slots[n++] = t_req;
     }
     refill_plan plan;
-    const int rc = refill_plan_build(f->ix, st->chunk, f->slots, n, f->cfg->refill, &f->cost,
-                                     f->cfg->direct, &plan);
+    const int rc =
+        refill_plan_build(f->ix, st->chunk, f->slots, n, mode, &f->cost, f->cfg->direct, &plan);
     if (rc != HDMLP_OK) {
         return rc;
     }
@@ -86,7 +83,10 @@ static int count_refill(forecast *f, const sched_step *st, hdmlp_stats *out,
     out->samples_filled += n;
     out->read_ops += plan.n_ranges;
     out->bytes_read += plan.buf_len;
-    *bytes_read += plan.buf_len;
+    if (from_source) {
+        out->source_bytes += plan.buf_len;
+        *source_bytes += plan.buf_len;
+    }
     if (plan.whole) {
         out->whole_refills++;
     } else {
@@ -107,6 +107,8 @@ typedef struct epoch_job {
     uint64_t *chunk_loads, *first_use, *epoch_bytes_read; /* shared: disjoint epochs/chunks
                                                              are merged after join */
     uint64_t kept;
+    const tier *placement;    /* NULL: no tiers */
+    const uint64_t *first_of; /* each chunk's first load (sequence number), with tiers */
     int rc;
 } epoch_job;
 
@@ -153,7 +155,15 @@ static void *run_epochs(void *arg)
                 out->hits++;
                 continue;
             }
-            rc = count_refill(f, &st, out, &bytes);
+            /* Tiers: a RAM chunk's first load reads it whole from the source; later loads of
+             * RAM and SSD chunks are assumed served by their cache. */
+            const uint64_t seq = e * n + p;
+            const int place =
+                j->placement != NULL ? tier_placement(j->placement, st.chunk) : TIER_SOURCE;
+            const int first = j->first_of != NULL && j->first_of[st.chunk] == seq;
+            const hdmlp_refill mode =
+                place == TIER_RAM && first ? HDMLP_REFILL_WHOLE : cfg->refill;
+            rc = count_refill(f, &st, mode, place == TIER_SOURCE || first, out, &bytes);
             if (j->chunk_loads != NULL) {
                 j->chunk_loads[st.chunk]++;
             }
@@ -178,6 +188,7 @@ static void add_stats(hdmlp_stats *to, const hdmlp_stats *from)
     to->chunk_loads += from->chunk_loads;
     to->read_ops += from->read_ops;
     to->bytes_read += from->bytes_read;
+    to->source_bytes += from->source_bytes;
     to->bytes_delivered += from->bytes_delivered;
     to->stored_bytes_delivered += from->stored_bytes_delivered;
     to->samples_filled += from->samples_filled;
@@ -188,43 +199,45 @@ static void add_stats(hdmlp_stats *to, const hdmlp_stats *from)
     }
 }
 
-int hdmlp_loader_forecast(hdmlp_dataset *ds, const hdmlp_config *cfg, hdmlp_stats *out,
-                          uint64_t *chunk_loads, uint64_t *first_use,
-                          uint64_t *epoch_bytes_read)
+/* Replays `epochs` epochs of (ix, cfg) sized by sz, with an optional tier placement. */
+static int forecast_replay(const fmt_index *ix, const struct hdmlp_config *cfg,
+                           const loader_sizing *sz, const tier *placement,
+                           const uint64_t *first_of, uint64_t epochs, hdmlp_stats *out,
+                           uint64_t *chunk_loads, uint64_t *first_use,
+                           uint64_t *epoch_source_bytes)
 {
-    if (ds == NULL || cfg == NULL || out == NULL) {
-        return hd_err(HDMLP_E_INVAL, "forecast: dataset, config and out are required");
-    }
-    if (cfg->epochs == 0) {
-        return hd_err(HDMLP_E_INVAL, "forecast: needs a bounded number of epochs");
-    }
-    const fmt_index *ix = &ds->ix;
     const uint64_t n = ix->h.n_samples;
     const uint64_t c = ix->h.n_chunks;
+    struct hdmlp_config run = *cfg;
+    run.epochs = epochs;
     memset(out, 0, sizeof(*out));
     /* One thread per configured I/O thread, at most one per epoch. */
-    uint64_t nt = cfg->threads < cfg->epochs ? cfg->threads : cfg->epochs;
+    const uint64_t span = epochs > run.start_epoch ? epochs - run.start_epoch : 0;
+    uint64_t nt = run.threads < span ? run.threads : span;
     nt = nt < 1 ? 1 : nt;
     epoch_job *jobs = hd_calloc(nt, sizeof(epoch_job));
-    if (jobs == NULL) {
+    pthread_t *th = hd_calloc(nt, sizeof(pthread_t));
+    if (jobs == NULL || th == NULL) {
+        hd_free(jobs);
+        hd_free(th);
         return hd_err(HDMLP_E_NOMEM, "forecast: out of memory");
     }
-    const uint64_t epoch_len = sampler_rank_count(n, cfg->rank, cfg->world);
+    const uint64_t epoch_len = sampler_rank_count(n, run.rank, run.world);
     const uint64_t batches_per_epoch =
-        cfg->drop_last ? epoch_len / cfg->batch : (epoch_len + cfg->batch - 1) / cfg->batch;
-    loader_sizing sz;
-    memset(&sz, 0, sizeof(sz));
+        run.drop_last ? epoch_len / run.batch : (epoch_len + run.batch - 1) / run.batch;
     int rc = HDMLP_OK;
     uint64_t started = 0;
     for (uint64_t t = 0; t < nt && rc == HDMLP_OK; t++) {
         epoch_job *j = &jobs[t];
-        j->cfg = cfg;
+        j->cfg = &run;
         j->ix = ix;
-        j->first = t;
+        j->first = run.start_epoch + t;
         j->step = nt;
-        j->kept = cfg->drop_last ? batches_per_epoch * cfg->batch : epoch_len;
-        j->epoch_bytes_read = epoch_bytes_read; /* each epoch written by one thread */
-        rc = forecast_init(&j->f, ix, cfg, &sz);
+        j->kept = run.drop_last ? batches_per_epoch * run.batch : epoch_len;
+        j->epoch_bytes_read = epoch_source_bytes; /* each epoch written by one thread */
+        j->placement = placement;
+        j->first_of = first_of;
+        rc = forecast_init(&j->f, ix, &run, sz);
         if (rc == HDMLP_OK && (chunk_loads != NULL || first_use != NULL)) {
             j->chunk_loads = hd_calloc(c, sizeof(uint64_t));
             j->first_use = hd_malloc(c * sizeof(uint64_t));
@@ -234,10 +247,6 @@ int hdmlp_loader_forecast(hdmlp_dataset *ds, const hdmlp_config *cfg, hdmlp_stat
                 memset(j->first_use, 0xff, c * sizeof(uint64_t));
             }
         }
-    }
-    pthread_t *th = hd_calloc(nt, sizeof(pthread_t));
-    if (th == NULL && rc == HDMLP_OK) {
-        rc = hd_err(HDMLP_E_NOMEM, "forecast: out of memory");
     }
     for (uint64_t t = 1; rc == HDMLP_OK && t < nt; t++) {
         if (pthread_create(&th[t], NULL, run_epochs, &jobs[t]) != 0) {
@@ -278,10 +287,84 @@ int hdmlp_loader_forecast(hdmlp_dataset *ds, const hdmlp_config *cfg, hdmlp_stat
     }
     hd_free(th);
     hd_free(jobs);
-    out->epochs = rc == HDMLP_OK ? cfg->epochs : 0;
-    out->batches = rc == HDMLP_OK ? batches_per_epoch * cfg->epochs : 0;
-    out->memory_budget = cfg->memory;
-    out->abstract_chunks = sz.abstract_chunks;
-    out->chunk_groups = sz.abstract_chunks;
+    out->epochs = rc == HDMLP_OK ? span : 0;
+    out->batches = rc == HDMLP_OK ? batches_per_epoch * span : 0;
+    out->memory_budget = run.memory;
+    out->abstract_chunks = sz->abstract_chunks;
+    out->chunk_groups = sz->abstract_chunks;
+    return rc;
+}
+
+/* Tier placement from the loads of the first (at most two) planned epochs: load counts
+ * rank chunks the same way in every epoch, and two epochs keep start-up short. */
+#define PLACEMENT_EPOCHS 2
+
+int loader_place_tiers(const fmt_index *ix, const struct hdmlp_config *cfg,
+                       const loader_sizing *sz, tier **out)
+{
+    *out = NULL;
+    const uint64_t c = ix->h.n_chunks;
+    uint64_t *loads = hd_malloc(c * sizeof(uint64_t));
+    uint64_t *first = hd_malloc(c * sizeof(uint64_t));
+    if (loads == NULL || first == NULL) {
+        hd_free(loads);
+        hd_free(first);
+        return hd_err(HDMLP_E_NOMEM, "tiers: out of memory");
+    }
+    const uint64_t epochs =
+        cfg->epochs != 0 && cfg->epochs < PLACEMENT_EPOCHS ? cfg->epochs : PLACEMENT_EPOCHS;
+    hdmlp_stats st;
+    int rc = forecast_replay(ix, cfg, sz, NULL, NULL, epochs, &st, loads, first, NULL);
+    if (rc == HDMLP_OK) {
+        const tier_params tp = {sz->ram_cache, cfg->ssd_dir, cfg->ssd_capacity,
+                                ix->h.dataset_id};
+        rc = tier_create(ix, &tp, loads, first, out);
+    }
+    hd_free(loads);
+    hd_free(first);
+    return rc;
+}
+
+int hdmlp_loader_forecast(hdmlp_dataset *ds, const hdmlp_config *cfg, hdmlp_stats *out,
+                          uint64_t *chunk_loads, uint64_t *first_use,
+                          uint64_t *epoch_source_bytes)
+{
+    if (ds == NULL || cfg == NULL || out == NULL) {
+        return hd_err(HDMLP_E_INVAL, "forecast: dataset, config and out are required");
+    }
+    if (cfg->epochs == 0) {
+        return hd_err(HDMLP_E_INVAL, "forecast: needs a bounded number of epochs");
+    }
+    const fmt_index *ix = &ds->ix;
+    loader_sizing sz;
+    int rc = loader_size(ix, cfg, &sz);
+    if (rc != HDMLP_OK) {
+        return rc;
+    }
+    tier *t = NULL;
+    uint64_t *first_of = NULL;
+    if (sz.ram_cache > 0 || cfg->ssd_dir != NULL) {
+        rc = loader_place_tiers(ix, cfg, &sz, &t);
+        /* Each chunk's first load: tiers never change decisions, so a tier-less replay
+         * finds it. */
+        first_of = hd_malloc(ix->h.n_chunks * sizeof(uint64_t));
+        if (rc == HDMLP_OK && first_of == NULL) {
+            rc = hd_err(HDMLP_E_NOMEM, "forecast: out of memory");
+        }
+        hdmlp_stats pre;
+        if (rc == HDMLP_OK) {
+            rc = forecast_replay(ix, cfg, &sz, NULL, NULL, cfg->epochs, &pre, NULL, first_of,
+                                 NULL);
+        }
+    }
+    if (rc == HDMLP_OK) {
+        rc = forecast_replay(ix, cfg, &sz, t, first_of, cfg->epochs, out, chunk_loads,
+                             first_use, epoch_source_bytes);
+    }
+    if (rc == HDMLP_OK && t == NULL) {
+        out->source_bytes = out->bytes_read;
+    }
+    tier_free(t);
+    hd_free(first_of);
     return rc;
 }

@@ -199,7 +199,7 @@ void batch_discard(hdmlp_loader *ld, hdmlp_batch *batch)
 }
 
 /* Tells every peer this rank has delivered all its epochs (lock held). */
-static void announce_done(hdmlp_loader *ld)
+void loader_announce_done(hdmlp_loader *ld)
 {
     if (ld->announced_done || ld->world == 1) {
         return;
@@ -249,7 +249,7 @@ static int next_locked(hdmlp_loader *ld, hdmlp_batch **out, const struct timespe
         if (ld->partial == NULL) {
             if ((ld->cfg.epochs != 0 && ld->deliver_epoch >= ld->cfg.epochs) ||
                 ld->epoch_len == 0) {
-                announce_done(ld);
+                loader_announce_done(ld);
                 return HDMLP_END;
             }
             const uint64_t left = ld->epoch_len - ld->deliver_pos;
@@ -301,23 +301,34 @@ int hdmlp_loader_next(hdmlp_loader *ld, hdmlp_batch **out)
     return hdmlp_loader_next_timeout(ld, out, 0);
 }
 
+static int next_until(hdmlp_loader *ld, hdmlp_batch **out, const struct timespec *deadline);
+
 int hdmlp_loader_next_timeout(hdmlp_loader *ld, hdmlp_batch **out, uint32_t timeout_ms)
+{
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    const uint64_t ns = (uint64_t)deadline.tv_nsec + (uint64_t)timeout_ms * 1000000ull;
+    deadline.tv_sec += (time_t)(ns / 1000000000ull);
+    deadline.tv_nsec = (long)(ns % 1000000000ull);
+    return next_until(ld, out, timeout_ms != 0 ? &deadline : NULL);
+}
+
+int hdmlp_loader_try_next(hdmlp_loader *ld, hdmlp_batch **out)
+{
+    const struct timespec past = {0, 0};
+    return next_until(ld, out, &past);
+}
+
+static int next_until(hdmlp_loader *ld, hdmlp_batch **out, const struct timespec *deadline)
 {
     if (out == NULL || ld == NULL) {
         return hd_err(HDMLP_E_INVAL, "loader_next: loader and out are required");
     }
     *out = NULL;
-    struct timespec deadline;
-    if (timeout_ms != 0) {
-        clock_gettime(CLOCK_REALTIME, &deadline);
-        const uint64_t ns = (uint64_t)deadline.tv_nsec + (uint64_t)timeout_ms * 1000000ull;
-        deadline.tv_sec += (time_t)(ns / 1000000000ull);
-        deadline.tv_nsec = (long)(ns % 1000000000ull);
-    }
     pthread_mutex_lock(&ld->lock);
     hdmlp_batch *batch = NULL;
     int rc = ld->failed ? hd_err(ld->failed, "%s", ld->fail_detail)
-                        : next_locked(ld, &batch, timeout_ms != 0 ? &deadline : NULL);
+                        : next_locked(ld, &batch, deadline);
     if (batch != NULL) {
         for (size_t i = 0; i < batch->n; i++) {
             const ld_sample *s = batch->samples[i];

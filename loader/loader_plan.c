@@ -92,8 +92,13 @@ static int job_build(struct hdmlp_loader *ld, const sched_step *st, ld_job **out
         }
     }
     job->n = n;
-    const int rc = refill_plan_build(ld->ix, st->chunk, job->slots, n, ld->cfg.refill,
-                                     &ld->cost, ld->cfg.direct, &job->plan);
+    /* The first load of a RAM-placed chunk reads it whole, to fill the cache. */
+    const hdmlp_refill mode = ld->tier != NULL && tier_ram_first_plan(ld->tier, st->chunk)
+                                  ? HDMLP_REFILL_WHOLE
+                                  : ld->cfg.refill;
+    job->epoch = ld->plan_epoch;
+    const int rc = refill_plan_build(ld->ix, st->chunk, job->slots, n, mode, &ld->cost,
+                                     ld->cfg.direct, &job->plan);
     if (rc != HDMLP_OK) {
         job_free(job);
         return rc;
@@ -102,9 +107,10 @@ static int job_build(struct hdmlp_loader *ld, const sched_step *st, ld_job **out
     return HDMLP_OK;
 }
 
+/* Bytes a refill adds to the budget: its samples (read buffers are reserved per worker). */
 static uint64_t job_bytes(const ld_job *job)
 {
-    uint64_t b = job->plan.buf_len;
+    uint64_t b = 0;
     for (uint32_t i = 0; i < job->n; i++) {
         b += job->samples[i]->size;
     }

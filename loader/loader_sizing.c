@@ -1,13 +1,15 @@
 /*
  * Memory sizing: how a budget becomes abstract memory (the loader and the forecast use it).
  *
- * Budget split (all of it accounted): one whole-chunk read buffer and two batches of the
- * largest sample are reserved so the consumer can always progress while it holds one
- * batch; the remote-memory cap (world > 1) is set aside for samples peers push ahead of
- * need; of the rest, 1/8 is lookahead room (samples planned ahead and refills in flight)
- * and 7/8 caps the bytes held in valid slots. Each rank gets A_r = that cap /
- * (K × mean raw sample size) abstract chunks; there are A = min(C, world × A_r) in all,
- * and rank r owns the groups g with g % world == r.
+ * Budget split (all of it accounted): two whole-chunk read buffers (one more for the SSD
+ * stager; buffers of further I/O threads are charged to the lookahead share), the two batches'
+ * worth of the largest samples (so the consumer can always progress while it holds one batch)
+ * and the RAM chunk cache are reserved; the remote-memory cap (world > 1) is set aside for
+ * samples peers push ahead of need; of the rest, 1/8 is lookahead room (samples planned ahead
+ * and refills in flight) and 7/8 caps the bytes held in valid slots. Each rank gets A_r = that
+ * cap / (K × mean raw sample size) abstract chunks; there are A = min(C, world × A_r) in all,
+ * and rank r owns the groups g with g % world
+ * == r.
  */
 #include "loader_sizing.h"
 
@@ -28,35 +30,116 @@ static void fmt_bytes(char *buf, size_t cap, uint64_t v)
 }
 
 /* Sizes abstract memory; HDMLP_E_RANGE naming the minimum if the budget is too small. */
+/* Sum of the m largest raw sample sizes (a min-heap of the m largest seen); UINT64_MAX when
+ * out of memory. */
+static uint64_t largest_sum(const fmt_index *ix, uint64_t m)
+{
+    const uint64_t n = ix->h.n_samples;
+    if (m >= n) {
+        return ix->h.raw_bytes;
+    }
+    uint64_t *heap = hd_malloc(m * sizeof(uint64_t));
+    if (heap == NULL) {
+        return UINT64_MAX;
+    }
+    uint64_t used = 0, sum = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        const uint64_t v = fmt_ld64(ix->samples + i * FMT_SAMPLE_REC_LEN + 16);
+        if (used < m) {
+            uint64_t j = used++;
+            heap[j] = v;
+            while (j > 0 && heap[(j - 1) / 2] > heap[j]) {
+                const uint64_t t = heap[j];
+                heap[j] = heap[(j - 1) / 2];
+                heap[(j - 1) / 2] = t;
+                j = (j - 1) / 2;
+            }
+        } else if (v > heap[0]) {
+            heap[0] = v;
+            uint64_t j = 0;
+            for (;;) {
+                const uint64_t l = 2 * j + 1, r = l + 1;
+                uint64_t min = j;
+                if (l < m && heap[l] < heap[min]) {
+                    min = l;
+                }
+                if (r < m && heap[r] < heap[min]) {
+                    min = r;
+                }
+                if (min == j) {
+                    break;
+                }
+                const uint64_t t = heap[j];
+                heap[j] = heap[min];
+                heap[min] = t;
+                j = min;
+            }
+        }
+    }
+    for (uint64_t i = 0; i < used; i++) {
+        sum += heap[i];
+    }
+    hd_free(heap);
+    return sum;
+}
+
+static uint64_t aligned_chunk_bytes(const fmt_index *ix)
+{
+    uint64_t total = 0;
+    for (uint64_t c = 0; c < ix->h.n_chunks; c++) {
+        fmt_chunk ch;
+        fmt_index_chunk(ix, c, &ch);
+        total += fmt_align_up(ch.length);
+    }
+    return total;
+}
+
 int loader_size(const fmt_index *ix, const struct hdmlp_config *cfg, loader_sizing *out)
 {
     const uint64_t n = ix->h.n_samples;
     const uint32_t k = ix->h.chunk_size;
-    uint64_t max_raw = 0;
-    for (uint64_t i = 0; i < n; i++) {
-        const uint64_t raw = fmt_ld64(ix->samples + i * FMT_SAMPLE_REC_LEN + 16);
-        max_raw = raw > max_raw ? raw : max_raw;
-    }
     const uint64_t mean = ix->h.raw_bytes / n > 0 ? ix->h.raw_bytes / n : 1;
     const uint64_t batch = cfg->batch < n ? cfg->batch : n;
     uint64_t remote_cap = 0;
     if (cfg->world > 1) {
         remote_cap = cfg->remote_memory ? cfg->remote_memory : cfg->memory / 10;
     }
-    const uint64_t reserve = refill_max_buffer(ix) + 2 * batch * max_raw + remote_cap;
+    const uint64_t max_buf = refill_max_buffer(ix);
+    /* Two read buffers and the stager's are reserved; buffers of further I/O threads come
+     * out of the lookahead share, so the thread count never changes A (nor the order). */
+    const uint64_t io = max_buf * (2u + (cfg->ssd_dir != NULL ? 1u : 0u));
+    const uint64_t extra_io = max_buf * (cfg->threads > 2 ? cfg->threads - 2u : 0u);
+    /* The batch the consumer holds and the one being assembled: possibly the same samples
+     * in two epochs, so twice the largest batch. */
+    const uint64_t one_batch = largest_sum(ix, batch);
+    const uint64_t batches = one_batch == UINT64_MAX ? UINT64_MAX : 2 * one_batch;
     const uint64_t one_chunk = (uint64_t)k * mean;
-    const uint64_t minimum = reserve + one_chunk + (one_chunk + 6) / 7;
-    if (cfg->memory < minimum) {
+    const uint64_t base = io + batches + remote_cap;
+    uint64_t ram = cfg->ram_cache;
+    if (ram == HDMLP_RAM_CACHE_AUTO) {
+        /* Cache every chunk when the dataset fits in half the budget and the rest still
+         * holds one abstract chunk. */
+        const uint64_t all = aligned_chunk_bytes(ix);
+        ram = all <= cfg->memory / 2 && cfg->memory >= base + all + 2 * one_chunk ? all : 0;
+    }
+    const uint64_t reserve = base + ram;
+    const uint64_t min_avail = one_chunk + (one_chunk + 6) / 7;
+    const uint64_t minimum = reserve + (min_avail > 8 * extra_io ? min_avail : 8 * extra_io);
+    if (batches == UINT64_MAX || reserve < ram || cfg->memory < minimum) {
         char have[32], need[32];
         fmt_bytes(have, sizeof(have), cfg->memory);
         fmt_bytes(need, sizeof(need), minimum);
         return hd_err(
             HDMLP_E_RANGE,
             "memory budget %s (%llu bytes) is too small for this dataset: at least %s "
-            "(%llu bytes) is needed for one abstract chunk of %u samples, a chunk read "
-            "buffer, two batches of the largest sample and the remote memory",
-            have, (unsigned long long)cfg->memory, need, (unsigned long long)minimum, k);
+            "(%llu bytes) is needed for one abstract chunk of %u samples, chunk read "
+            "buffers for %u I/O threads, two batches of the largest samples, the remote "
+            "memory and the RAM chunk cache (%llu bytes)",
+            have, (unsigned long long)cfg->memory, need, (unsigned long long)minimum, k,
+            cfg->threads, (unsigned long long)ram);
     }
+    out->extra_io = extra_io;
+    out->ram_cache = ram;
     const uint64_t avail = cfg->memory - reserve;
     const uint64_t slot_cap = avail - avail / 8;
     uint64_t a = slot_cap / one_chunk;

@@ -8,6 +8,8 @@ typedef struct loader_sizing {
     uint64_t abstract_chunks; /* A, over all ranks */
     uint64_t slot_cap;        /* cap on raw bytes in this rank's valid slots */
     uint64_t remote_cap;      /* cap on samples received ahead of need */
+    uint64_t ram_cache;       /* RAM chunk cache bytes (resolved from AUTO) */
+    uint64_t extra_io;        /* read buffers of I/O threads beyond two, charged up front */
 } loader_sizing;
 
 /* HDMLP_E_RANGE naming the minimum budget when cfg->memory is too small. */

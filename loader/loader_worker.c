@@ -29,6 +29,13 @@ int worker_start(struct hdmlp_loader *ld, ld_worker *w)
     if (rc != HDMLP_OK) {
         return rc;
     }
+    /* The worker's read buffer: reserved in the budget (loader_sizing.c), mapped once. */
+    w->buf_cap = refill_max_buffer(ld->ix);
+    w->buf = hd_map_alloc(w->buf_cap);
+    if (w->buf == NULL) {
+        return hd_err(HDMLP_E_NOMEM, "loader: cannot map a %llu-byte read buffer",
+                      (unsigned long long)w->buf_cap);
+    }
     if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
         return hd_err(HDMLP_E_NOMEM, "loader: cannot start an I/O thread");
     }
@@ -41,85 +48,159 @@ void worker_free(ld_worker *w)
     io_engine_free(w->io);
     fmt_decoder_free(w->dec);
     hd_free(w->reads);
+    hd_map_free(w->buf, w->buf_cap);
+}
+
+/* Decodes the job's samples from `base`, where the plan's buffer layout starts (or, with
+ * whole_chunk set, where the whole chunk starts). */
+static int decode_samples(ld_worker *w, ld_job *job, const uint8_t *base, int whole_chunk,
+                          const char *where)
+{
+    struct hdmlp_loader *ld = w->ld;
+    int rc = HDMLP_OK;
+    for (uint32_t i = 0; i < job->n && rc == HDMLP_OK; i++) {
+        ld_sample *s = job->samples[i];
+        fmt_sample rec;
+        fmt_index_sample(ld->ix, s->index, &rec);
+        if (s->data == NULL) {
+            s->data = hd_malloc(s->size ? s->size : 1);
+        }
+        if (s->data == NULL) {
+            return hd_err(HDMLP_E_NOMEM, "loader: out of memory for sample %llu",
+                          (unsigned long long)s->index);
+        }
+        const uint64_t pos = whole_chunk ? rec.offset : job->plan.sample_pos[i];
+        rc = fmt_sample_decode(w->dec, s->index, &rec, base + pos, s->data, s->size);
+        if (rc != HDMLP_OK) {
+            hd_err_wrap(rc, "%s: ", where);
+        }
+    }
+    return rc;
+}
+
+/* Reads the plan's ranges from fd, where the chunk starts at `chunk_base` (its segment
+ * offset for the dataset, 0 for an SSD cache file), into the worker's buffer and checks
+ * lengths and (whole reads) the chunk header. */
+static int read_plan(ld_worker *w, ld_job *job, int fd, uint64_t chunk_base, const char *where)
+{
+    struct hdmlp_loader *ld = w->ld;
+    const refill_plan *p = &job->plan;
+    fmt_chunk ch;
+    fmt_index_chunk(ld->ix, job->chunk, &ch);
+    for (uint32_t i = 0; i < p->n_ranges; i++) {
+        w->reads[i] = (io_read){fd, p->ranges[i].seg_off - ch.offset + chunk_base,
+                                p->ranges[i].len, w->buf + p->ranges[i].buf_off, 0};
+    }
+    int rc = io_engine_read(w->io, w->reads, p->n_ranges);
+    if (rc != HDMLP_OK) {
+        hd_err_wrap(rc, "%s, chunk %llu: ", where, (unsigned long long)job->chunk);
+        return rc;
+    }
+    for (uint32_t i = 0; i < p->n_ranges; i++) {
+        /* Direct reads may stop short inside the final alignment padding only. */
+        const uint64_t need_end = ch.length;
+        const uint64_t end = p->ranges[i].seg_off - ch.offset + (uint64_t)w->reads[i].result;
+        if ((uint64_t)w->reads[i].result < p->ranges[i].len && end < need_end) {
+            return hd_err(HDMLP_E_CORRUPT,
+                          "%s, chunk %llu: file truncated (read %lld of %llu bytes at %llu)",
+                          where, (unsigned long long)job->chunk, (long long)w->reads[i].result,
+                          (unsigned long long)p->ranges[i].len,
+                          (unsigned long long)w->reads[i].offset);
+        }
+    }
+    if (p->whole) {
+        rc = fmt_chunk_header_check(ld->ix, job->chunk, w->buf, p->buf_len);
+        if (rc != HDMLP_OK) {
+            hd_err_wrap(rc, "%s: ", where);
+        }
+    }
+    return rc;
+}
+
+/* Counts bytes read by tier, per planned epoch for the source (lock taken here). */
+static void count_read(struct hdmlp_loader *ld, int tier_kind, uint64_t epoch, uint64_t bytes)
+{
+    pthread_mutex_lock(&ld->lock);
+    if (tier_kind == TIER_RAM) {
+        ld->st.ram_cache_bytes += bytes;
+    } else if (tier_kind == TIER_SSD) {
+        ld->st.ssd_cache_bytes += bytes;
+    } else {
+        loader_count_source(ld, epoch, bytes);
+    }
+    pthread_mutex_unlock(&ld->lock);
 }
 
 static int run_job(ld_worker *w, ld_job *job)
 {
     struct hdmlp_loader *ld = w->ld;
     const refill_plan *p = &job->plan;
-    const int direct = ld->cfg.direct;
-    char seg[512];
-    ds_segment_path(ld->ds, p->segment, seg, sizeof(seg));
-    const int fd = ds_segment_fd(ld->ds, p->segment, direct);
-    if (fd < 0) {
-        return fd;
+    tier *t = ld->tier;
+    const int place = t != NULL ? tier_placement(t, job->chunk) : TIER_SOURCE;
+    if (place == TIER_RAM) {
+        const uint8_t *ram = tier_ram_get(t, job->chunk);
+        if (ram != NULL) {
+            count_read(ld, TIER_RAM, job->epoch, p->buf_len);
+            return decode_samples(w, job, ram, 1, "RAM chunk cache");
+        }
     }
-    uint8_t *buf = direct ? hd_aligned_alloc(FMT_ALIGN, p->buf_len) : hd_malloc(p->buf_len);
-    if (buf == NULL) {
-        return hd_err(HDMLP_E_NOMEM,
-                      "loader: out of memory for a %llu-byte refill of chunk %llu",
-                      (unsigned long long)p->buf_len, (unsigned long long)job->chunk);
+    if (p->buf_len > w->buf_cap) {
+        return hd_err(HDMLP_E_STATE,
+                      "loader: refill of chunk %llu needs %llu bytes, above the "
+                      "%llu-byte read buffer",
+                      (unsigned long long)job->chunk, (unsigned long long)p->buf_len,
+                      (unsigned long long)w->buf_cap);
     }
     if (w->reads_cap < p->n_ranges) {
         io_read *r = hd_realloc(w->reads, p->n_ranges * sizeof(io_read));
         if (r == NULL) {
-            hd_free(buf);
             return hd_err(HDMLP_E_NOMEM, "loader: out of memory");
         }
         w->reads = r;
         w->reads_cap = p->n_ranges;
     }
-    for (uint32_t i = 0; i < p->n_ranges; i++) {
-        w->reads[i] = (io_read){fd, p->ranges[i].seg_off, p->ranges[i].len,
-                                buf + p->ranges[i].buf_off, 0};
+    if (place == TIER_SSD) {
+        const int fd = tier_ssd_fd(t, job->chunk);
+        if (fd >= 0) {
+            int rc = read_plan(w, job, fd, 0, "SSD chunk cache");
+            if (rc == HDMLP_OK) {
+                rc = decode_samples(w, job, w->buf, 0, "SSD chunk cache");
+            }
+            if (rc == HDMLP_OK) {
+                count_read(ld, TIER_SSD, job->epoch, p->buf_len);
+                return HDMLP_OK;
+            }
+            /* A bad cache file is never served: drop it and read the dataset. */
+            tier_ssd_bad(t, job->chunk);
+            pthread_mutex_lock(&ld->lock);
+            ld->st.tier_fallbacks++;
+            pthread_mutex_unlock(&ld->lock);
+        }
     }
-    int rc = io_engine_read(w->io, w->reads, p->n_ranges);
-    if (rc != HDMLP_OK) {
-        hd_err_wrap(rc, "%s, chunk %llu: ", seg, (unsigned long long)job->chunk);
-        hd_free(buf);
-        return rc;
+    char seg[512];
+    ds_segment_path(ld->ds, p->segment, seg, sizeof(seg));
+    const int fd = ds_segment_fd(ld->ds, p->segment, ld->cfg.direct);
+    if (fd < 0) {
+        return fd;
     }
     fmt_chunk ch;
     fmt_index_chunk(ld->ix, job->chunk, &ch);
-    for (uint32_t i = 0; i < p->n_ranges; i++) {
-        /* Direct reads may stop short inside the final alignment padding only. */
-        const uint64_t need_end = ch.offset + ch.length;
-        const uint64_t end = p->ranges[i].seg_off + (uint64_t)w->reads[i].result;
-        if ((uint64_t)w->reads[i].result < p->ranges[i].len && end < need_end) {
-            hd_free(buf);
-            return hd_err(HDMLP_E_CORRUPT,
-                          "%s, chunk %llu: segment truncated (read %lld of %llu bytes at %llu)",
-                          seg, (unsigned long long)job->chunk, (long long)w->reads[i].result,
-                          (unsigned long long)p->ranges[i].len,
-                          (unsigned long long)p->ranges[i].seg_off);
+    int rc = read_plan(w, job, fd, ch.offset, seg);
+    count_read(ld, TIER_SOURCE, job->epoch, p->buf_len);
+    if (rc == HDMLP_OK) {
+        rc = decode_samples(w, job, w->buf, 0, seg);
+    }
+    if (rc == HDMLP_OK && place == TIER_RAM && p->whole &&
+        tier_ram_get(t, job->chunk) == NULL) {
+        /* Verified whole chunk: keep a copy for the later loads. */
+        uint8_t *copy = hd_map_alloc(p->buf_len);
+        if (copy != NULL) {
+            memcpy(copy, w->buf, p->buf_len);
+            if (!tier_ram_put(t, job->chunk, copy, p->buf_len)) {
+                hd_map_free(copy, p->buf_len);
+            }
         }
     }
-    if (p->whole) {
-        rc = fmt_chunk_header_check(ld->ix, job->chunk, buf, p->buf_len);
-        if (rc != HDMLP_OK) {
-            hd_err_wrap(rc, "%s: ", seg);
-            hd_free(buf);
-            return rc;
-        }
-    }
-    for (uint32_t i = 0; i < job->n; i++) {
-        ld_sample *s = job->samples[i];
-        fmt_sample rec;
-        fmt_index_sample(ld->ix, s->index, &rec);
-        s->data = hd_malloc(s->size ? s->size : 1);
-        if (s->data == NULL) {
-            rc = hd_err(HDMLP_E_NOMEM, "loader: out of memory for sample %llu",
-                        (unsigned long long)s->index);
-            break;
-        }
-        rc =
-            fmt_sample_decode(w->dec, s->index, &rec, buf + p->sample_pos[i], s->data, s->size);
-        if (rc != HDMLP_OK) {
-            hd_err_wrap(rc, "%s: ", seg);
-            break;
-        }
-    }
-    hd_free(buf);
     return rc;
 }
 
@@ -157,7 +238,6 @@ void *worker_main(void *arg)
                 }
             }
         }
-        ld->charged -= job->plan.buf_len;
         ld->inflight--;
         pthread_cond_broadcast(&ld->ready_cv);
         job_free(job);

@@ -6,3 +6,4 @@ hdmlp_add_test(NAME test_forecast
 # Planner time at ImageNet scale (a benchmark, not a ctest test).
 add_executable(bench_forecast bench/bench_forecast.c)
 target_link_libraries(bench_forecast PRIVATE hdmlp_static m)
+hdmlp_add_test(NAME test_tiers SOURCES test_tiers.c support/testds.c TIMEOUT 300)

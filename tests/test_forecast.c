@@ -96,7 +96,7 @@ Test(forecast, equals_a_single_rank_run, .timeout = 120)
                 cr_expect_lt(first[i], 3 * 4099ull);
             }
             cr_expect_eq(sum, actual.chunk_loads);
-            cr_expect_eq(epoch_bytes[0] + epoch_bytes[1] + epoch_bytes[2], actual.bytes_read);
+            cr_expect_eq(epoch_bytes[0] + epoch_bytes[1] + epoch_bytes[2], fc.source_bytes);
             free(loads);
             free(first);
             hdmlp_config_free(cfg);

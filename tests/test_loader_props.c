@@ -249,6 +249,8 @@ static hdmlp_config *make_config(const lcase *c, uint64_t budget, hdmlp_engine e
     cr_assert_eq(hdmlp_config_set_lookahead(cfg, c->lookahead), HDMLP_OK);
     cr_assert_eq(hdmlp_config_set_policy(cfg, c->policy), HDMLP_OK);
     cr_assert_eq(hdmlp_config_set_refill(cfg, c->refill), HDMLP_OK);
+    /* Tiers change read modes and sources; they have their own tests (test_tiers.c). */
+    cr_assert_eq(hdmlp_config_set_ram_cache(cfg, 0), HDMLP_OK);
     return cfg;
 }
 
@@ -1057,6 +1059,9 @@ Test(loader_props, same_inputs_same_order_across_threads_and_engines, .timeout =
         }
         char dir[512], desc[768], why[256];
         hdmlp_dataset *ds = make_dataset(&c.ds, dir, sizeof(dir));
+        /* Budgets are sized for the most threads used below: more I/O threads need more
+         * read buffers, but never change the order. */
+        c.threads = 3;
         const uint64_t budget = case_budget(ds, &c);
         describe(&c, budget, desc, sizeof(desc));
         cr_log_info("case %d: %s", i, desc);

@@ -65,6 +65,12 @@ PyObject *py_stats_dict(const hdmlp_stats *stats)
     PUT(answers_sent)
     PUT(net_bytes_out)
     PUT(net_bytes_in)
+    PUT(source_bytes)
+    PUT(ram_cache_bytes)
+    PUT(ssd_cache_bytes)
+    PUT(ram_cached_chunks)
+    PUT(ssd_staged_chunks)
+    PUT(tier_fallbacks)
 #undef PUT
     return d;
 }

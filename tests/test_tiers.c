@@ -1,0 +1,229 @@
+/* Chunk tiers: RAM cache, SSD cache (staging, reuse, verification), placement policy. */
+#include "format.h"
+#include "hdmlp.h"
+#include "loader_dataset.h"
+#include "loader_tier.h"
+#include "support/testds.h"
+
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const testds_spec spec = {2000, 16, 2, 31, 300, 2500, 0, 0, 5};
+
+typedef struct run_result {
+    hdmlp_stats st;
+    uint64_t epoch_source[8];
+    size_t epochs_known;
+    int rc;
+} run_result;
+
+/* Runs `epochs` epochs, checking exactly-once and every sample's bytes. */
+static unsigned compute_us; /* simulated training work per batch */
+
+static run_result run(hdmlp_dataset *ds, double memory_frac, uint64_t ram, const char *ssd,
+                      uint64_t ssd_cap, uint64_t epochs)
+{
+    hdmlp_config *cfg = NULL;
+    hdmlp_config_create(&cfg);
+    hdmlp_config_set_memory(cfg, (uint64_t)(hdmlp_dataset_raw_bytes(ds) * memory_frac));
+    hdmlp_config_set_epochs(cfg, epochs);
+    hdmlp_config_set_batch_size(cfg, 16);
+    hdmlp_config_set_seed(cfg, 3);
+    hdmlp_config_set_ram_cache(cfg, ram);
+    hdmlp_config_set_ssd_cache(cfg, ssd, ssd_cap);
+    hdmlp_loader *ld = NULL;
+    run_result r;
+    memset(&r, 0, sizeof(r));
+    r.rc = hdmlp_loader_create(ds, cfg, &ld);
+    cr_assert_eq(r.rc, HDMLP_OK, "%s", hdmlp_last_error());
+    const uint64_t n = hdmlp_dataset_sample_count(ds);
+    uint8_t *seen = calloc(n * epochs, 1);
+    uint8_t *buf = malloc(spec.max_size + 1);
+    hdmlp_batch *b;
+    while ((r.rc = hdmlp_loader_next(ld, &b)) == HDMLP_OK) {
+        const hdmlp_sample_view *v = hdmlp_batch_samples(b);
+        for (size_t i = 0; i < hdmlp_batch_size(b); i++) {
+            cr_assert_eq(seen[hdmlp_batch_epoch(b) * n + v[i].index]++, 0);
+            testds_fill(v[i].index, spec.seed, buf, v[i].size);
+            cr_assert_eq(memcmp(buf, v[i].data, v[i].size), 0, "sample %llu bytes differ",
+                         (unsigned long long)v[i].index);
+        }
+        hdmlp_batch_release(b);
+        if (compute_us) {
+            usleep(compute_us);
+        }
+    }
+    cr_assert_eq(r.rc, HDMLP_END, "%s: %s", hdmlp_err_name(r.rc), hdmlp_last_error());
+    for (uint64_t i = 0; i < n * epochs; i++) {
+        cr_assert_eq(seen[i], 1, "sample %llu of epoch %llu not delivered",
+                     (unsigned long long)(i % n), (unsigned long long)(i / n));
+    }
+    hdmlp_loader_stats(ld, &r.st);
+    hdmlp_loader_epoch_source_bytes(ld, r.epoch_source, 8, &r.epochs_known);
+    hdmlp_loader_free(ld);
+    hdmlp_config_free(cfg);
+    free(seen);
+    free(buf);
+    return r;
+}
+
+/* Bytes of every chunk read whole once (without O_DIRECT reads are not padded). */
+static uint64_t chunk_bytes(hdmlp_dataset *ds)
+{
+    uint64_t total = 0;
+    for (uint64_t c = 0; c < hdmlp_dataset_chunk_count(ds); c++) {
+        fmt_chunk ch;
+        fmt_index_chunk(&ds->ix, c, &ch);
+        total += ch.length;
+    }
+    return total;
+}
+
+static hdmlp_dataset *make(char *dir, size_t cap)
+{
+    cr_assert_eq(testds_mkdtemp("tiers", dir, cap), 0);
+    cr_assert_eq(testds_write(dir, &spec), HDMLP_OK, "%s", hdmlp_last_error());
+    hdmlp_dataset *ds = NULL;
+    cr_assert_eq(hdmlp_dataset_open(dir, &ds), HDMLP_OK, "%s", hdmlp_last_error());
+    return ds;
+}
+
+Test(tiers, dataset_that_fits_is_read_from_the_source_once_per_run, .timeout = 120)
+{
+    char dir[512];
+    hdmlp_dataset *ds = make(dir, sizeof(dir));
+    /* AUTO: the dataset fits in half the budget, so every chunk is cached in RAM. */
+    const run_result r = run(ds, 4.0, HDMLP_RAM_CACHE_AUTO, NULL, 0, 4);
+    const uint64_t all = chunk_bytes(ds);
+    printf(
+        "fits: source %llu bytes over 4 epochs (dataset %llu), RAM %llu, per epoch %llu %llu "
+        "%llu %llu\n",
+        (unsigned long long)r.st.source_bytes, (unsigned long long)all,
+        (unsigned long long)r.st.ram_cache_bytes, (unsigned long long)r.epoch_source[0],
+        (unsigned long long)r.epoch_source[1], (unsigned long long)r.epoch_source[2],
+        (unsigned long long)r.epoch_source[3]);
+    cr_expect_eq(r.st.source_bytes, all, "each chunk read from the dataset exactly once");
+    cr_expect_eq(r.st.ram_cached_chunks, hdmlp_dataset_chunk_count(ds));
+    cr_expect_eq(r.epoch_source[3], 0);
+    cr_expect_gt(r.st.ram_cache_bytes, 0);
+    /* Without the cache every epoch reads the dataset again. */
+    const run_result off = run(ds, 4.0, 0, NULL, 0, 4);
+    cr_expect_geq(off.st.source_bytes, 4 * all * 9 / 10);
+    hdmlp_dataset_close(ds);
+    testds_rm_rf(dir);
+}
+
+Test(tiers, ssd_cache_is_staged_then_reused_by_the_next_run, .timeout = 120)
+{
+    char dir[512], ssd[600];
+    hdmlp_dataset *ds = make(dir, sizeof(dir));
+    snprintf(ssd, sizeof(ssd), "%s/../%s-ssd", dir, strrchr(dir, '/') + 1);
+    /* Staging only uses idle I/O capacity (here: while the consumer "trains"), so it may
+     * take a few runs to stage everything; files persist between runs. */
+    compute_us = 500;
+    const uint64_t chunks = hdmlp_dataset_chunk_count(ds);
+    uint64_t staged = 0;
+    int runs = 0;
+    while (runs < 20) {
+        const run_result r = run(ds, 0.3, 0, ssd, 1ull << 30, 3);
+        runs++;
+        staged += r.st.ssd_staged_chunks;
+        if (staged >= chunks) {
+            break;
+        }
+    }
+    cr_assert_geq(staged, chunks, "only %llu of %llu chunks staged after %d runs",
+                  (unsigned long long)staged, (unsigned long long)chunks, runs);
+    const run_result second = run(ds, 0.3, 0, ssd, 1ull << 30, 3);
+    printf("ssd: every chunk staged after %d runs; then source %llu bytes, ssd %llu bytes\n",
+           runs, (unsigned long long)second.st.source_bytes,
+           (unsigned long long)second.st.ssd_cache_bytes);
+    cr_expect_eq(second.st.source_bytes, 0, "every chunk comes from the SSD cache");
+    cr_expect_gt(second.st.ssd_cache_bytes, 0);
+    cr_expect_eq(second.st.tier_fallbacks, 0);
+    testds_rm_rf(ssd);
+    hdmlp_dataset_close(ds);
+    testds_rm_rf(dir);
+}
+
+Test(tiers, bad_or_missing_cache_files_fall_back_to_the_source, .timeout = 120)
+{
+    char dir[512], ssd[600];
+    hdmlp_dataset *ds = make(dir, sizeof(dir));
+    snprintf(ssd, sizeof(ssd), "%s/../%s-ssd", dir, strrchr(dir, '/') + 1);
+    const run_result first = run(ds, 0.3, 0, ssd, 1ull << 30, 2);
+    cr_assert_gt(first.st.ssd_staged_chunks, 1);
+    /* Flip a payload byte in one cache file and delete another. */
+    DIR *d = opendir(ssd);
+    struct dirent *e;
+    int flipped = 0, deleted = 0;
+    while ((e = readdir(d)) != NULL) {
+        if (strstr(e->d_name, "-chunk-") == NULL) {
+            continue;
+        }
+        char p[1200];
+        snprintf(p, sizeof(p), "%s/%s", ssd, e->d_name);
+        if (!flipped) {
+            FILE *f = fopen(p, "r+b");
+            fseek(f, 200, SEEK_SET);
+            const int c = fgetc(f);
+            fseek(f, 200, SEEK_SET);
+            fputc(c ^ 0x40, f);
+            fclose(f);
+            flipped = 1;
+        } else if (!deleted) {
+            unlink(p);
+            deleted = 1;
+        }
+    }
+    closedir(d);
+    /* The second run verifies every sample's bytes (run() compares them). */
+    const run_result second = run(ds, 0.3, 0, ssd, 1ull << 30, 2);
+    printf("fallbacks after corrupting one cache file: %llu\n",
+           (unsigned long long)second.st.tier_fallbacks);
+    cr_expect_geq(second.st.tier_fallbacks, 1, "the corrupt file is detected and reported");
+    testds_rm_rf(ssd);
+    hdmlp_dataset_close(ds);
+    testds_rm_rf(dir);
+}
+
+Test(tiers, placement_follows_load_order_and_capacities, .timeout = 30)
+{
+    char dir[512];
+    hdmlp_dataset *ds = make(dir, sizeof(dir));
+    const fmt_index *ix = &ds->ix;
+    const uint64_t c = hdmlp_dataset_chunk_count(ds);
+    uint64_t *loads = calloc(c, sizeof(uint64_t));
+    uint64_t *first = calloc(c, sizeof(uint64_t));
+    for (uint64_t i = 0; i < c; i++) {
+        loads[i] = (i * 7919) % 13 + 1; /* distinct-ish counts */
+        first[i] = c - i;               /* later chunks are used first */
+    }
+    fmt_chunk ch;
+    fmt_index_chunk(ix, 0, &ch);
+    const uint64_t one = fmt_align_up(ch.length);
+    const tier_params tp = {5 * one, NULL, 0, 1};
+    tier *t = NULL;
+    cr_assert_eq(tier_create(ix, &tp, loads, first, &t), HDMLP_OK, "%s", hdmlp_last_error());
+    uint64_t min_ram = UINT64_MAX, max_rest = 0, ram_bytes = 0;
+    for (uint64_t i = 0; i < c; i++) {
+        fmt_index_chunk(ix, i, &ch);
+        if (tier_placement(t, i) == TIER_RAM) {
+            min_ram = loads[i] < min_ram ? loads[i] : min_ram;
+            ram_bytes += fmt_align_up(ch.length);
+        } else {
+            max_rest = loads[i] > max_rest ? loads[i] : max_rest;
+        }
+    }
+    cr_expect_leq(ram_bytes, tp.ram_bytes, "RAM placement within its capacity");
+    cr_expect_geq(min_ram, max_rest, "RAM holds the most-loaded chunks");
+    tier_free(t);
+    free(loads);
+    free(first);
+    hdmlp_dataset_close(ds);
+    testds_rm_rf(dir);
+}
