@@ -205,6 +205,18 @@ HDMLP_API int hdmlp_config_set_refill(hdmlp_config *cfg, hdmlp_refill refill);
 HDMLP_API int hdmlp_config_set_storage_cost(hdmlp_config *cfg, double op_us,
                                             double bytes_per_s);
 
+/* Relaxed mode (opt-in, DESIGN.md §4): a request may be served by any valid slot of its
+ * abstract chunk, and a refill happens only when the whole abstract chunk is empty, so each
+ * chunk is read about once per epoch; samples of a chunk are then delivered close together
+ * (measure it: hdmlp-bench reports the randomness figures). Default 0 (strict). */
+HDMLP_API int hdmlp_config_set_relaxed(hdmlp_config *cfg, int on);
+/* Storage calibration for the `auto` refill mode: when on, hdmlp_loader_create measures
+ * the per-operation cost and bandwidth of the dataset's storage (and of the SSD cache
+ * directory) with a short probe — at most ~0.5 s and 64 MiB of reads — and uses them
+ * instead of the defaults; hdmlp_config_set_storage_cost overrides the measurement.
+ * The measured values are in the stats. Default 0. */
+HDMLP_API int hdmlp_config_set_calibrate(hdmlp_config *cfg, int on);
+
 /* Chunk tiers (DESIGN.md §6). The chunks this rank loads most often (by a forecast of the
  * first two planned epochs) are kept in a RAM chunk cache of `bytes` (taken from the memory
  * budget, not added to it); HDMLP_RAM_CACHE_AUTO (the default) caches every chunk when the
@@ -330,6 +342,12 @@ typedef struct hdmlp_stats {
     uint64_t ram_cached_chunks;
     uint64_t ssd_staged_chunks;
     uint64_t tier_fallbacks; /* cached chunks found bad or missing and read from the source */
+    /* storage cost model in use (measured when calibrated, else configured) */
+    uint64_t source_op_ns;       /* per read operation on the dataset's storage */
+    uint64_t source_bytes_per_s; /* its bandwidth */
+    uint64_t ssd_op_ns;          /* the SSD cache directory's, when calibrated */
+    uint64_t ssd_bytes_per_s;
+    uint64_t calibrated; /* 1 if the source figures were measured */
 } hdmlp_stats;
 
 HDMLP_API int hdmlp_loader_stats(hdmlp_loader *ld, hdmlp_stats *out);

@@ -20,6 +20,9 @@ struct hdmlp_config {
     hdmlp_refill refill;
     double op_us;
     double bytes_per_s;
+    int cost_set; /* set explicitly: calibration does not override it */
+    int relaxed;
+    int calibrate;
     /* tiers */
     uint64_t ram_cache; /* HDMLP_RAM_CACHE_AUTO, 0 or bytes */
     char *ssd_dir;

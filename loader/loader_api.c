@@ -186,6 +186,8 @@ int loader_create_with(hdmlp_dataset *ds, const hdmlp_config *cfg,
         rc = loader_alloc(ld, a);
     }
     ld->st.memory_budget = cfg->memory;
+    ld->st.source_op_ns = (uint64_t)(cfg->op_us * 1000.0);
+    ld->st.source_bytes_per_s = (uint64_t)cfg->bytes_per_s;
     ld->st.abstract_chunks = a;
     ld->st.chunk_groups = a;
     if (rc == HDMLP_OK && (sz.ram_cache > 0 || ld->cfg.ssd_dir != NULL)) {

@@ -255,6 +255,7 @@ int hdmlp_config_set_storage_cost(hdmlp_config *cfg, double op_us, double bytes_
     }
     cfg->op_us = op_us;
     cfg->bytes_per_s = bytes_per_s;
+    cfg->cost_set = 1;
     return HDMLP_OK;
 }
 
@@ -385,3 +386,23 @@ uint32_t hdmlp_config_rank(const hdmlp_config *cfg) { return cfg ? cfg->rank : 0
 uint32_t hdmlp_config_world(const hdmlp_config *cfg) { return cfg ? cfg->world : 1; }
 
 uint64_t hdmlp_config_seed(const hdmlp_config *cfg) { return cfg ? cfg->seed : 0; }
+
+int hdmlp_config_set_relaxed(hdmlp_config *cfg, int on)
+{
+    CHECK_CFG(cfg);
+    if (on != 0 && on != 1) {
+        return hd_err(HDMLP_E_INVAL, "relaxed: %d is not 0 or 1", on);
+    }
+    cfg->relaxed = on;
+    return HDMLP_OK;
+}
+
+int hdmlp_config_set_calibrate(hdmlp_config *cfg, int on)
+{
+    CHECK_CFG(cfg);
+    if (on != 0 && on != 1) {
+        return hd_err(HDMLP_E_INVAL, "calibrate: %d is not 0 or 1", on);
+    }
+    cfg->calibrate = on;
+    return HDMLP_OK;
+}
