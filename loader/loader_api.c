@@ -179,7 +179,7 @@ int loader_create_with(hdmlp_dataset *ds, const hdmlp_config *cfg,
         /* The workers' read buffers, held for the loader's life. */
         ld->charged = refill_max_buffer(ld->ix) * cfg->threads;
         ld->st.peak_memory_bytes = ld->charged;
-        const sched_params sp = {a, cfg->policy, cfg->seed, ld->slot_cap};
+        const sched_params sp = {a, cfg->policy, cfg->seed, ld->slot_cap, cfg->relaxed};
         rc = sched_create(ld->ix, &sp, &ld->sch);
     }
     if (rc == HDMLP_OK) {

@@ -44,7 +44,8 @@ static int forecast_init(forecast *f, const fmt_index *ix, const struct hdmlp_co
     if (f->owners == NULL || f->perm == NULL || f->slots == NULL) {
         return hd_err(HDMLP_E_NOMEM, "forecast: out of memory");
     }
-    const sched_params sp = {sz->abstract_chunks, cfg->policy, cfg->seed, sz->slot_cap};
+    const sched_params sp = {sz->abstract_chunks, cfg->policy, cfg->seed, sz->slot_cap,
+                             cfg->relaxed};
     for (uint32_t o = 0; o < cfg->world; o++) {
         rc = sched_create(ix, &sp, &f->owners[o]);
         if (rc != HDMLP_OK) {

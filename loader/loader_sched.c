@@ -235,11 +235,32 @@ static void mark_filled(sched *s, uint64_t g, uint64_t c, uint32_t t)
     unlink_sample(s, g * s->k + t, x);
 }
 
+/* Relaxed mode: the valid slot nearest t (cyclically), or, when the abstract chunk holds
+ * none, the slot nearest t that still has an unfilled sample. */
+static uint32_t relaxed_slot(const sched *s, uint64_t g, uint32_t t)
+{
+    const uint64_t *empty = s->empty + g * s->w;
+    for (uint32_t d = 0; d < s->k; d++) {
+        const uint32_t i = (t + d) % s->k;
+        if ((empty[i / 64] & (1ull << (i % 64))) == 0) {
+            return i;
+        }
+    }
+    for (uint32_t d = 0; d < s->k; d++) {
+        const uint32_t i = (t + d) % s->k;
+        if (s->head[g * s->k + i] != NIL) {
+            return i;
+        }
+    }
+    return t;
+}
+
 int sched_request(sched *s, uint64_t x, sched_step *out)
 {
     const uint64_t c = x / s->k;
-    const uint32_t t = (uint32_t)(x % s->k);
     const uint64_t g = sched_group_of_chunk(s, c);
+    const uint32_t t =
+        s->p.relaxed ? relaxed_slot(s, g, (uint32_t)(x % s->k)) : (uint32_t)(x % s->k);
     const uint64_t loc = g * s->k + t;
     uint64_t *empty = s->empty + g * s->w;
     memset(out, 0, sizeof(*out));

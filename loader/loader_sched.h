@@ -13,6 +13,11 @@
  *          is placed (the requested slot's sample is delivered at once), subject to the
  *          logical byte cap on valid slots: other slots are filled in increasing slot order
  *          while the cap holds. Valid slots are never evicted.
+ * Relaxed mode (opt-in): a request is served by the valid slot of its abstract chunk
+ * nearest its own slot (cyclically), and a refill happens only when the abstract chunk holds
+ * no valid slot; it delivers the requested slot's sample when that is unfilled, else the
+ * next unfilled slot's. Each request still consumes one sample of its group, so every
+ * sample is delivered exactly once per epoch.
  * Decisions depend only on (index, A, policy, seed, cap) and the request sequence, so the
  * delivered order is deterministic. Not thread-safe: one caller at a time.
  */
@@ -28,6 +33,7 @@ typedef struct sched_params {
     hdmlp_policy policy;
     uint64_t seed;
     uint64_t slot_cap_bytes; /* cap on raw bytes held in valid slots; 0 = none */
+    int relaxed;             /* serve from any valid slot of the abstract chunk */
 } sched_params;
 
 typedef struct sched_step {
