@@ -205,6 +205,15 @@ HDMLP_API int hdmlp_config_set_refill(hdmlp_config *cfg, hdmlp_refill refill);
 HDMLP_API int hdmlp_config_set_storage_cost(hdmlp_config *cfg, double op_us,
                                             double bytes_per_s);
 
+/* What a corrupt or unreadable sample does: fail the loader (default: hdmlp_loader_next
+ * returns HDMLP_E_CORRUPT / HDMLP_E_IO naming segment, chunk and sample from then on), or
+ * skip it: the sample is left out of its batch (which is then shorter), counted in
+ * skipped_samples and named by hdmlp_loader_last_skip(); it is never replaced. */
+typedef enum hdmlp_on_corrupt {
+    HDMLP_CORRUPT_FAIL = 0,
+    HDMLP_CORRUPT_SKIP = 1
+} hdmlp_on_corrupt;
+HDMLP_API int hdmlp_config_set_on_corrupt(hdmlp_config *cfg, hdmlp_on_corrupt action);
 /* Relaxed mode (opt-in, DESIGN.md §4): a request may be served by any valid slot of its
  * abstract chunk, and a refill happens only when the whole abstract chunk is empty, so each
  * chunk is read about once per epoch; samples of a chunk are then delivered close together
@@ -253,6 +262,16 @@ HDMLP_API int hdmlp_config_set_peer_timeout(hdmlp_config *cfg, uint32_t timeout_
  * application has not (and then finalises it at exit); never finalises MPI it did not
  * initialise. HDMLP_E_UNSUPPORTED when built without MPI. */
 HDMLP_API int hdmlp_config_bootstrap_mpi(hdmlp_config *cfg, const char *bind_host);
+/* Collects every rank's stats snapshot on rank 0 (an MPI_Gather of the struct's bytes over
+ * MPI_COMM_WORLD, for programs launched with mpirun, e.g. after hdmlp_config_bootstrap_mpi).
+ * Collective: every rank must call it, the same number of times. On rank 0, all_on_rank0
+ * receives world entries in rank order (entry r from rank r); elsewhere it is not touched
+ * and may be NULL (HDMLP_E_INVAL on rank 0 only, after taking part). HDMLP_E_STATE when MPI
+ * is not initialised or already finalised, HDMLP_E_UNSUPPORTED when built without MPI,
+ * HDMLP_E_PEER when the collective fails. Call from the thread that initialised MPI. */
+struct hdmlp_stats;
+HDMLP_API int hdmlp_mpi_gather_stats(const struct hdmlp_stats *mine,
+                                     struct hdmlp_stats *all_on_rank0);
 
 /* ---------------------------------------------------------------------------------------
  * Loader. One consumer thread calls hdmlp_loader_next(); batches may be released from any
@@ -347,10 +366,13 @@ typedef struct hdmlp_stats {
     uint64_t source_bytes_per_s; /* its bandwidth */
     uint64_t ssd_op_ns;          /* the SSD cache directory's, when calibrated */
     uint64_t ssd_bytes_per_s;
-    uint64_t calibrated; /* 1 if the source figures were measured */
+    uint64_t calibrated;      /* 1 if the source figures were measured */
+    uint64_t skipped_samples; /* corrupt samples left out (HDMLP_CORRUPT_SKIP) */
 } hdmlp_stats;
 
 HDMLP_API int hdmlp_loader_stats(hdmlp_loader *ld, hdmlp_stats *out);
+/* Detail of the last skipped sample ("" if none), copied into buf (NUL-terminated). */
+HDMLP_API void hdmlp_loader_last_skip(hdmlp_loader *ld, char *buf, size_t cap);
 /* Bytes read from the dataset directory in each planned epoch so far: fills out[0..n) and
  * sets *count to the number of epochs known (which may exceed n). Any thread. */
 HDMLP_API int hdmlp_loader_epoch_source_bytes(hdmlp_loader *ld, uint64_t *out, size_t n,

@@ -22,6 +22,7 @@ struct hdmlp_config {
     double bytes_per_s;
     int cost_set; /* set explicitly: calibration does not override it */
     int relaxed;
+    int skip_corrupt;
     int calibrate;
     /* tiers */
     uint64_t ram_cache; /* HDMLP_RAM_CACHE_AUTO, 0 or bytes */

@@ -322,6 +322,16 @@ uint64_t loader_slots_occupied(const hdmlp_loader *ld)
     return v;
 }
 
+void hdmlp_loader_last_skip(hdmlp_loader *ld, char *buf, size_t cap)
+{
+    if (ld == NULL || buf == NULL || cap == 0) {
+        return;
+    }
+    pthread_mutex_lock(&ld->lock);
+    snprintf(buf, cap, "%s", ld->last_skip);
+    pthread_mutex_unlock(&ld->lock);
+}
+
 uint64_t hdmlp_loader_epoch_size(const hdmlp_loader *ld) { return ld ? ld->epoch_len : 0; }
 
 uint64_t hdmlp_loader_batches_per_epoch(const hdmlp_loader *ld)

@@ -406,3 +406,13 @@ int hdmlp_config_set_calibrate(hdmlp_config *cfg, int on)
     cfg->calibrate = on;
     return HDMLP_OK;
 }
+
+int hdmlp_config_set_on_corrupt(hdmlp_config *cfg, hdmlp_on_corrupt action)
+{
+    CHECK_CFG(cfg);
+    if (action != HDMLP_CORRUPT_FAIL && action != HDMLP_CORRUPT_SKIP) {
+        return hd_err(HDMLP_E_INVAL, "on_corrupt: %d is not fail or skip", (int)action);
+    }
+    cfg->skip_corrupt = action == HDMLP_CORRUPT_SKIP;
+    return HDMLP_OK;
+}

@@ -31,6 +31,7 @@ typedef struct ld_sample {
     uint8_t *data;
     char *err;      /* detail of a failed refill */
     int prefetched; /* received from a peer ahead of need */
+    int result;     /* worker-private decode result until published as state */
 } ld_sample;
 
 typedef struct ld_job {
@@ -164,6 +165,7 @@ struct hdmlp_loader {
     uint64_t outstanding_batches;
     struct hdmlp_batch *partial; /* batch being assembled when the budget ran out */
     int interrupt;
+    char last_skip[1024]; /* detail of the last skipped sample */
     int failed;
     char fail_detail[1024];
 
@@ -173,8 +175,9 @@ struct hdmlp_loader {
 struct hdmlp_batch {
     struct hdmlp_loader *ld;
     uint64_t epoch;
-    size_t n;
-    size_t cap;
+    size_t n;     /* samples in the batch */
+    size_t cap;   /* positions it covers */
+    size_t taken; /* positions taken so far (skipped corrupt samples included) */
     hdmlp_sample_view *views;
     ld_sample **samples;
 };

@@ -91,6 +91,13 @@ static int take_item(hdmlp_loader *ld, ld_item *out, const struct timespec *dead
                 snprintf(detail, sizeof(detail), "%s", out->s->err ? out->s->err : "");
                 ld->charged -= out->s->size;
                 sample_free(out->s);
+                out->s = NULL;
+                if (ld->cfg.skip_corrupt && (code == HDMLP_E_CORRUPT || code == HDMLP_E_IO)) {
+                    /* Counted and reported, never replaced: the batch is one shorter. */
+                    ld->st.skipped_samples++;
+                    snprintf(ld->last_skip, sizeof(ld->last_skip), "%s", detail);
+                    return HDMLP_OK;
+                }
                 return loader_fail(ld, code, detail);
             }
             return HDMLP_OK;
@@ -260,11 +267,14 @@ static int next_locked(hdmlp_loader *ld, hdmlp_batch **out, const struct timespe
         }
         hdmlp_batch *batch = ld->partial;
         int rc = HDMLP_OK;
-        while (batch->n < batch->cap && rc == HDMLP_OK) {
+        while (batch->taken < batch->cap && rc == HDMLP_OK) {
             ld_item it;
             rc = take_item(ld, &it, deadline);
             if (rc == HDMLP_OK) {
-                batch->samples[batch->n++] = it.s;
+                batch->taken++;
+                if (it.s != NULL) { /* NULL: a skipped corrupt sample */
+                    batch->samples[batch->n++] = it.s;
+                }
             }
         }
         if (rc == HDMLP_E_NOMEM || rc == HDMLP_E_INTERRUPTED || rc == HDMLP_E_TIMEOUT) {
@@ -281,7 +291,7 @@ static int next_locked(hdmlp_loader *ld, hdmlp_batch **out, const struct timespe
             return rc;
         }
         const int drop = ld->cfg.drop_last && batch->cap < b;
-        ld->deliver_pos += batch->n;
+        ld->deliver_pos += batch->taken;
         if (ld->deliver_pos == ld->epoch_len) {
             ld->deliver_pos = 0;
             ld->deliver_epoch++;

@@ -57,8 +57,8 @@ static int decode_samples(ld_worker *w, ld_job *job, const uint8_t *base, int wh
                           const char *where)
 {
     struct hdmlp_loader *ld = w->ld;
-    int rc = HDMLP_OK;
-    for (uint32_t i = 0; i < job->n && rc == HDMLP_OK; i++) {
+    int first = HDMLP_OK;
+    for (uint32_t i = 0; i < job->n; i++) {
         ld_sample *s = job->samples[i];
         fmt_sample rec;
         fmt_index_sample(ld->ix, s->index, &rec);
@@ -70,12 +70,38 @@ static int decode_samples(ld_worker *w, ld_job *job, const uint8_t *base, int wh
                           (unsigned long long)s->index);
         }
         const uint64_t pos = whole_chunk ? rec.offset : job->plan.sample_pos[i];
-        rc = fmt_sample_decode(w->dec, s->index, &rec, base + pos, s->data, s->size);
-        if (rc != HDMLP_OK) {
-            hd_err_wrap(rc, "%s: ", where);
+        s->result = fmt_sample_decode(w->dec, s->index, &rec, base + pos, s->data, s->size);
+        if (s->result != HDMLP_OK) {
+            hd_err_wrap(s->result, "%s: ", where);
+            s->err = hd_malloc(strlen(hdmlp_last_error()) + 1);
+            if (s->err != NULL) {
+                strcpy(s->err, hdmlp_last_error());
+            }
+            if (first == HDMLP_OK) {
+                first = s->result;
+            }
+            if (!ld->cfg.skip_corrupt) {
+                return first; /* failing anyway: the first error names the sample */
+            }
         }
     }
-    return rc;
+    return first;
+}
+
+/* With skip_corrupt a bad sample fails alone (its own result) and the job succeeds. */
+static int job_result(const struct hdmlp_loader *ld, int decode_rc)
+{
+    return ld->cfg.skip_corrupt && decode_rc == HDMLP_E_CORRUPT ? HDMLP_OK : decode_rc;
+}
+
+/* Forgets per-sample decode failures before decoding again from another copy. */
+static void reset_results(ld_job *job)
+{
+    for (uint32_t i = 0; i < job->n; i++) {
+        hd_free(job->samples[i]->err);
+        job->samples[i]->err = NULL;
+        job->samples[i]->result = HDMLP_OK;
+    }
 }
 
 /* Reads the plan's ranges from fd, where the chunk starts at `chunk_base` (its segment
@@ -141,7 +167,7 @@ static int run_job(ld_worker *w, ld_job *job)
         const uint8_t *ram = tier_ram_get(t, job->chunk);
         if (ram != NULL) {
             count_read(ld, TIER_RAM, job->epoch, p->buf_len);
-            return decode_samples(w, job, ram, 1, "RAM chunk cache");
+            return job_result(ld, decode_samples(w, job, ram, 1, "RAM chunk cache"));
         }
     }
     if (p->buf_len > w->buf_cap) {
@@ -171,6 +197,7 @@ static int run_job(ld_worker *w, ld_job *job)
                 return HDMLP_OK;
             }
             /* A bad cache file is never served: drop it and read the dataset. */
+            reset_results(job);
             tier_ssd_bad(t, job->chunk);
             pthread_mutex_lock(&ld->lock);
             ld->st.tier_fallbacks++;
@@ -190,8 +217,10 @@ static int run_job(ld_worker *w, ld_job *job)
     if (rc == HDMLP_OK) {
         rc = decode_samples(w, job, w->buf, 0, seg);
     }
-    if (rc == HDMLP_OK && place == TIER_RAM && p->whole &&
-        tier_ram_get(t, job->chunk) == NULL) {
+    if (rc != HDMLP_OK) {
+        return job_result(ld, rc); /* a bad chunk is never cached */
+    }
+    if (place == TIER_RAM && p->whole && tier_ram_get(t, job->chunk) == NULL) {
         /* Verified whole chunk: keep a copy for the later loads. */
         uint8_t *copy = hd_map_alloc(p->buf_len);
         if (copy != NULL) {
@@ -229,8 +258,8 @@ void *worker_main(void *arg)
         const char *detail = rc == HDMLP_OK ? NULL : hdmlp_last_error();
         for (uint32_t i = 0; i < job->n; i++) {
             ld_sample *s = job->samples[i];
-            s->state = rc == HDMLP_OK ? SAMPLE_READY : rc;
-            if (detail != NULL) {
+            s->state = rc != HDMLP_OK ? rc : s->result != HDMLP_OK ? s->result : SAMPLE_READY;
+            if (detail != NULL && s->err == NULL) {
                 const size_t len = strlen(detail);
                 s->err = hd_malloc(len + 1);
                 if (s->err != NULL) {

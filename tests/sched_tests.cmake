@@ -7,3 +7,5 @@ hdmlp_add_test(NAME test_forecast
 add_executable(bench_forecast bench/bench_forecast.c)
 target_link_libraries(bench_forecast PRIVATE hdmlp_static m)
 hdmlp_add_test(NAME test_tiers SOURCES test_tiers.c support/testds.c TIMEOUT 300)
+hdmlp_add_test(NAME test_reliability
+  SOURCES test_reliability.c support/testds.c support/fakenet.c TIMEOUT 300)

@@ -1,0 +1,129 @@
+/* Reliability: corrupt data at run time (fail or skip-and-report), exact resume. */
+#include "hdmlp.h"
+#include "loader.h"
+#include "loader_dataset.h"
+#include "support/fakenet.h"
+#include "support/testds.h"
+
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const testds_spec spec = {1500, 16, 0, 12, 100, 900, 0, 0, 3};
+
+static hdmlp_dataset *make(char *dir, size_t cap)
+{
+    cr_assert_eq(testds_mkdtemp("rel", dir, cap), 0);
+    cr_assert_eq(testds_write(dir, &spec), HDMLP_OK, "%s", hdmlp_last_error());
+    hdmlp_dataset *ds = NULL;
+    cr_assert_eq(hdmlp_dataset_open(dir, &ds), HDMLP_OK, "%s", hdmlp_last_error());
+    return ds;
+}
+
+/* Flips one payload byte of sample `index` in its segment file. */
+static void corrupt_sample(hdmlp_dataset *ds, const char *dir, uint64_t index)
+{
+    fmt_sample s;
+    fmt_chunk ch;
+    fmt_index_sample(&ds->ix, index, &s);
+    fmt_index_chunk(&ds->ix, index / spec.chunk_size, &ch);
+    char path[1024];
+    snprintf(path, sizeof(path), "%s/segment-%06u", dir, ch.segment);
+    FILE *f = fopen(path, "r+b");
+    cr_assert_not_null(f);
+    const long off = (long)(ch.offset + s.offset + s.stored_len / 2);
+    fseek(f, off, SEEK_SET);
+    const int c = fgetc(f);
+    fseek(f, off, SEEK_SET);
+    fputc(c ^ 0x5a, f);
+    fclose(f);
+}
+
+static hdmlp_config *config(hdmlp_dataset *ds, uint64_t epochs)
+{
+    hdmlp_config *cfg = NULL;
+    hdmlp_config_create(&cfg);
+    hdmlp_config_set_memory(cfg, hdmlp_dataset_raw_bytes(ds) / 4);
+    hdmlp_config_set_ram_cache(cfg, 0);
+    hdmlp_config_set_epochs(cfg, epochs);
+    hdmlp_config_set_batch_size(cfg, 20);
+    hdmlp_config_set_seed(cfg, 99);
+    return cfg;
+}
+
+Test(reliability, corrupt_sample_fails_by_default_naming_it, .timeout = 60)
+{
+    char dir[512];
+    hdmlp_dataset *ds = make(dir, sizeof(dir));
+    corrupt_sample(ds, dir, 700);
+    hdmlp_config *cfg = config(ds, 1);
+    hdmlp_loader *ld = NULL;
+    cr_assert_eq(hdmlp_loader_create(ds, cfg, &ld), HDMLP_OK);
+    hdmlp_batch *b;
+    int rc;
+    while ((rc = hdmlp_loader_next(ld, &b)) == HDMLP_OK) {
+        hdmlp_batch_release(b);
+    }
+    cr_assert_eq(rc, HDMLP_E_CORRUPT, "%s", hdmlp_err_name(rc));
+    cr_assert(strstr(hdmlp_last_error(), "sample 700") != NULL, "%s", hdmlp_last_error());
+    cr_assert(strstr(hdmlp_last_error(), "chunk 43") != NULL, "%s", hdmlp_last_error());
+    hdmlp_loader_free(ld);
+    hdmlp_config_free(cfg);
+    hdmlp_dataset_close(ds);
+    testds_rm_rf(dir);
+}
+
+Test(reliability, skip_mode_leaves_out_and_reports_only_the_bad_sample, .timeout = 60)
+{
+    char dir[512];
+    hdmlp_dataset *ds = make(dir, sizeof(dir));
+    corrupt_sample(ds, dir, 700);
+    corrupt_sample(ds, dir, 33);
+    const hdmlp_refill modes[] = {HDMLP_REFILL_WHOLE, HDMLP_REFILL_RANGES};
+    for (int m = 0; m < 2; m++) {
+        hdmlp_config *cfg = config(ds, 2);
+        hdmlp_config_set_refill(cfg, modes[m]);
+        cr_assert_eq(hdmlp_config_set_on_corrupt(cfg, HDMLP_CORRUPT_SKIP), HDMLP_OK);
+        cr_assert_eq(hdmlp_config_set_on_corrupt(cfg, (hdmlp_on_corrupt)7), HDMLP_E_INVAL);
+        hdmlp_loader *ld = NULL;
+        cr_assert_eq(hdmlp_loader_create(ds, cfg, &ld), HDMLP_OK);
+        uint8_t *seen = calloc(2 * spec.n_samples, 1);
+        uint8_t buf[1000];
+        hdmlp_batch *b;
+        int rc;
+        uint64_t got = 0;
+        while ((rc = hdmlp_loader_next(ld, &b)) == HDMLP_OK) {
+            const hdmlp_sample_view *v = hdmlp_batch_samples(b);
+            for (size_t i = 0; i < hdmlp_batch_size(b); i++) {
+                cr_assert_eq(seen[hdmlp_batch_epoch(b) * spec.n_samples + v[i].index]++, 0);
+                testds_fill(v[i].index, spec.seed, buf, v[i].size);
+                cr_assert_eq(memcmp(buf, v[i].data, v[i].size), 0, "sample %llu is wrong",
+                             (unsigned long long)v[i].index);
+                got++;
+            }
+            hdmlp_batch_release(b);
+        }
+        cr_assert_eq(rc, HDMLP_END, "%s: %s", hdmlp_err_name(rc), hdmlp_last_error());
+        hdmlp_stats st;
+        hdmlp_loader_stats(ld, &st);
+        char last[1024];
+        hdmlp_loader_last_skip(ld, last, sizeof(last));
+        printf("skip mode %d: %llu delivered, %llu skipped; last: %s\n", m,
+               (unsigned long long)got, (unsigned long long)st.skipped_samples, last);
+        cr_assert_eq(st.skipped_samples, 4, "two bad samples in each of two epochs");
+        cr_assert_eq(got, 2 * (spec.n_samples - 2));
+        for (int e = 0; e < 2; e++) {
+            cr_assert_eq(seen[e * spec.n_samples + 700], 0, "a bad sample is never delivered");
+            cr_assert_eq(seen[e * spec.n_samples + 33], 0);
+        }
+        cr_assert(strstr(last, "sample 700") != NULL || strstr(last, "sample 33") != NULL, "%s",
+                  last);
+        free(seen);
+        hdmlp_loader_free(ld);
+        hdmlp_config_free(cfg);
+    }
+    hdmlp_dataset_close(ds);
+    testds_rm_rf(dir);
+}
