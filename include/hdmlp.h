@@ -371,6 +371,16 @@ typedef struct hdmlp_stats {
 } hdmlp_stats;
 
 HDMLP_API int hdmlp_loader_stats(hdmlp_loader *ld, hdmlp_stats *out);
+/* Exact resume. hdmlp_loader_save_state writes a small state (at most HDMLP_STATE_MAX bytes:
+ * seed, epoch, position after the last batch handed out, and a fingerprint of the dataset
+ * and of the config fields that shape the order) into buf and sets *len. A loader created
+ * with hdmlp_config_set_resume(cfg, state, len) then delivers exactly what the saved loader
+ * would have delivered next. Resuming with another dataset or an order-changing config is
+ * refused (HDMLP_E_INVAL naming the field). With world > 1, every rank must save after the
+ * same number of batches (as synchronous data-parallel training does). Any thread. */
+#define HDMLP_STATE_MAX 256
+HDMLP_API int hdmlp_loader_save_state(hdmlp_loader *ld, void *buf, size_t cap, size_t *len);
+HDMLP_API int hdmlp_config_set_resume(hdmlp_config *cfg, const void *state, size_t len);
 /* Detail of the last skipped sample ("" if none), copied into buf (NUL-terminated). */
 HDMLP_API void hdmlp_loader_last_skip(hdmlp_loader *ld, char *buf, size_t cap);
 /* Bytes read from the dataset directory in each planned epoch so far: fills out[0..n) and

@@ -39,6 +39,14 @@ static void put_double(FILE *f, double v)
     }
 }
 
+static void push(bench_json *j)
+{
+    if (j->depth + 1 < BENCH_JSON_DEPTH) {
+        j->depth++;
+    }
+    j->first[j->depth] = 1;
+}
+
 void bench_json_begin(bench_json *j, FILE *f)
 {
     j->f = f;
@@ -51,10 +59,7 @@ void bench_json_object(bench_json *j, const char *key)
 {
     put_key(j, key);
     fputc('{', j->f);
-    if (j->depth + 1 < BENCH_JSON_DEPTH) {
-        j->depth++;
-    }
-    j->first[j->depth] = 1;
+    push(j);
 }
 
 void bench_json_end(bench_json *j)
@@ -63,6 +68,31 @@ void bench_json_end(bench_json *j)
     if (j->depth == 0) {
         fputc('\n', j->f);
     } else {
+        j->depth--;
+    }
+}
+
+void bench_json_array(bench_json *j, const char *key)
+{
+    put_key(j, key);
+    fputc('[', j->f);
+    push(j);
+}
+
+void bench_json_element(bench_json *j)
+{
+    if (!j->first[j->depth]) {
+        fputs(", ", j->f);
+    }
+    j->first[j->depth] = 0;
+    fputc('{', j->f);
+    push(j);
+}
+
+void bench_json_array_end(bench_json *j)
+{
+    fputc(']', j->f);
+    if (j->depth > 0) {
         j->depth--;
     }
 }

@@ -23,6 +23,11 @@ void bench_json_begin(bench_json *j, FILE *f);
 void bench_json_object(bench_json *j, const char *key);
 /* Ends the innermost object; after the top level also writes a newline. */
 void bench_json_end(bench_json *j);
+/* Starts an array member `key` whose elements are objects (bench_json_element), and ends
+ * it (after the last element's bench_json_end). */
+void bench_json_array(bench_json *j, const char *key);
+void bench_json_element(bench_json *j);
+void bench_json_array_end(bench_json *j);
 
 void bench_json_u64(bench_json *j, const char *key, uint64_t v);
 /* Non-finite values are written as null. */

@@ -23,6 +23,8 @@ struct hdmlp_config {
     int cost_set; /* set explicitly: calibration does not override it */
     int relaxed;
     int skip_corrupt;
+    uint8_t resume[256]; /* saved state to resume from (resume_len bytes) */
+    uint32_t resume_len;
     int calibrate;
     /* tiers */
     uint64_t ram_cache; /* HDMLP_RAM_CACHE_AUTO, 0 or bytes */

@@ -197,6 +197,9 @@ int loader_create_with(hdmlp_dataset *ds, const hdmlp_config *cfg,
         rc = worker_start(ld, &ld->workers[i]);
         ld->n_workers = i + 1;
     }
+    if (rc == HDMLP_OK) {
+        rc = resume_apply(ld);
+    }
     if (rc == HDMLP_OK && ld->tier != NULL && ld->cfg.ssd_dir != NULL) {
         if (pthread_create(&ld->stager, NULL, stage_main, ld) != 0) {
             rc = hd_err(HDMLP_E_NOMEM, "loader: cannot start the SSD stager");

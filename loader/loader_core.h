@@ -210,6 +210,16 @@ int plan_advance(struct hdmlp_loader *ld);
 int plan_stuck(const struct hdmlp_loader *ld);
 void sample_free(ld_sample *s);
 uint32_t plan_owner(const struct hdmlp_loader *ld, uint64_t group);
+/* A refill job for the samples at in-chunk `slots` (increasing) of chunk; not queued. */
+int plan_job(struct hdmlp_loader *ld, uint64_t chunk, const uint32_t *slots, uint32_t n,
+             ld_job **out);
+/* Bytes a job adds to the budget (its samples). */
+uint64_t job_bytes(const ld_job *job);
+/* Queues a job for the workers (lock held; charge it first). */
+void plan_enqueue(struct hdmlp_loader *ld, ld_job *job);
+
+/* loader_resume.c: moves a new loader to a saved position (before consumers start). */
+int resume_apply(struct hdmlp_loader *ld);
 
 /* loader_exchange.c: serving peers and receiving from them */
 void exchange_on_msg(void *ctx, const peer_msg *m);

@@ -56,50 +56,45 @@ static int ring_push(struct hdmlp_loader *ld, const ld_item *item)
 
 /* Builds the refill job of a miss: samples for the delivered slot and every filled slot,
  * in slot order, and the read plan. Not yet charged or queued. */
-static int job_build(struct hdmlp_loader *ld, const sched_step *st, ld_job **out)
+int plan_job(struct hdmlp_loader *ld, uint64_t chunk, const uint32_t *slots, uint32_t n,
+             ld_job **out)
 {
     const uint32_t k = ld->ix->h.chunk_size;
-    const uint32_t t_req = (uint32_t)(st->sample % k);
+    *out = NULL;
     ld_job *job = hd_calloc(1, sizeof(*job));
     if (job == NULL) {
         return hd_err(HDMLP_E_NOMEM, "loader: out of memory for a refill");
     }
-    job->chunk = st->chunk;
-    job->samples = hd_calloc(st->n_fill + 1, sizeof(ld_sample *));
-    job->slots = hd_malloc((st->n_fill + 1) * sizeof(uint32_t));
+    job->chunk = chunk;
+    job->samples = hd_calloc(n ? n : 1, sizeof(ld_sample *));
+    job->slots = hd_malloc((n ? n : 1) * sizeof(uint32_t));
     if (job->samples == NULL || job->slots == NULL) {
         job_free(job);
         return hd_err(HDMLP_E_NOMEM, "loader: out of memory for a refill");
     }
-    uint32_t n = 0;
-    int placed = 0;
-    for (uint32_t j = 0; j < st->n_fill; j++) {
-        if (!placed && t_req < st->fill_slot[j]) {
-            job->slots[n++] = t_req;
-            placed = 1;
-        }
-        job->slots[n++] = st->fill_slot[j];
-    }
-    if (!placed) {
-        job->slots[n++] = t_req;
-    }
+    memcpy(job->slots, slots, n * sizeof(uint32_t));
     for (uint32_t i = 0; i < n; i++) {
-        job->samples[i] = sample_new(ld->ix, st->chunk * k + job->slots[i]);
+        job->samples[i] = sample_new(ld->ix, chunk * k + slots[i]);
         if (job->samples[i] == NULL) {
-            job->n = i;
+            for (uint32_t j = 0; j < i; j++) {
+                sample_free(job->samples[j]);
+            }
             job_free(job);
             return hd_err(HDMLP_E_NOMEM, "loader: out of memory for a refill");
         }
     }
     job->n = n;
     /* The first load of a RAM-placed chunk reads it whole, to fill the cache. */
-    const hdmlp_refill mode = ld->tier != NULL && tier_ram_first_plan(ld->tier, st->chunk)
+    const hdmlp_refill mode = ld->tier != NULL && tier_ram_first_plan(ld->tier, chunk)
                                   ? HDMLP_REFILL_WHOLE
                                   : ld->cfg.refill;
     job->epoch = ld->plan_epoch;
-    const int rc = refill_plan_build(ld->ix, st->chunk, job->slots, n, mode, &ld->cost,
+    const int rc = refill_plan_build(ld->ix, chunk, job->slots, n, mode, &ld->cost,
                                      ld->cfg.direct, &job->plan);
     if (rc != HDMLP_OK) {
+        for (uint32_t i = 0; i < n; i++) {
+            sample_free(job->samples[i]);
+        }
         job_free(job);
         return rc;
     }
@@ -107,8 +102,33 @@ static int job_build(struct hdmlp_loader *ld, const sched_step *st, ld_job **out
     return HDMLP_OK;
 }
 
+/* The refill job of a miss: the delivered slot and every filled slot, in slot order. */
+static int job_build(struct hdmlp_loader *ld, const sched_step *st, ld_job **out)
+{
+    const uint32_t t_req = (uint32_t)(st->sample % ld->ix->h.chunk_size);
+    uint32_t *slots = hd_malloc((st->n_fill + 1) * sizeof(uint32_t));
+    if (slots == NULL) {
+        return hd_err(HDMLP_E_NOMEM, "loader: out of memory for a refill");
+    }
+    uint32_t n = 0;
+    int placed = 0;
+    for (uint32_t j = 0; j < st->n_fill; j++) {
+        if (!placed && t_req < st->fill_slot[j]) {
+            slots[n++] = t_req;
+            placed = 1;
+        }
+        slots[n++] = st->fill_slot[j];
+    }
+    if (!placed) {
+        slots[n++] = t_req;
+    }
+    const int rc = plan_job(ld, st->chunk, slots, n, out);
+    hd_free(slots);
+    return rc;
+}
+
 /* Bytes a refill adds to the budget: its samples (read buffers are reserved per worker). */
-static uint64_t job_bytes(const ld_job *job)
+uint64_t job_bytes(const ld_job *job)
 {
     uint64_t b = 0;
     for (uint32_t i = 0; i < job->n; i++) {
@@ -123,6 +143,19 @@ static void charge(struct hdmlp_loader *ld, uint64_t bytes)
     if (ld->charged > ld->st.peak_memory_bytes) {
         ld->st.peak_memory_bytes = ld->charged;
     }
+}
+
+void plan_enqueue(struct hdmlp_loader *ld, ld_job *job)
+{
+    job->next = NULL;
+    if (ld->q_tail != NULL) {
+        ld->q_tail->next = job;
+    } else {
+        ld->q_head = job;
+    }
+    ld->q_tail = job;
+    ld->inflight++;
+    pthread_cond_signal(&ld->work_cv);
 }
 
 uint32_t plan_owner(const struct hdmlp_loader *ld, uint64_t group)
@@ -232,16 +265,8 @@ static int admit_pending(struct hdmlp_loader *ld)
         }
         const uint64_t bucket = (uint64_t)job->n * 10 / k;
         ld->st.fill_hist[bucket > 10 ? 10 : bucket]++;
-        job->next = NULL;
-        if (ld->q_tail != NULL) {
-            ld->q_tail->next = job;
-        } else {
-            ld->q_head = job;
-        }
-        ld->q_tail = job;
-        ld->inflight++;
+        plan_enqueue(ld, job);
         ld->pending = NULL;
-        pthread_cond_signal(&ld->work_cv);
     }
     ld->have_pending = 0;
     ld->plan_pos++;

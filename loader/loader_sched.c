@@ -132,6 +132,8 @@ uint64_t sched_abstract_chunks(const sched *s) { return s->a; }
 uint64_t sched_slots_occupied(const sched *s) { return s->occupied; }
 uint64_t sched_slot_bytes(const sched *s) { return s->slot_bytes; }
 
+uint64_t sched_holder(const sched *s, uint64_t slot) { return s->holder[slot]; }
+
 int sched_begin_epoch(sched *s, uint64_t epoch)
 {
     if (s->occupied != 0) {

@@ -61,6 +61,8 @@ uint64_t sched_group_of_chunk(const sched *s, uint64_t chunk);
 /* Slots holding a valid sample, and their raw bytes. */
 uint64_t sched_slots_occupied(const sched *s);
 uint64_t sched_slot_bytes(const sched *s);
+/* The sample held by abstract slot g*K+t, or UINT64_MAX when it is empty. */
+uint64_t sched_holder(const sched *s, uint64_t slot);
 /* Raw size of sample x (kept by the scheduler for locality). */
 uint64_t sched_sample_size(const sched *s, uint64_t x);
 

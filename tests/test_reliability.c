@@ -127,3 +127,161 @@ Test(reliability, skip_mode_leaves_out_and_reports_only_the_bad_sample, .timeout
     hdmlp_dataset_close(ds);
     testds_rm_rf(dir);
 }
+
+/* Delivered indices of `batches` batches (all if 0), appended to out; returns the count. */
+static size_t take(hdmlp_loader *ld, size_t batches, uint64_t *out)
+{
+    size_t n = 0, got = 0;
+    hdmlp_batch *b;
+    while ((batches == 0 || got < batches) && hdmlp_loader_next(ld, &b) == HDMLP_OK) {
+        const hdmlp_sample_view *v = hdmlp_batch_samples(b);
+        for (size_t i = 0; i < hdmlp_batch_size(b); i++) {
+            out[n++] = v[i].index;
+        }
+        hdmlp_batch_release(b);
+        got++;
+    }
+    return n;
+}
+
+Test(reliability, resume_continues_exactly_where_the_saved_loader_stopped, .timeout = 120)
+{
+    char dir[512];
+    hdmlp_dataset *ds = make(dir, sizeof(dir));
+    const uint64_t total = 3 * spec.n_samples;
+    uint64_t *ref = malloc(total * sizeof(uint64_t));
+    uint64_t *got = malloc(total * sizeof(uint64_t));
+    hdmlp_config *cfg = config(ds, 3);
+    hdmlp_loader *ld = NULL;
+    cr_assert_eq(hdmlp_loader_create(ds, cfg, &ld), HDMLP_OK);
+    cr_assert_eq(take(ld, 0, ref), total);
+    hdmlp_loader_free(ld);
+    /* 75 batches = one epoch exactly; others stop mid-epoch. */
+    const size_t stops[] = {1, 37, 75, 76, 149, 200};
+    for (size_t i = 0; i < sizeof(stops) / sizeof(stops[0]); i++) {
+        cr_assert_eq(hdmlp_loader_create(ds, cfg, &ld), HDMLP_OK);
+        size_t n = take(ld, stops[i], got);
+        uint8_t state[HDMLP_STATE_MAX];
+        size_t len = 0;
+        cr_assert_eq(hdmlp_loader_save_state(ld, state, sizeof(state), &len), HDMLP_OK);
+        hdmlp_loader_free(ld); /* the process "dies" here */
+        hdmlp_config *again = config(ds, 3);
+        cr_assert_eq(hdmlp_config_set_resume(again, state, len), HDMLP_OK);
+        cr_assert_eq(hdmlp_loader_create(ds, again, &ld), HDMLP_OK, "%s", hdmlp_last_error());
+        n += take(ld, 0, got + n);
+        hdmlp_loader_free(ld);
+        hdmlp_config_free(again);
+        cr_assert_eq(n, total, "stop after %zu batches: %zu samples in all", stops[i], n);
+        cr_assert_eq(memcmp(ref, got, total * sizeof(uint64_t)), 0,
+                     "stop after %zu batches: the resumed order differs", stops[i]);
+    }
+    free(ref);
+    free(got);
+    hdmlp_config_free(cfg);
+    hdmlp_dataset_close(ds);
+    testds_rm_rf(dir);
+}
+
+Test(reliability, resume_refuses_another_dataset_or_order_changing_config, .timeout = 60)
+{
+    char dir[512];
+    hdmlp_dataset *ds = make(dir, sizeof(dir));
+    hdmlp_config *cfg = config(ds, 2);
+    hdmlp_loader *ld = NULL;
+    cr_assert_eq(hdmlp_loader_create(ds, cfg, &ld), HDMLP_OK);
+    uint64_t sink[2000];
+    take(ld, 10, sink);
+    uint8_t state[HDMLP_STATE_MAX];
+    size_t len = 0;
+    cr_assert_eq(hdmlp_loader_save_state(ld, state, sizeof(state), &len), HDMLP_OK);
+    hdmlp_loader_free(ld);
+    /* Another seed changes the order: refused, naming the seed. */
+    hdmlp_config_set_seed(cfg, 100);
+    cr_assert_eq(hdmlp_config_set_resume(cfg, state, len), HDMLP_OK);
+    cr_assert_eq(hdmlp_loader_create(ds, cfg, &ld), HDMLP_E_INVAL);
+    cr_assert(strstr(hdmlp_last_error(), "seed") != NULL, "%s", hdmlp_last_error());
+    cr_assert_null(ld);
+    /* A damaged state is refused. */
+    state[90] ^= 1;
+    cr_assert_eq(hdmlp_config_set_resume(cfg, state, len), HDMLP_E_CORRUPT);
+    cr_assert_eq(hdmlp_config_set_resume(cfg, "nonsense", 8), HDMLP_E_INVAL);
+    hdmlp_config_free(cfg);
+    hdmlp_dataset_close(ds);
+    testds_rm_rf(dir);
+}
+
+typedef struct rank_job {
+    hdmlp_loader *ld;
+    size_t batches;
+    uint64_t *out;
+    size_t n;
+    uint8_t state[HDMLP_STATE_MAX];
+    size_t len;
+} rank_job;
+
+static void *rank_take(void *arg)
+{
+    rank_job *j = arg;
+    j->n = take(j->ld, j->batches, j->out);
+    hdmlp_loader_save_state(j->ld, j->state, sizeof(j->state), &j->len);
+    hdmlp_loader_free(j->ld);
+    return NULL;
+}
+
+/* Runs 3 ranks over the in-process transport: `batches` each (0 = to the end), from the
+ * given states (or the start). */
+static void run_ranks(hdmlp_dataset *ds, size_t batches, rank_job *jobs, int resume)
+{
+    fakenet *hub = NULL;
+    fakenet_create(3, &hub);
+    const char *peers[3] = {"127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"};
+    for (uint32_t r = 0; r < 3; r++) {
+        hdmlp_config *cfg = config(ds, 2);
+        hdmlp_config_set_rank(cfg, r, 3);
+        hdmlp_config_set_peers(cfg, peers, 3);
+        if (resume) {
+            cr_assert_eq(hdmlp_config_set_resume(cfg, jobs[r].state, jobs[r].len), HDMLP_OK);
+        }
+        cr_assert_eq(loader_create_with(ds, cfg, fakenet_factory, &jobs[r].ld), HDMLP_OK, "%s",
+                     hdmlp_last_error());
+        jobs[r].batches = batches;
+        hdmlp_config_free(cfg);
+    }
+    pthread_t th[3];
+    for (int r = 0; r < 3; r++) {
+        pthread_create(&th[r], NULL, rank_take, &jobs[r]);
+    }
+    for (int r = 0; r < 3; r++) {
+        pthread_join(th[r], NULL);
+    }
+    fakenet_free(hub);
+}
+
+Test(reliability, resume_with_three_ranks_matches_an_uninterrupted_run, .timeout = 120)
+{
+    char dir[512];
+    hdmlp_dataset *ds = make(dir, sizeof(dir));
+    rank_job ref[3], first[3], second[3];
+    memset(ref, 0, sizeof(ref));
+    memset(first, 0, sizeof(first));
+    for (int r = 0; r < 3; r++) {
+        ref[r].out = malloc(2 * spec.n_samples * sizeof(uint64_t));
+        first[r].out = malloc(2 * spec.n_samples * sizeof(uint64_t));
+    }
+    run_ranks(ds, 0, ref, 0);
+    run_ranks(ds, 31, first, 0); /* every rank stops after 31 batches */
+    memcpy(second, first, sizeof(first));
+    for (int r = 0; r < 3; r++) {
+        second[r].out = first[r].out + first[r].n;
+    }
+    run_ranks(ds, 0, second, 1);
+    for (int r = 0; r < 3; r++) {
+        cr_assert_eq(first[r].n + second[r].n, ref[r].n, "rank %d", r);
+        cr_assert_eq(memcmp(first[r].out, ref[r].out, ref[r].n * sizeof(uint64_t)), 0,
+                     "rank %d: the resumed order differs", r);
+        free(ref[r].out);
+        free(first[r].out);
+    }
+    hdmlp_dataset_close(ds);
+    testds_rm_rf(dir);
+}

@@ -1,0 +1,206 @@
+/*
+ * Exact resume. The state is small: the position after the last batch handed out, and a
+ * fingerprint of everything that shapes the order. Because every decision follows from the
+ * seed, a new loader replays the scheduler's decisions of the current epoch up to that
+ * position without reading any data, then reads back just the samples that were sitting
+ * in its slots there; from then on it decides and delivers exactly what the saved loader
+ * would have.
+ *
+ * State layout (little-endian, 104 bytes):
+ *   0 magic "HDMLPST1"   8 u32 version (1)   12 u32 length (104)
+ *   16 u64 dataset id    24 u64 samples      32 u32 chunk size   36 u32 world
+ *   40 u32 rank          44 u32 batch        48 u64 seed         56 u64 abstract chunks
+ *   64 u64 slot cap      72 u32 flags (drop_last | policy << 1 | relaxed << 3)
+ *   76 u32 reserved      80 u64 epoch        88 u64 position     96 u64 XXH3 of 0..95
+ */
+#include "loader_core.h"
+#include "loader_sampler.h"
+
+#include <string.h>
+
+#define STATE_LEN 104u
+#define STATE_MAGIC "HDMLPST1"
+
+static uint32_t state_flags(const struct hdmlp_config *cfg)
+{
+    return (uint32_t)cfg->drop_last | ((uint32_t)cfg->policy << 1) |
+           ((uint32_t)cfg->relaxed << 3);
+}
+
+int hdmlp_loader_save_state(hdmlp_loader *ld, void *buf, size_t cap, size_t *len)
+{
+    if (ld == NULL || buf == NULL) {
+        return hd_err(HDMLP_E_INVAL, "save_state: loader and buffer are required");
+    }
+    if (cap < STATE_LEN) {
+        if (len != NULL) {
+            *len = STATE_LEN;
+        }
+        return hd_err(HDMLP_E_RANGE, "save_state: needs %u bytes, got %zu", STATE_LEN, cap);
+    }
+    uint8_t *p = buf;
+    memset(p, 0, STATE_LEN);
+    memcpy(p, STATE_MAGIC, 8);
+    fmt_st32(p + 8, 1);
+    fmt_st32(p + 12, STATE_LEN);
+    pthread_mutex_lock(&ld->lock);
+    fmt_st64(p + 16, ld->ix->h.dataset_id);
+    fmt_st64(p + 24, ld->ix->h.n_samples);
+    fmt_st32(p + 32, ld->ix->h.chunk_size);
+    fmt_st32(p + 36, ld->world);
+    fmt_st32(p + 40, ld->rank);
+    fmt_st32(p + 44, ld->cfg.batch);
+    fmt_st64(p + 48, ld->cfg.seed);
+    fmt_st64(p + 56, sched_abstract_chunks(ld->sch));
+    fmt_st64(p + 64, ld->slot_cap);
+    fmt_st32(p + 72, state_flags(&ld->cfg));
+    fmt_st64(p + 80, ld->deliver_epoch);
+    fmt_st64(p + 88, ld->deliver_pos);
+    pthread_mutex_unlock(&ld->lock);
+    fmt_st64(p + 96, fmt_checksum(p, 96));
+    if (len != NULL) {
+        *len = STATE_LEN;
+    }
+    return HDMLP_OK;
+}
+
+int hdmlp_config_set_resume(hdmlp_config *cfg, const void *state, size_t len)
+{
+    if (cfg == NULL) {
+        return hd_err(HDMLP_E_INVAL, "config is NULL");
+    }
+    if (state == NULL || len == 0) {
+        cfg->resume_len = 0; /* start from the beginning */
+        return HDMLP_OK;
+    }
+    const uint8_t *p = state;
+    if (len != STATE_LEN || memcmp(p, STATE_MAGIC, 8) != 0 || fmt_ld32(p + 8) != 1 ||
+        fmt_ld32(p + 12) != STATE_LEN) {
+        return hd_err(HDMLP_E_INVAL, "resume: not a loader state (%zu bytes)", len);
+    }
+    if (fmt_ld64(p + 96) != fmt_checksum(p, 96)) {
+        return hd_err(HDMLP_E_CORRUPT, "resume: the state's checksum does not match");
+    }
+    memcpy(cfg->resume, p, STATE_LEN);
+    cfg->resume_len = STATE_LEN;
+    return HDMLP_OK;
+}
+
+#define SAME(field, mine, theirs)                                                              \
+    do {                                                                                       \
+        if ((uint64_t)(mine) != (uint64_t)(theirs)) {                                          \
+            return hd_err(HDMLP_E_INVAL,                                                       \
+                          "resume: the state was saved with %s %llu, this loader has %llu",    \
+                          field, (unsigned long long)(theirs), (unsigned long long)(mine));    \
+        }                                                                                      \
+    } while (0)
+
+static int check_fingerprint(const struct hdmlp_loader *ld, const uint8_t *p)
+{
+    SAME("dataset id", ld->ix->h.dataset_id, fmt_ld64(p + 16));
+    SAME("sample count", ld->ix->h.n_samples, fmt_ld64(p + 24));
+    SAME("chunk size", ld->ix->h.chunk_size, fmt_ld32(p + 32));
+    SAME("world size", ld->world, fmt_ld32(p + 36));
+    SAME("rank", ld->rank, fmt_ld32(p + 40));
+    SAME("batch size", ld->cfg.batch, fmt_ld32(p + 44));
+    SAME("seed", ld->cfg.seed, fmt_ld64(p + 48));
+    SAME("abstract chunk count (memory budget or RAM cache)", sched_abstract_chunks(ld->sch),
+         fmt_ld64(p + 56));
+    SAME("slot byte cap (memory budget)", ld->slot_cap, fmt_ld64(p + 64));
+    SAME("drop_last/policy/relaxed flags", state_flags(&ld->cfg), fmt_ld32(p + 72));
+    const uint64_t epoch = fmt_ld64(p + 80), pos = fmt_ld64(p + 88);
+    if (pos >= ld->epoch_len && ld->epoch_len > 0) {
+        return hd_err(HDMLP_E_INVAL, "resume: position %llu is past this rank's epoch of %llu",
+                      (unsigned long long)pos, (unsigned long long)ld->epoch_len);
+    }
+    if (ld->cfg.epochs != 0 && epoch >= ld->cfg.epochs) {
+        return hd_err(HDMLP_E_INVAL, "resume: the state is at epoch %llu of only %llu",
+                      (unsigned long long)epoch, (unsigned long long)ld->cfg.epochs);
+    }
+    return HDMLP_OK;
+}
+
+/* Reads back the samples held by this rank's slots (grouped by chunk). Lock held. */
+static int restore_slots(struct hdmlp_loader *ld)
+{
+    const uint32_t k = ld->ix->h.chunk_size;
+    const uint64_t c = ld->ix->h.n_chunks;
+    uint32_t *slots = hd_malloc(k * sizeof(uint32_t));
+    if (slots == NULL) {
+        return hd_err(HDMLP_E_NOMEM, "resume: out of memory");
+    }
+    int rc = HDMLP_OK;
+    for (uint64_t chunk = 0; rc == HDMLP_OK && chunk < c; chunk++) {
+        const uint64_t g = sched_group_of_chunk(ld->sch, chunk);
+        if (plan_owner(ld, g) != ld->rank) {
+            continue;
+        }
+        uint32_t n = 0;
+        for (uint32_t t = 0; t < k; t++) {
+            if (sched_holder(ld->sch, g * k + t) == chunk * k + t) {
+                slots[n++] = t;
+            }
+        }
+        if (n == 0) {
+            continue;
+        }
+        ld_job *job = NULL;
+        rc = plan_job(ld, chunk, slots, n, &job);
+        if (rc != HDMLP_OK) {
+            break;
+        }
+        for (uint32_t i = 0; i < n; i++) {
+            ld->slot_buf[g * k + slots[i]] = job->samples[i];
+        }
+        ld->charged += job_bytes(job);
+        ld->st.chunk_loads++;
+        ld->st.read_ops += job->plan.n_ranges;
+        ld->st.bytes_read += job->plan.buf_len;
+        plan_enqueue(ld, job);
+    }
+    hd_free(slots);
+    return rc;
+}
+
+int resume_apply(struct hdmlp_loader *ld)
+{
+    if (ld->cfg.resume_len == 0) {
+        return HDMLP_OK;
+    }
+    const uint8_t *p = ld->cfg.resume;
+    int rc = check_fingerprint(ld, p);
+    if (rc != HDMLP_OK) {
+        return rc;
+    }
+    const uint64_t epoch = fmt_ld64(p + 80), pos = fmt_ld64(p + 88);
+    const uint64_t n = ld->ix->h.n_samples;
+    const uint32_t k = ld->ix->h.chunk_size;
+    pthread_mutex_lock(&ld->lock);
+    ld->plan_epoch = ld->deliver_epoch = epoch;
+    ld->deliver_pos = pos;
+    if (pos > 0) {
+        rc = sched_begin_epoch(ld->sch, epoch);
+        sampler_epoch(ld->cfg.seed, epoch, n, ld->perm);
+        /* Every rank saved after the same batches: global positions below pos × world were
+         * consumed by their requesters. Replay this rank's decisions for them. */
+        const uint64_t consumed = pos * ld->world < n ? pos * ld->world : n;
+        for (uint64_t q = 0; rc == HDMLP_OK && q < consumed; q++) {
+            const uint64_t x = ld->perm[q];
+            if (plan_owner(ld, sched_group_of_chunk(ld->sch, x / k)) != ld->rank) {
+                continue;
+            }
+            sched_step st;
+            rc = sched_request(ld->sch, x, &st);
+        }
+        ld->plan_started = 1;
+        ld->plan_pos = consumed;
+        if (rc == HDMLP_OK) {
+            rc = restore_slots(ld);
+        }
+    }
+    if (ld->charged > ld->st.peak_memory_bytes) {
+        ld->st.peak_memory_bytes = ld->charged;
+    }
+    pthread_mutex_unlock(&ld->lock);
+    return rc;
+}
