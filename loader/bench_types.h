@@ -75,6 +75,11 @@ typedef struct bench_rank {
     uint64_t *epoch_source_bytes; /* span entries, the same epochs */
 } bench_rank;
 
+/* Option value names, indexed by the enums (bench_report.c). */
+extern const char *const bench_engine_names[3];
+extern const char *const bench_policy_names[2];
+extern const char *const bench_refill_names[3];
+
 /* Epochs a run delivers: start_epoch..epochs-1. */
 static inline uint64_t bench_span(const bench_opts *o) { return o->epochs - o->start_epoch; }
 

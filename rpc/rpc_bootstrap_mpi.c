@@ -9,6 +9,9 @@
  * all are ready, so a local failure fails every rank together instead of leaving the others
  * waiting in a collective. bind_host NULL means this host's name (gethostname). Call it
  * from one thread (MPI is initialised with MPI_THREAD_FUNNELED when we initialise it).
+ *
+ * hdmlp_mpi_gather_stats: every rank's hdmlp_stats on rank 0 (MPI_Gather of the bytes on a
+ * duplicate of MPI_COMM_WORLD), for tools such as hdmlp-bench that report per rank.
  */
 #include "rpc_transport.h"
 
@@ -173,4 +176,50 @@ int hdmlp_config_bootstrap_mpi(hdmlp_config *cfg, const char *bind_host)
     }
     hd_free(all);
     return out;
+}
+
+int hdmlp_mpi_gather_stats(const hdmlp_stats *mine, hdmlp_stats *all_on_rank0)
+{
+    if (mine == NULL) {
+        return hd_err(HDMLP_E_INVAL, "mpi_gather_stats: NULL stats");
+    }
+    int init = 0, fin = 0;
+    MPI_Initialized(&init);
+    MPI_Finalized(&fin);
+    if (!init || fin) {
+        return hd_err(HDMLP_E_STATE, "mpi_gather_stats: MPI is %s",
+                      fin ? "already finalised" : "not initialised");
+    }
+    MPI_Comm comm;
+    int rc = MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+    if (rc != MPI_SUCCESS) {
+        return mpi_fail(HDMLP_E_PEER, rc, "MPI_Comm_dup");
+    }
+    MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    int rank = 0, world = 0;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &world);
+    /* Rank 0 without a buffer still takes part (the others are already in the collective). */
+    hdmlp_stats *scratch = NULL;
+    hdmlp_stats *dst = all_on_rank0;
+    if (rank == 0 && dst == NULL) {
+        scratch = hd_calloc((size_t)world, sizeof(hdmlp_stats));
+        dst = scratch;
+    }
+    if (rank == 0 && dst == NULL) {
+        /* world x 440 bytes: practically unreachable; the others then wait in the gather. */
+        MPI_Comm_free(&comm);
+        return hd_err(HDMLP_E_NOMEM, "mpi_gather_stats: out of memory");
+    }
+    rc = MPI_Gather(mine, (int)sizeof(hdmlp_stats), MPI_BYTE, dst, (int)sizeof(hdmlp_stats),
+                    MPI_BYTE, 0, comm);
+    MPI_Comm_free(&comm);
+    hd_free(scratch);
+    if (rc != MPI_SUCCESS) {
+        return mpi_fail(HDMLP_E_PEER, rc, "MPI_Gather");
+    }
+    if (rank == 0 && all_on_rank0 == NULL) {
+        return hd_err(HDMLP_E_INVAL, "mpi_gather_stats: rank 0 needs all_on_rank0");
+    }
+    return HDMLP_OK;
 }

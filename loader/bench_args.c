@@ -1,0 +1,544 @@
+/* hdmlp-bench: command line and loader configuration (see bench_args.h). */
+#include "bench_args.h"
+
+#include "bench_parse.h"
+
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+void bench_usage(FILE *f)
+{
+    fputs(
+        "usage: hdmlp-bench DATASET --memory SIZE [options]\n"
+        "\n"
+        "Iterates over the packed dataset DATASET like a training loop (each epoch a fresh\n"
+        "random order, each sample once) and reports throughput and I/O statistics.\n"
+        "\n"
+        "  --memory SIZE        loader memory budget (required); SIZE is bytes with an\n"
+        "                       optional suffix K/M/G/T (x1024; also KiB..), KB/MB/GB/TB\n"
+        "                       (x1000), or P% of the dataset's raw bytes (e.g. 25%)\n"
+        "  --batch B            samples per batch (default 32)\n"
+        "  --epochs E           epochs to run, >= 1 (default 1)\n"
+        "  --start-epoch E      first epoch to deliver, < --epochs (default 0)\n"
+        "  --seed S             seed of the delivery order (default 0)\n"
+        "  --threads T          I/O worker threads, 1..64 (default 2)\n"
+        "  --engine E           auto | pread | io_uring (default auto)\n"
+        "  --policy P           fill-rate | random (default fill-rate)\n"
+        "  --refill R           whole | ranges | auto (default auto)\n"
+        "  --relaxed            relaxed mode: serve a request from any valid slot of its\n"
+        "                       abstract chunk (opt-in; see the randomness figures)\n"
+        "  --direct             read segments with O_DIRECT\n"
+        "  --lookahead N        most requests planned ahead; 0 = as memory allows (default)\n"
+        "  --op-us US           storage cost model: microseconds per read operation\n"
+        "  --bandwidth RATE     storage cost model: bytes per second (SIZE suffixes apply)\n"
+        "  --calibrate          measure the storage cost model at start-up (a short probe)\n"
+        "  --ram-cache SIZE     RAM chunk cache within the budget: SIZE, auto (the default:\n"
+        "                       everything when the dataset fits in half the budget) or 0\n"
+        "  --ssd-cache DIR      local chunk cache directory (needs --ssd-capacity)\n"
+        "  --ssd-capacity SIZE  bytes the SSD cache may hold\n"
+        "  --compute-ms MS      simulated compute per batch (sleep), default 0\n"
+        "  --drop-last          drop each epoch's last short batch\n"
+        "  --plan               print the forecast of this configuration (a metadata-only\n"
+        "                       replay; no sample data is read); with --json the keys are a\n"
+        "                       run's (chunk_loads, bytes_read, source_bytes, ...)\n"
+        "  --ids FILE           write each epoch's delivered sample indices to FILE: one line\n"
+        "                       per epoch, space-separated, in delivery order; with several\n"
+        "                       ranks each writes FILE.<rank>\n"
+        "  --no-randomness      skip the randomness figures (they keep 8 bytes per sample)\n"
+        "  --json               print the statistics as one JSON object on stdout\n"
+        "  --quiet              print nothing but errors (and the JSON object with --json)\n"
+        "\n"
+        "Distributed (every rank runs hdmlp-bench with the same options):\n"
+        "  --mpi                under mpirun: rank, world, endpoints, seed and token from "
+        "MPI;\n"
+        "                       rank 0 prints every rank and the total\n"
+        "  --bind-host HOST     address the ranks' servers bind with --mpi (default\n"
+        "                       127.0.0.1)\n"
+        "  --peers LIST         host:port of every rank, comma-separated, in rank order\n"
+        "                       (world = their number); each process prints its own rank\n"
+        "  --rank R             this process's rank (with --peers, or --plan --world)\n"
+        "  --world W            with --plan and without --peers: forecast rank R of W\n"
+        "  --token T            job token shared by the ranks (with --peers; default 0)\n"
+        "  --prefetch W         opportunistic prefetch window; 0 = off (default 256)\n"
+        "  --remote-memory SIZE cap on samples prefetched from peers (default 10 % of the\n"
+        "                       budget, within it)\n"
+        "  --peer-timeout MS    a silent peer fails the run after MS (default 5000)\n"
+        "\n"
+        "  -h, --help           show this help;  -V, --version  show the version\n"
+        "\n"
+        "Randomness figures (from the delivered indices): same_chunk_distance = mean distance\n"
+        "in delivery position between samples of the same chunk, relative to a permutation\n"
+        "(1.0 = as random); epoch_position_correlation = correlation of a sample's position\n"
+        "in consecutive epochs (0 = unrelated).\n"
+        "\n"
+        "Exit status: 0 success, 1 runtime failure (any rank), 2 usage error.\n",
+        f);
+}
+
+static int usage_error(const char *fmt, const char *arg)
+{
+    fputs("hdmlp-bench: ", stderr);
+    fprintf(stderr, fmt, arg);
+    fputs("\nTry 'hdmlp-bench --help'.\n", stderr);
+    return BENCH_EXIT_USAGE;
+}
+
+static int pick(const char *arg, const char *const *names, size_t n, int *out)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(arg, names[i]) == 0) {
+            *out = (int)i;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* Splits --peers into o->peers (in place, in a copy). Returns 0, or -1 if malformed. */
+static int split_peers(const char *arg, bench_opts *o)
+{
+    size_t n = 1;
+    for (const char *p = arg; *p != '\0'; p++) {
+        n += *p == ',';
+    }
+    if (n > UINT32_MAX) {
+        return -1;
+    }
+    bench_args_free(o);
+    o->peers_buf = strdup(arg);
+    o->peers = calloc(n, sizeof(*o->peers));
+    o->n_peers = 0;
+    if (o->peers_buf == NULL || o->peers == NULL) {
+        return -1;
+    }
+    char *tok = o->peers_buf;
+    for (size_t i = 0; i < n; i++) {
+        char *comma = strchr(tok, ',');
+        if (comma != NULL) {
+            *comma = '\0';
+        }
+        if (tok[0] == '\0' || strrchr(tok, ':') == NULL) {
+            return -1;
+        }
+        o->peers[o->n_peers++] = tok;
+        tok = comma != NULL ? comma + 1 : tok;
+    }
+    return 0;
+}
+
+void bench_args_free(bench_opts *o)
+{
+    free(o->peers_buf);
+    free((void *)o->peers);
+    o->peers_buf = NULL;
+    o->peers = NULL;
+    o->n_peers = 0;
+}
+
+enum {
+    OPT_MEMORY = 256,
+    OPT_BATCH,
+    OPT_EPOCHS,
+    OPT_START_EPOCH,
+    OPT_SEED,
+    OPT_THREADS,
+    OPT_ENGINE,
+    OPT_POLICY,
+    OPT_REFILL,
+    OPT_RELAXED,
+    OPT_DIRECT,
+    OPT_LOOKAHEAD,
+    OPT_OP_US,
+    OPT_BANDWIDTH,
+    OPT_CALIBRATE,
+    OPT_RAM_CACHE,
+    OPT_SSD_CACHE,
+    OPT_SSD_CAPACITY,
+    OPT_COMPUTE_MS,
+    OPT_DROP_LAST,
+    OPT_PLAN,
+    OPT_IDS,
+    OPT_NO_RANDOMNESS,
+    OPT_JSON,
+    OPT_QUIET,
+    OPT_MPI,
+    OPT_BIND_HOST,
+    OPT_PEERS,
+    OPT_RANK,
+    OPT_WORLD,
+    OPT_TOKEN,
+    OPT_PREFETCH,
+    OPT_REMOTE_MEMORY,
+    OPT_PEER_TIMEOUT
+};
+
+static const struct option longopts[] = {
+    {"memory", required_argument, NULL, OPT_MEMORY},
+    {"batch", required_argument, NULL, OPT_BATCH},
+    {"epochs", required_argument, NULL, OPT_EPOCHS},
+    {"start-epoch", required_argument, NULL, OPT_START_EPOCH},
+    {"seed", required_argument, NULL, OPT_SEED},
+    {"threads", required_argument, NULL, OPT_THREADS},
+    {"engine", required_argument, NULL, OPT_ENGINE},
+    {"policy", required_argument, NULL, OPT_POLICY},
+    {"refill", required_argument, NULL, OPT_REFILL},
+    {"relaxed", no_argument, NULL, OPT_RELAXED},
+    {"direct", no_argument, NULL, OPT_DIRECT},
+    {"lookahead", required_argument, NULL, OPT_LOOKAHEAD},
+    {"op-us", required_argument, NULL, OPT_OP_US},
+    {"bandwidth", required_argument, NULL, OPT_BANDWIDTH},
+    {"calibrate", no_argument, NULL, OPT_CALIBRATE},
+    {"ram-cache", required_argument, NULL, OPT_RAM_CACHE},
+    {"ssd-cache", required_argument, NULL, OPT_SSD_CACHE},
+    {"ssd-capacity", required_argument, NULL, OPT_SSD_CAPACITY},
+    {"compute-ms", required_argument, NULL, OPT_COMPUTE_MS},
+    {"drop-last", no_argument, NULL, OPT_DROP_LAST},
+    {"plan", no_argument, NULL, OPT_PLAN},
+    {"ids", required_argument, NULL, OPT_IDS},
+    {"no-randomness", no_argument, NULL, OPT_NO_RANDOMNESS},
+    {"json", no_argument, NULL, OPT_JSON},
+    {"quiet", no_argument, NULL, OPT_QUIET},
+    {"mpi", no_argument, NULL, OPT_MPI},
+    {"bind-host", required_argument, NULL, OPT_BIND_HOST},
+    {"peers", required_argument, NULL, OPT_PEERS},
+    {"rank", required_argument, NULL, OPT_RANK},
+    {"world", required_argument, NULL, OPT_WORLD},
+    {"token", required_argument, NULL, OPT_TOKEN},
+    {"prefetch", required_argument, NULL, OPT_PREFETCH},
+    {"remote-memory", required_argument, NULL, OPT_REMOTE_MEMORY},
+    {"peer-timeout", required_argument, NULL, OPT_PEER_TIMEOUT},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, 'V'},
+    {NULL, 0, NULL, 0},
+};
+
+/* A plain size (no percentage); -1 if malformed. */
+static int size_arg(const char *arg, uint64_t *out)
+{
+    int percent = 0;
+    double unused = 0;
+    return bench_parse_size(arg, 0, out, &percent, &unused);
+}
+
+/* One option; returns -1 to continue, else the exit status. */
+static int one_option(int c, const char *arg, char **argv, bench_opts *o)
+{
+    int choice = 0;
+    int percent = 0;
+    double unused = 0;
+
+    switch (c) {
+    case OPT_MEMORY:
+        o->memory_arg = arg;
+        if (bench_parse_size(arg, 1, &o->memory, &percent, &o->memory_pct) != 0) {
+            return usage_error("--memory: invalid size '%s'", arg);
+        }
+        if (!percent) {
+            o->memory_pct = 0;
+        }
+        return -1;
+    case OPT_BATCH:
+        return bench_parse_u64(arg, &o->batch) != 0
+                   ? usage_error("--batch: invalid number '%s'", arg)
+                   : -1;
+    case OPT_EPOCHS:
+        if (bench_parse_u64(arg, &o->epochs) != 0 || o->epochs == 0) {
+            return usage_error("--epochs: expected a number >= 1, got '%s'", arg);
+        }
+        return -1;
+    case OPT_START_EPOCH:
+        return bench_parse_u64(arg, &o->start_epoch) != 0
+                   ? usage_error("--start-epoch: invalid number '%s'", arg)
+                   : -1;
+    case OPT_SEED:
+        return bench_parse_u64(arg, &o->seed) != 0
+                   ? usage_error("--seed: invalid number '%s'", arg)
+                   : -1;
+    case OPT_THREADS:
+        return bench_parse_u64(arg, &o->threads) != 0
+                   ? usage_error("--threads: invalid number '%s'", arg)
+                   : -1;
+    case OPT_ENGINE:
+        if (pick(arg, bench_engine_names, 3, &choice) != 0) {
+            return usage_error("--engine: expected auto, pread or io_uring, got '%s'", arg);
+        }
+        o->engine = (hdmlp_engine)choice;
+        return -1;
+    case OPT_POLICY:
+        if (pick(arg, bench_policy_names, 2, &choice) != 0) {
+            return usage_error("--policy: expected fill-rate or random, got '%s'", arg);
+        }
+        o->policy = (hdmlp_policy)choice;
+        return -1;
+    case OPT_REFILL:
+        if (pick(arg, bench_refill_names, 3, &choice) != 0) {
+            return usage_error("--refill: expected whole, ranges or auto, got '%s'", arg);
+        }
+        o->refill = (hdmlp_refill)choice;
+        return -1;
+    case OPT_RELAXED:
+        o->relaxed = 1;
+        return -1;
+    case OPT_DIRECT:
+        o->direct = 1;
+        return -1;
+    case OPT_LOOKAHEAD:
+        return bench_parse_u64(arg, &o->lookahead) != 0
+                   ? usage_error("--lookahead: invalid number '%s'", arg)
+                   : -1;
+    case OPT_OP_US:
+        return bench_parse_double(arg, &o->op_us) != 0
+                   ? usage_error("--op-us: invalid number '%s'", arg)
+                   : -1;
+    case OPT_BANDWIDTH: {
+        uint64_t bw = 0;
+        if (bench_parse_size(arg, 0, &bw, &percent, &unused) != 0 || bw == 0) {
+            return usage_error("--bandwidth: expected bytes per second > 0, got '%s'", arg);
+        }
+        o->bandwidth = (double)bw;
+        return -1;
+    }
+    case OPT_CALIBRATE:
+        o->calibrate = 1;
+        return -1;
+    case OPT_RAM_CACHE:
+        o->ram_cache_set = 1;
+        if (strcmp(arg, "auto") == 0) {
+            o->ram_cache = HDMLP_RAM_CACHE_AUTO;
+            return -1;
+        }
+        return size_arg(arg, &o->ram_cache) != 0
+                   ? usage_error("--ram-cache: expected a size, auto or 0, got '%s'", arg)
+                   : -1;
+    case OPT_SSD_CACHE:
+        if (arg[0] == '\0') {
+            return usage_error("--ssd-cache: empty directory name%s", "");
+        }
+        o->ssd_dir = arg;
+        return -1;
+    case OPT_SSD_CAPACITY:
+        return size_arg(arg, &o->ssd_capacity) != 0
+                   ? usage_error("--ssd-capacity: invalid size '%s'", arg)
+                   : -1;
+    case OPT_COMPUTE_MS:
+        return bench_parse_double(arg, &o->compute_ms) != 0
+                   ? usage_error("--compute-ms: invalid number '%s'", arg)
+                   : -1;
+    case OPT_DROP_LAST:
+        o->drop_last = 1;
+        return -1;
+    case OPT_PLAN:
+        o->plan = 1;
+        return -1;
+    case OPT_IDS:
+        o->ids_path = arg;
+        return -1;
+    case OPT_NO_RANDOMNESS:
+        o->no_randomness = 1;
+        return -1;
+    case OPT_JSON:
+        o->json = 1;
+        return -1;
+    case OPT_QUIET:
+        o->quiet = 1;
+        return -1;
+    case OPT_MPI:
+        o->mpi = 1;
+        return -1;
+    case OPT_BIND_HOST:
+        o->bind_host = arg;
+        return -1;
+    case OPT_PEERS:
+        return split_peers(arg, o) != 0
+                   ? usage_error("--peers: expected host:port[,host:port...], got '%s'", arg)
+                   : -1;
+    case OPT_RANK:
+        o->rank_set = 1;
+        return bench_parse_u64(arg, &o->rank) != 0
+                   ? usage_error("--rank: invalid number '%s'", arg)
+                   : -1;
+    case OPT_WORLD:
+        if (bench_parse_u64(arg, &o->world) != 0 || o->world == 0) {
+            return usage_error("--world: expected a number >= 1, got '%s'", arg);
+        }
+        return -1;
+    case OPT_TOKEN:
+        o->token_set = 1;
+        return bench_parse_u64(arg, &o->token) != 0
+                   ? usage_error("--token: invalid number '%s'", arg)
+                   : -1;
+    case OPT_PREFETCH:
+        o->prefetch_set = 1;
+        return bench_parse_u64(arg, &o->prefetch) != 0 || o->prefetch > UINT32_MAX
+                   ? usage_error("--prefetch: invalid window '%s'", arg)
+                   : -1;
+    case OPT_REMOTE_MEMORY:
+        o->remote_memory_set = 1;
+        return size_arg(arg, &o->remote_memory) != 0
+                   ? usage_error("--remote-memory: invalid size '%s'", arg)
+                   : -1;
+    case OPT_PEER_TIMEOUT:
+        o->peer_timeout_set = 1;
+        return bench_parse_u64(arg, &o->peer_timeout) != 0 || o->peer_timeout > UINT32_MAX
+                   ? usage_error("--peer-timeout: invalid number of milliseconds '%s'", arg)
+                   : -1;
+    case 'h':
+        bench_usage(stdout);
+        return 0;
+    case 'V':
+        printf("hdmlp-bench %s\n", hdmlp_version_string());
+        return 0;
+    case ':':
+        return usage_error("option '%s' needs a value", argv[optind - 1]);
+    default:
+        return usage_error("unknown option '%s'", argv[optind - 1]);
+    }
+}
+
+/* Combinations the options alone rule out. */
+static int check_combinations(const bench_opts *o)
+{
+    if (o->mpi && o->n_peers > 0) {
+        return usage_error("%s", "--mpi and --peers exclude each other");
+    }
+    if (o->bind_host != NULL && !o->mpi) {
+        return usage_error("%s", "--bind-host needs --mpi (with --peers the list says it)");
+    }
+    if (o->token_set && o->n_peers == 0) {
+        return usage_error("%s", "--token needs --peers (--mpi shares a random token)");
+    }
+    if (o->n_peers > 0 && !o->rank_set) {
+        return usage_error("%s", "--peers needs --rank R");
+    }
+    if (o->n_peers > 0 && o->rank >= o->n_peers) {
+        return usage_error("--rank: must be below the number of --peers%s", "");
+    }
+    if (o->world > 0 && (!o->plan || o->mpi || o->n_peers > 0)) {
+        return usage_error("%s", "--world is for --plan without --mpi or --peers");
+    }
+    if (o->world > 0 && (!o->rank_set || o->rank >= o->world)) {
+        return usage_error("%s", "--world W needs --rank R with R < W");
+    }
+    if (o->rank_set && o->n_peers == 0 && o->world == 0) {
+        return usage_error("%s", "--rank needs --peers (or --plan --world)");
+    }
+    if (o->mpi && o->rank_set) {
+        return usage_error("%s", "--rank comes from MPI with --mpi");
+    }
+    if ((o->ssd_dir != NULL) != (o->ssd_capacity > 0)) {
+        return usage_error("%s", "--ssd-cache DIR and --ssd-capacity SIZE (> 0) go together");
+    }
+    if (o->start_epoch >= o->epochs) {
+        return usage_error("%s", "--start-epoch must be below --epochs");
+    }
+    if (o->plan && o->ids_path != NULL) {
+        return usage_error("%s", "--plan reads no samples: --ids does not apply");
+    }
+    return -1;
+}
+
+int bench_parse_args(int argc, char **argv, bench_opts *o)
+{
+    int c = 0;
+
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":hV", longopts, NULL)) != -1) {
+        const int status = one_option(c, optarg, argv, o);
+        if (status >= 0) {
+            return status;
+        }
+    }
+    if (optind >= argc) {
+        return usage_error("%s", "missing DATASET");
+    }
+    if (optind + 1 < argc) {
+        return usage_error("unexpected argument '%s'", argv[optind + 1]);
+    }
+    o->dataset = argv[optind];
+    if (o->memory_arg == NULL) {
+        return usage_error("%s", "missing --memory SIZE");
+    }
+    return check_combinations(o);
+}
+
+static int rejected(int rc, const char *name)
+{
+    if (rc == HDMLP_OK) {
+        return 0;
+    }
+    const char *detail = hdmlp_last_error();
+    fprintf(stderr, "hdmlp-bench: %s: %s%s%s\nTry 'hdmlp-bench --help'.\n", name,
+            hdmlp_strerror(rc), detail[0] != '\0' ? ": " : "", detail);
+    return BENCH_EXIT_USAGE;
+}
+
+int bench_configure(const bench_opts *o, hdmlp_config *cfg)
+{
+    const double op_us = o->op_us >= 0 ? o->op_us : 100.0;
+    const double bandwidth = o->bandwidth > 0 ? o->bandwidth : 1e9;
+    int st = 0;
+
+    st = st ? st : rejected(hdmlp_config_set_memory(cfg, o->memory), "--memory");
+    st = st ? st
+            : rejected(o->batch > UINT32_MAX
+                           ? HDMLP_E_INVAL
+                           : hdmlp_config_set_batch_size(cfg, (uint32_t)o->batch),
+                       "--batch");
+    st = st ? st : rejected(hdmlp_config_set_epochs(cfg, o->epochs), "--epochs");
+    st = st ? st : rejected(hdmlp_config_set_start_epoch(cfg, o->start_epoch), "--start-epoch");
+    st = st ? st : rejected(hdmlp_config_set_seed(cfg, o->seed), "--seed");
+    st = st ? st
+            : rejected(o->threads > UINT32_MAX
+                           ? HDMLP_E_INVAL
+                           : hdmlp_config_set_threads(cfg, (uint32_t)o->threads),
+                       "--threads");
+    st = st ? st : rejected(hdmlp_config_set_engine(cfg, o->engine), "--engine");
+    st = st ? st : rejected(hdmlp_config_set_direct_io(cfg, o->direct), "--direct");
+    st = st ? st : rejected(hdmlp_config_set_lookahead(cfg, o->lookahead), "--lookahead");
+    st = st ? st : rejected(hdmlp_config_set_policy(cfg, o->policy), "--policy");
+    st = st ? st : rejected(hdmlp_config_set_refill(cfg, o->refill), "--refill");
+    st = st ? st : rejected(hdmlp_config_set_drop_last(cfg, o->drop_last), "--drop-last");
+    st = st ? st : rejected(hdmlp_config_set_relaxed(cfg, o->relaxed), "--relaxed");
+    st = st ? st : rejected(hdmlp_config_set_calibrate(cfg, o->calibrate), "--calibrate");
+    if (o->op_us >= 0 || o->bandwidth > 0) {
+        st = st ? st
+                : rejected(hdmlp_config_set_storage_cost(cfg, op_us, bandwidth),
+                           "--op-us/--bandwidth");
+    }
+    if (o->ram_cache_set) {
+        st = st ? st : rejected(hdmlp_config_set_ram_cache(cfg, o->ram_cache), "--ram-cache");
+    }
+    if (o->ssd_dir != NULL) {
+        st = st ? st
+                : rejected(hdmlp_config_set_ssd_cache(cfg, o->ssd_dir, o->ssd_capacity),
+                           "--ssd-cache/--ssd-capacity");
+    }
+    if (o->prefetch_set) {
+        st = st ? st
+                : rejected(hdmlp_config_set_prefetch(cfg, (uint32_t)o->prefetch), "--prefetch");
+    }
+    if (o->remote_memory_set) {
+        st = st ? st
+                : rejected(hdmlp_config_set_remote_memory(cfg, o->remote_memory),
+                           "--remote-memory");
+    }
+    if (o->peer_timeout_set) {
+        st = st ? st
+                : rejected(hdmlp_config_set_peer_timeout(cfg, (uint32_t)o->peer_timeout),
+                           "--peer-timeout");
+    }
+    if (o->n_peers > 0) {
+        st = st ? st : rejected(hdmlp_config_set_peers(cfg, o->peers, o->n_peers), "--peers");
+        st = st ? st
+                : rejected(hdmlp_config_set_rank(cfg, (uint32_t)o->rank, o->n_peers), "--rank");
+        st = st ? st : rejected(hdmlp_config_set_job_token(cfg, o->token), "--token");
+    } else if (o->world > 0) {
+        st = st ? st
+                : rejected(o->world > UINT32_MAX ? HDMLP_E_INVAL
+                                                 : hdmlp_config_set_rank(cfg, (uint32_t)o->rank,
+                                                                         (uint32_t)o->world),
+                           "--rank/--world");
+    }
+    return st;
+}
