@@ -5,21 +5,28 @@
  * the figures (use them, keep the defaults, report them) is the caller's decision.
  *
  * Method. Small reads: up to `small_reads` 4 KiB reads at 4 KiB-aligned random offsets
- * (spread over the files by size), one at a time (queue depth 1); their median latency is
- * t_s. Large reads: sequential reads through the largest file, sizes doubling from 256 KiB
- * up to `large_len`, at most `large_reads` of them; bandwidth = sum(L - 4 KiB) /
- * sum(t_L - t_s) over the reads of the two largest sizes (the per-operation part cancels),
- * and op_us = t_s - 4 KiB / bandwidth (at least 0).
+ * (uniform over the files' pages), one at a time (queue depth 1); their mean time is t_s
+ * (the mean, not the median: the cost model prices a sum of operations, and throttled or
+ * queued storage that lets bursts through shows its cost only on average; the median is
+ * reported too). Large reads: sequential reads through the largest file, sizes doubling
+ * from 256 KiB (PROBE_MIN_FILE) up to `large_len`, at most `large_reads` of them;
+ * bandwidth = sum(L - 4 KiB) / sum(t_L - median t_s) over the reads of the two largest
+ * sizes (a large read is one operation: its cost cancels), or plain sum(L) / sum(t_L) where
+ * that difference is under a quarter of the time (noise); op_us = t_s - 4 KiB / bandwidth
+ * (at least 0).
  *
- * Page cache. Before reading, the probed ranges are dropped from the page cache
- * (posix_fadvise DONTNEED: no data is changed) and their residency is checked with
- * mincore(); cached_guess reports when the figures may describe RAM rather than storage.
- * O_DIRECT fds are used where the file system allows it.
+ * Page cache. The sequential range is dropped from the page cache first (dirty pages
+ * written back with sync_file_range, then posix_fadvise DONTNEED, widened to 2 MiB
+ * boundaries for large folios; no data changes) and its residency checked with
+ * mincore(): pages that stay mean RAM-backed storage (tmpfs serves even O_DIRECT reads from
+ * memory) or pages pinned by a mapping. Through buffered fds each small-read page is also
+ * dropped and checked, and a page that stays is replaced by another (the offsets least
+ * likely to be cached). cached_guess reports when the figures may describe memory.
  *
  * Bounds. Bytes read never exceed max_bytes. The time limit covers the whole call (set-up
- * included) and is checked before each read, so it can be overrun by at most about one
- * read; the first small read and the first large read are always made. Small reads stop
- * at 40 % of the time left when measuring starts.
+ * included) and is checked before each read, so it can be overrun by about one read; the
+ * first small read and the first large read are always made. Small reads stop at 40 % of
+ * the time left when measuring starts.
  *
  * All functions are reentrant (no shared state) and may run concurrently with a loader on
  * the same dataset. Nothing is printed.
@@ -31,7 +38,7 @@
 
 #define PROBE_SMALL_LEN 4096u
 /* A target needs one file holding at least this many bytes (else HDMLP_E_RANGE). */
-#define PROBE_MIN_FILE (UINT64_C(1) << 20)
+#define PROBE_MIN_FILE (UINT64_C(256) << 10)
 
 typedef struct probe_target {
     const int *fds;           /* n readable fds, buffered or O_DIRECT (detected); not closed */
@@ -53,18 +60,19 @@ typedef struct probe_limits {
 } probe_limits;
 
 typedef struct probe_result {
-    double op_us;           /* per-operation cost: median 4 KiB latency minus transfer time */
+    double op_us;           /* per-operation cost: mean 4 KiB time minus its transfer time */
     double bytes_per_s;     /* sequential bandwidth, > 0 and finite */
-    double small_median_us; /* median 4 KiB read latency as measured */
+    double small_mean_us;   /* mean 4 KiB read time (t_s) */
+    double small_median_us; /* median 4 KiB read time */
     uint64_t bytes;         /* bytes read */
     uint32_t small_reads;
     uint32_t large_reads;
     uint64_t large_len; /* largest sequential read made */
     double seconds;     /* wall time of the call */
     int direct;         /* 1 if every read used O_DIRECT */
-    /* 1 if some probed pages were still in the page cache after being dropped (a RAM-backed
-     * file system, or pages pinned by a mapping), or if reads were buffered and residency
-     * could not be checked: the figures may then describe memory, not storage. */
+    /* 1 if probed pages stayed in the page cache after being dropped (a RAM-backed file
+     * system, or pages pinned by a mapping), or if reads were buffered and residency could
+     * not be checked: the figures may then describe memory, not storage. */
     int cached_guess;
     char text[256]; /* one line for logs, e.g. "DIR: 85.2 us/op, 1940 MB/s (direct, ...)" */
 } probe_result;
