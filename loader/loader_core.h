@@ -38,6 +38,7 @@ typedef struct ld_job {
     struct ld_job *next;
     uint64_t chunk;
     uint64_t epoch; /* planned epoch (for per-epoch source bytes) */
+    int fills_ram;  /* the first load of a RAM-placed chunk: caches it */
     uint32_t n;
     ld_sample **samples; /* n, in slot order (the delivered one included) */
     uint32_t *slots;

@@ -24,6 +24,7 @@ struct tier {
     char *dir;
     uint64_t dataset_id;
     pthread_mutex_t lock;
+    pthread_cond_t cached; /* a first load finished */
 };
 
 typedef struct rank_entry {
@@ -92,6 +93,7 @@ int tier_create(const fmt_index *ix, const tier_params *p, const uint64_t *loads
     t->n_chunks = c;
     t->dataset_id = p->dataset_id;
     pthread_mutex_init(&t->lock, NULL);
+    pthread_cond_init(&t->cached, NULL);
     t->place = hd_calloc(c, 1);
     t->ram = hd_calloc(c, sizeof(uint8_t *));
     t->ram_len = hd_calloc(c, sizeof(uint64_t));
@@ -178,6 +180,7 @@ void tier_free(tier *t)
     hd_free(t->order);
     hd_free(t->dir);
     pthread_mutex_destroy(&t->lock);
+    pthread_cond_destroy(&t->cached);
     hd_free(t);
 }
 
@@ -191,13 +194,35 @@ const uint8_t *tier_ram_get(tier *t, uint64_t chunk)
     return p;
 }
 
+/* planned[c]: 0 not yet, 1 first load planned, 2 finished (cached or abandoned). */
 int tier_ram_first_plan(tier *t, uint64_t chunk)
 {
-    if (t->place[chunk] != TIER_RAM || t->planned[chunk]) {
-        return 0;
+    pthread_mutex_lock(&t->lock);
+    const int first = t->place[chunk] == TIER_RAM && t->planned[chunk] == 0;
+    if (first) {
+        t->planned[chunk] = 1;
     }
-    t->planned[chunk] = 1;
-    return 1;
+    pthread_mutex_unlock(&t->lock);
+    return first;
+}
+
+void tier_ram_abandon(tier *t, uint64_t chunk)
+{
+    pthread_mutex_lock(&t->lock);
+    t->planned[chunk] = 2;
+    pthread_cond_broadcast(&t->cached);
+    pthread_mutex_unlock(&t->lock);
+}
+
+const uint8_t *tier_ram_wait(tier *t, uint64_t chunk)
+{
+    pthread_mutex_lock(&t->lock);
+    while (t->planned[chunk] == 1 && t->ram[chunk] == NULL) {
+        pthread_cond_wait(&t->cached, &t->lock);
+    }
+    const uint8_t *p = t->ram[chunk];
+    pthread_mutex_unlock(&t->lock);
+    return p;
 }
 
 int tier_ram_put(tier *t, uint64_t chunk, uint8_t *buf, uint64_t len)
@@ -207,6 +232,8 @@ int tier_ram_put(tier *t, uint64_t chunk, uint8_t *buf, uint64_t len)
     if (t->place[chunk] == TIER_RAM && t->ram[chunk] == NULL) {
         t->ram[chunk] = buf;
         t->ram_len[chunk] = len;
+        t->planned[chunk] = 2;
+        pthread_cond_broadcast(&t->cached);
         t->ram_chunks++;
         taken = 1;
     }

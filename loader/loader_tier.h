@@ -39,6 +39,12 @@ int tier_ram_put(tier *t, uint64_t chunk, uint8_t *buf, uint64_t len);
 /* Planning (one thread): returns 1 the first time it is asked about a RAM-placed chunk, so
  * that load reads the chunk whole and fills the cache; 0 otherwise. */
 int tier_ram_first_plan(tier *t, uint64_t chunk);
+/* The first load of a RAM-placed chunk has finished, whether or not it filled the cache;
+ * loads waiting for it go on (to the cache or the source). */
+void tier_ram_abandon(tier *t, uint64_t chunk);
+/* Blocks while the chunk's first (caching) load is planned but not finished; returns the
+ * cached chunk or NULL. Later loads use it instead of reading the source again. */
+const uint8_t *tier_ram_wait(tier *t, uint64_t chunk);
 uint64_t tier_ram_chunks(const tier *t);
 
 /* SSD: an fd of chunk's staged file (offset 0 = the chunk's first byte), or -1. */

@@ -163,8 +163,9 @@ static int run_job(ld_worker *w, ld_job *job)
     const refill_plan *p = &job->plan;
     tier *t = ld->tier;
     const int place = t != NULL ? tier_placement(t, job->chunk) : TIER_SOURCE;
-    if (place == TIER_RAM) {
-        const uint8_t *ram = tier_ram_get(t, job->chunk);
+    if (place == TIER_RAM && !job->fills_ram) {
+        /* Waits while the chunk's first (caching) load is still running. */
+        const uint8_t *ram = tier_ram_wait(t, job->chunk);
         if (ram != NULL) {
             count_read(ld, TIER_RAM, job->epoch, p->buf_len);
             return job_result(ld, decode_samples(w, job, ram, 1, "RAM chunk cache"));
@@ -217,20 +218,17 @@ static int run_job(ld_worker *w, ld_job *job)
     if (rc == HDMLP_OK) {
         rc = decode_samples(w, job, w->buf, 0, seg);
     }
-    if (rc != HDMLP_OK) {
-        return job_result(ld, rc); /* a bad chunk is never cached */
-    }
-    if (place == TIER_RAM && p->whole && tier_ram_get(t, job->chunk) == NULL) {
-        /* Verified whole chunk: keep a copy for the later loads. */
-        uint8_t *copy = hd_map_alloc(p->buf_len);
+    if (job->fills_ram) {
+        /* A verified whole chunk is kept for the later loads; a bad one never is. */
+        uint8_t *copy = rc == HDMLP_OK && p->whole ? hd_map_alloc(p->buf_len) : NULL;
         if (copy != NULL) {
             memcpy(copy, w->buf, p->buf_len);
-            if (!tier_ram_put(t, job->chunk, copy, p->buf_len)) {
-                hd_map_free(copy, p->buf_len);
-            }
+        }
+        if (copy != NULL && !tier_ram_put(t, job->chunk, copy, p->buf_len)) {
+            hd_map_free(copy, p->buf_len);
         }
     }
-    return rc;
+    return job_result(ld, rc);
 }
 
 void *worker_main(void *arg)
@@ -253,6 +251,9 @@ void *worker_main(void *arg)
         pthread_mutex_unlock(&ld->lock);
 
         const int rc = run_job(w, job);
+        if (job->fills_ram) {
+            tier_ram_abandon(ld->tier, job->chunk); /* however it went: release waiters */
+        }
 
         pthread_mutex_lock(&ld->lock);
         const char *detail = rc == HDMLP_OK ? NULL : hdmlp_last_error();

@@ -71,6 +71,12 @@ PyObject *py_stats_dict(const hdmlp_stats *stats)
     PUT(ram_cached_chunks)
     PUT(ssd_staged_chunks)
     PUT(tier_fallbacks)
+    PUT(source_op_ns)
+    PUT(source_bytes_per_s)
+    PUT(ssd_op_ns)
+    PUT(ssd_bytes_per_s)
+    PUT(calibrated)
+    PUT(skipped_samples)
 #undef PUT
     return d;
 }
