@@ -432,9 +432,10 @@ static int probe_run(const probe_target *t, const probe_limits *lim, uint64_t t0
             large_res == 1 || p.small_cached > 0 || (!direct && (large_res < 0 || p.unknown));
         out->seconds = (double)(now_ns() - t0) / 1e9;
         snprintf(out->text, sizeof(out->text),
-                 "%s: %.1f us/op, %.0f MB/s (%s%s; %u x 4 KiB + %u sequential up to %llu "
-                 "KiB, %.1f MiB in %.3f s)",
-                 t->name, out->op_us, out->bytes_per_s / 1e6, direct ? "direct" : "buffered",
+                 "%s: %.1f us/op (4 KiB mean %.1f, median %.1f us), %.0f MB/s (%s%s; %u x 4 "
+                 "KiB + %u sequential up to %llu KiB, %.1f MiB in %.3f s)",
+                 t->name, out->op_us, out->small_mean_us, out->small_median_us,
+                 out->bytes_per_s / 1e6, direct ? "direct" : "buffered",
                  out->cached_guess ? ", may be cached" : "", out->small_reads, out->large_reads,
                  (ull)(out->large_len >> 10), (double)bytes / (1024.0 * 1024.0), out->seconds);
     }

@@ -74,7 +74,7 @@ typedef struct probe_result {
      * system, or pages pinned by a mapping), or if reads were buffered and residency could
      * not be checked: the figures may then describe memory, not storage. */
     int cached_guess;
-    char text[256]; /* one line for logs, e.g. "DIR: 85.2 us/op, 1940 MB/s (direct, ...)" */
+    char text[320]; /* one line for logs, e.g. "DIR: 85.2 us/op (...), 1940 MB/s (...)" */
 } probe_result;
 
 /* Defaults: 0.5 s, 64 MiB, 256 small reads, 8 large reads of up to 4 MiB, 32 MiB scratch
