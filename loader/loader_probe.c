@@ -170,6 +170,28 @@ static int resident(int fd, uint64_t off, uint64_t len)
     return found;
 }
 
+/* 1 if mincore() tells the truth about fd's page cache, 0 if not, -1 if it cannot be told.
+ * Linux reveals page-cache state only for files the caller owns or could open for writing
+ * and otherwise reports every page resident; a page past the end of the file, which can
+ * never be cached, shows which. */
+static int mincore_honest(int fd)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0 || st.st_size < 0) {
+        return -1;
+    }
+    const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    const uint64_t past = ((uint64_t)st.st_size + page - 1) / page * page + page;
+    void *map = mmap(NULL, (size_t)page, PROT_READ, MAP_SHARED, fd, (off_t)past);
+    if (map == MAP_FAILED) {
+        return -1;
+    }
+    unsigned char v = 0;
+    const int rc = mincore(map, (size_t)page, &v);
+    munmap(map, (size_t)page);
+    return rc != 0 ? -1 : (v & 1) == 0;
+}
+
 static int cmp_u64(const void *a, const void *b)
 {
     const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -180,6 +202,7 @@ typedef struct probe_plan {
     fmt_rng rng;
     uint64_t pages;    /* whole 4 KiB pages over all files */
     uint8_t *buffered; /* per file: 1 if its fd is not O_DIRECT */
+    int8_t *honest;    /* per file: mincore_honest, 2 = not asked yet */
     uint64_t *small_ns;
     uint32_t n_small;      /* allowed, then made */
     uint32_t small_cached; /* buffered small reads of pages found in the page cache */
@@ -229,6 +252,16 @@ static int plan_reads(const probe_target *t, const probe_limits *lim, probe_plan
     return HDMLP_OK;
 }
 
+/* resident() for file i, or -1 where mincore would not tell the truth. */
+static int file_resident(const probe_target *t, probe_plan *p, uint32_t i, uint64_t off,
+                         uint64_t len)
+{
+    if (p->honest[i] == 2) {
+        p->honest[i] = (int8_t)mincore_honest(t->fds[i]);
+    }
+    return p->honest[i] == 1 ? resident(t->fds[i], off, len) : -1;
+}
+
 /* Drops [off, off + len) of fd from the page cache: dirty pages are written back first
  * (their content is unchanged), as DONTNEED cannot drop pages under writeback. */
 static void drop_range(int fd, uint64_t off, uint64_t len)
@@ -242,13 +275,13 @@ static void drop_range(int fd, uint64_t off, uint64_t len)
 /* Drops the sequential range from the page cache (widened to 2 MiB boundaries, so that
  * large folios straddling its ends go too) and tells whether any of it stayed: 1 yes (a
  * RAM-backed file system, or pages pinned by a mapping), 0 no, -1 cannot tell. */
-static int drop_large(const probe_target *t, const probe_plan *p)
+static int drop_large(const probe_target *t, probe_plan *p)
 {
     const uint64_t huge = UINT64_C(2) << 20;
     const uint64_t lo = p->large_start - p->large_start % huge;
     const uint64_t hi = p->large_start + p->large_total + huge - 1;
     drop_range(t->fds[p->big], lo, hi - hi % huge - lo);
-    return resident(t->fds[p->big], p->large_start, p->large_total);
+    return file_resident(t, p, p->big, p->large_start, p->large_total);
 }
 
 /* Draws the next small read: a page uniform over all files' whole pages. For a buffered
@@ -269,7 +302,7 @@ static void draw_small(const probe_target *t, probe_plan *p, uint32_t *file, uin
             return; /* O_DIRECT: the storage is read whatever the cache holds */
         }
         drop_range(t->fds[i], *off, PROBE_SMALL_LEN);
-        const int res = resident(t->fds[i], *off, PROBE_SMALL_LEN);
+        const int res = file_resident(t, p, i, *off, PROBE_SMALL_LEN);
         if (res < 0) {
             p->unknown = 1;
             return;
@@ -387,7 +420,10 @@ static int probe_run(const probe_target *t, const probe_limits *lim, uint64_t t0
     probe_plan p;
     memset(&p, 0, sizeof(p));
     p.buffered = hd_calloc(t->n, 1);
-    if (p.buffered == NULL) {
+    p.honest = hd_malloc(t->n);
+    if (p.buffered == NULL || p.honest == NULL) {
+        hd_free(p.buffered);
+        hd_free(p.honest);
         return hd_err(HDMLP_E_NOMEM, "probe: out of memory for %u files", t->n);
     }
     int direct = 1, rc = HDMLP_OK;
@@ -401,6 +437,7 @@ static int probe_run(const probe_target *t, const probe_limits *lim, uint64_t t0
             break;
         }
         p.buffered[i] = (fl & O_DIRECT) == 0;
+        p.honest[i] = 2;
         direct &= !p.buffered[i];
     }
     if (rc == HDMLP_OK) {
@@ -444,6 +481,7 @@ static int probe_run(const probe_target *t, const probe_limits *lim, uint64_t t0
     }
     hd_free(p.small_ns);
     hd_free(p.buffered);
+    hd_free(p.honest);
     return rc;
 }
 

@@ -22,6 +22,9 @@
  * memory) or pages pinned by a mapping. Through buffered fds each small-read page is also
  * dropped and checked, and a page that stays is replaced by another (the offsets least
  * likely to be cached). cached_guess reports when the figures may describe memory.
+ * (Linux shows page-cache state only for files the caller owns or may write, and reports
+ * every page resident otherwise; a page past the end of the file tells which, and for
+ * other files residency counts as unknown.)
  *
  * Bounds. Bytes read never exceed max_bytes. The time limit covers the whole call (set-up
  * included) and is checked before each read, so it can be overrun by about one read; the

@@ -22,6 +22,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -191,6 +192,58 @@ Test(probe, ram_backed_file_is_flagged_as_cached, .timeout = 60)
         cr_assert_eq(r.cached_guess, 1, "tmpfs not flagged: %s", r.text);
         close(t.fd);
     }
+}
+
+/* Not the owner, no write permission: mincore() reports every page resident, which the
+ * probe must notice instead of flagging a direct probe of a disk file as cached. A child
+ * drops to user nobody to probe a root-owned, world-readable file. */
+Test(probe, unowned_file_is_not_flagged_as_cached, .timeout = 60)
+{
+    if (geteuid() != 0) {
+        cr_skip_test("needs root to switch to another user");
+    }
+    char path[512];
+    snprintf(path, sizeof(path), "%s/test_probe.XXXXXX", tmp_dir());
+    const int wfd = mkstemp(path);
+    cr_assert_geq(wfd, 0);
+    cr_assert_eq(fchmod(wfd, 0644), 0);
+    cr_assert_eq(ftruncate(wfd, 0), 0);
+    uint8_t page[4096];
+    for (uint64_t off = 0; off < 4 * MIB; off += sizeof(page)) {
+        memset(page, 0x5a, sizeof(page));
+        fmt_st64(page, off);
+        cr_assert_eq(pwrite(wfd, page, sizeof(page), (off_t)off), (ssize_t)sizeof(page));
+    }
+    fsync(wfd);
+    close(wfd);
+    const pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        if (setgid(65534) != 0 || setuid(65534) != 0) {
+            _exit(10);
+        }
+        const int fd = open(path, O_RDONLY | O_DIRECT);
+        if (fd < 0) {
+            _exit(errno == EINVAL ? 11 : 12); /* no O_DIRECT / cannot reach the file */
+        }
+        const uint64_t size = 4 * MIB;
+        const probe_target tg = {&fd, &size, NULL, 1, "unowned"};
+        probe_result r;
+        if (probe_storage(&tg, NULL, &r) != HDMLP_OK) {
+            _exit(13);
+        }
+        fprintf(stderr, "probe (as nobody): %s\n", r.text);
+        _exit(r.cached_guess ? 1 : 0);
+    }
+    int status = 0;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    unlink(path);
+    cr_assert(WIFEXITED(status), "child died");
+    if (WEXITSTATUS(status) >= 10 && WEXITSTATUS(status) <= 12) {
+        cr_skip_test("cannot probe as nobody here (child status %d)", WEXITSTATUS(status));
+    }
+    cr_assert_eq(WEXITSTATUS(status), 0, "status %d (1: flagged as cached)",
+                 WEXITSTATUS(status));
 }
 
 /* Empty and tiny targets are not measured: HDMLP_E_RANGE naming the target, so the caller
