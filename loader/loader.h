@@ -53,6 +53,10 @@ void config_clear(struct hdmlp_config *cfg);
 int loader_create_with(hdmlp_dataset *ds, const hdmlp_config *cfg,
                        peer_transport_factory factory, hdmlp_loader **out);
 
+/* Waits until the SSD stager has gone through its chunks (tests: staging only uses idle
+ * I/O capacity, so it finishes once the consumer stops asking). */
+void loader_wait_staged(hdmlp_loader *ld);
+
 /* Slots of abstract memory currently holding a valid sample (at the planning frontier). */
 uint64_t loader_slots_occupied(const hdmlp_loader *ld);
 

@@ -143,6 +143,7 @@ struct hdmlp_loader {
     uint64_t epoch_source_known;
     pthread_t stager;
     int stager_started;
+    int stage_done;
 
     /* peers */
     uint32_t rank, world;

@@ -72,5 +72,18 @@ void *stage_main(void *arg)
         pthread_mutex_unlock(&ld->lock);
     }
     hd_map_free(buf, cap);
+    pthread_mutex_lock(&ld->lock);
+    ld->stage_done = 1;
+    pthread_cond_broadcast(&ld->ready_cv);
+    pthread_mutex_unlock(&ld->lock);
     return NULL;
+}
+
+void loader_wait_staged(hdmlp_loader *ld)
+{
+    pthread_mutex_lock(&ld->lock);
+    while (ld->stager_started && !ld->stage_done) {
+        pthread_cond_wait(&ld->ready_cv, &ld->lock);
+    }
+    pthread_mutex_unlock(&ld->lock);
 }

@@ -1,6 +1,7 @@
 /* Chunk tiers: RAM cache, SSD cache (staging, reuse, verification), placement policy. */
 #include "format.h"
 #include "hdmlp.h"
+#include "loader.h"
 #include "loader_dataset.h"
 #include "loader_tier.h"
 #include "support/testds.h"
@@ -22,8 +23,6 @@ typedef struct run_result {
 } run_result;
 
 /* Runs `epochs` epochs, checking exactly-once and every sample's bytes. */
-static unsigned compute_us; /* simulated training work per batch */
-
 static run_result run(hdmlp_dataset *ds, double memory_frac, uint64_t ram, const char *ssd,
                       uint64_t ssd_cap, uint64_t epochs)
 {
@@ -53,14 +52,14 @@ static run_result run(hdmlp_dataset *ds, double memory_frac, uint64_t ram, const
                          (unsigned long long)v[i].index);
         }
         hdmlp_batch_release(b);
-        if (compute_us) {
-            usleep(compute_us);
-        }
     }
     cr_assert_eq(r.rc, HDMLP_END, "%s: %s", hdmlp_err_name(r.rc), hdmlp_last_error());
     for (uint64_t i = 0; i < n * epochs; i++) {
         cr_assert_eq(seen[i], 1, "sample %llu of epoch %llu not delivered",
                      (unsigned long long)(i % n), (unsigned long long)(i / n));
+    }
+    if (ssd != NULL) {
+        loader_wait_staged(ld); /* deterministic staging for the checks below */
     }
     hdmlp_loader_stats(ld, &r.st);
     hdmlp_loader_epoch_source_bytes(ld, r.epoch_source, 8, &r.epochs_known);
@@ -122,25 +121,14 @@ Test(tiers, ssd_cache_is_staged_then_reused_by_the_next_run, .timeout = 120)
     char dir[512], ssd[600];
     hdmlp_dataset *ds = make(dir, sizeof(dir));
     snprintf(ssd, sizeof(ssd), "%s/../%s-ssd", dir, strrchr(dir, '/') + 1);
-    /* Staging only uses idle I/O capacity (here: while the consumer "trains"), so it may
-     * take a few runs to stage everything; files persist between runs. */
-    compute_us = 500;
+    /* Staging uses idle I/O capacity only; once the run's consumer is done it finishes. */
     const uint64_t chunks = hdmlp_dataset_chunk_count(ds);
-    uint64_t staged = 0;
-    int runs = 0;
-    while (runs < 20) {
-        const run_result r = run(ds, 0.3, 0, ssd, 1ull << 30, 3);
-        runs++;
-        staged += r.st.ssd_staged_chunks;
-        if (staged >= chunks) {
-            break;
-        }
-    }
-    cr_assert_geq(staged, chunks, "only %llu of %llu chunks staged after %d runs",
-                  (unsigned long long)staged, (unsigned long long)chunks, runs);
+    const run_result first = run(ds, 0.3, 0, ssd, 1ull << 30, 3);
+    cr_assert_eq(first.st.ssd_staged_chunks, chunks, "%llu of %llu chunks staged",
+                 (unsigned long long)first.st.ssd_staged_chunks, (unsigned long long)chunks);
     const run_result second = run(ds, 0.3, 0, ssd, 1ull << 30, 3);
-    printf("ssd: every chunk staged after %d runs; then source %llu bytes, ssd %llu bytes\n",
-           runs, (unsigned long long)second.st.source_bytes,
+    printf("ssd: every chunk staged in the first run; then source %llu bytes, ssd %llu bytes\n",
+           (unsigned long long)second.st.source_bytes,
            (unsigned long long)second.st.ssd_cache_bytes);
     cr_expect_eq(second.st.source_bytes, 0, "every chunk comes from the SSD cache");
     cr_expect_gt(second.st.ssd_cache_bytes, 0);
