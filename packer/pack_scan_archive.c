@@ -195,9 +195,10 @@ static int add_member(arc_scan *s, struct archive_entry *e)
         s->warnings++;
         return HDMLP_OK;
     }
-    /* Copy the name: libarchive's buffer does not outlive the data reads. */
+    /* Copy the name with its NUL (it is printed with %s, and an empty name must still
+     * give a buffer): libarchive's buffer does not outlive the data reads. */
     pack_buf key = {0};
-    rc = pack_buf_append(&key, name, len);
+    rc = pack_buf_append(&key, name, len + 1);
     if (rc != HDMLP_OK) {
         return rc;
     }

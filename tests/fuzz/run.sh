@@ -3,18 +3,19 @@
 # copy of its seed corpus. Exits non-zero if a build fails or a target finds a crash.
 #
 #   tests/fuzz/run.sh                 build and fuzz every target
-#   tests/fuzz/run.sh index           only fuzz_index (names: index, chunk, rpc)
+#   tests/fuzz/run.sh index           only fuzz_index (names: index, chunk, rpc, list, archive)
 #   tests/fuzz/run.sh --gen-corpus    regenerate tests/fuzz/corpus/* (no fuzzing)
 #
 # Needs clang with the libFuzzer runtime (Debian: clang-14 + libclang-rt-14-dev); fuzz_rpc
-# also needs protoc-c and libprotobuf-c-dev.
+# also needs protoc-c and libprotobuf-c-dev, fuzz_list and fuzz_archive libarchive-dev.
+# Long runs and the regression replay: tests/fuzz/README.md.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 CC=${FUZZ_CC:-clang}
 seconds=${FUZZ_SECONDS:-30}
-targets=(index chunk rpc)
+targets=(index chunk rpc list archive)
 work=$(mktemp -d "${TMPDIR:-/tmp}/hdmlp-fuzz.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
@@ -31,6 +32,10 @@ target_extra() {
         protoc-c --proto_path=rpc --c_out="$work/gen" rpc/hdmlp.proto
         extra=(-I loader -I rpc -I "$work/gen" rpc/rpc_codec.c "$work/gen/hdmlp.pb-c.c"
             -lprotobuf-c)
+    fi
+    if [ "$1" = list ] || [ "$1" = archive ]; then # the packer library, without its CLI
+        extra=(-I packer packer/pack_{items,scan_dir,scan_archive,scan_list,spill,source}.c
+            packer/pack_{codec,segment,write,outdir,run}.c -larchive -lpthread)
     fi
 }
 

@@ -1,0 +1,431 @@
+/*
+ * libFuzzer target: archive ingestion (packer/pack_scan_archive.c + pack_spill.c) of
+ * hostile archives.
+ *
+ * Each input is written to SANDBOX/in and scanned by pack_scan_archive() as `hdmlp-pack
+ * ARCHIVE` does, spilling member bytes into SANDBOX/tmp (the temporary output directory).
+ * The scan runs with SANDBOX/cwd as the working directory, so a member name used as a
+ * relative path ("x", "../x") would land in the sandbox. Checks:
+ *   - nothing is written outside the temporary directory: afterwards SANDBOX holds exactly
+ *     in, tmp and cwd, cwd is empty, and tmp is empty (the spill file is unlinked at once);
+ *   - keys are stored verbatim: a second, independent libarchive pass over the same file
+ *     lists the members; on success every regular member and hard link is an item, in
+ *     archive order, with its stored name as the key byte for byte, the label its first
+ *     component after leading "/" and "./" (packer.h), and its bytes in the spill file
+ *     equal to the member's data (a hard link: its target's); on failure a known code with
+ *     a message, and the items added before it are a prefix of the members.
+ * A decompression bomb is stopped through the cancel callback once the spill passes 64 MiB
+ * or 100k items (HDMLP_E_INTERRUPTED, the path a user's Ctrl-C takes).
+ *
+ * Built with -DFUZZ_GEN_CORPUS instead of -fsanitize=fuzzer, main() writes the seed corpus
+ * (tar, pax, gnutar, cpio, zip, 7z, gz/zstd/xz-compressed tar; with directories, symlinks,
+ * hard links, "../" and "/" names) into the directory given as argv[1] (see run.sh
+ * --gen-corpus). Built with neither, it is a plain object for tests/rel/fuzz_replay.c.
+ */
+#include "pack_internal.h"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define SPILL_CAP (64ull << 20)
+#define ITEM_CAP 100000u
+#define BLOCK (1u << 20) /* as pack_scan_archive.c */
+
+static void check(bool ok, const char *what)
+{
+    if (!ok) {
+        fprintf(stderr, "fuzz_archive: invariant violated: %s (last error: %s)\n", what,
+                hdmlp_last_error());
+        abort();
+    }
+}
+
+/* ---- the sandbox ------------------------------------------------------------------------ */
+
+static char fx_root[4096];
+static char fx_in[4200], fx_tmp[4200], fx_cwd[4200];
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    (void)remove(path); /* best effort */
+    return 0;
+}
+
+static void fx_cleanup(void)
+{
+    if (fx_root[0]) {
+        (void)nftw(fx_root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    }
+}
+
+static void fx_init(void)
+{
+    if (fx_root[0]) {
+        return;
+    }
+    const char *tmp = getenv("TMPDIR");
+    char tmpl[2048];
+    snprintf(tmpl, sizeof(tmpl), "%s/hdmlp-fuzz-archive.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    check(mkdtemp(tmpl) != NULL, "mkdtemp");
+    snprintf(fx_root, sizeof(fx_root), "%s", tmpl);
+    snprintf(fx_in, sizeof(fx_in), "%s/in", fx_root);
+    snprintf(fx_tmp, sizeof(fx_tmp), "%s/tmp", fx_root);
+    snprintf(fx_cwd, sizeof(fx_cwd), "%s/cwd", fx_root);
+    atexit(fx_cleanup);
+    check(mkdir(fx_tmp, 0755) == 0 && mkdir(fx_cwd, 0755) == 0, "mkdir");
+}
+
+/* Entries of dir except "." and ".."; names[] gets up to 8 of them. */
+static int list_dir(const char *dir, char names[8][256])
+{
+    DIR *const d = opendir(dir);
+    check(d != NULL, "opendir");
+    int n = 0;
+    const struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) {
+            continue;
+        }
+        if (n < 8) {
+            snprintf(names[n], 256, "%s", de->d_name);
+        }
+        n++;
+    }
+    closedir(d);
+    return n;
+}
+
+static void check_sandbox(void)
+{
+    char names[8][256];
+    const int n = list_dir(fx_root, names);
+    int in = 0, tmp = 0, cwd = 0;
+    for (int i = 0; i < n && i < 8; i++) {
+        in += strcmp(names[i], "in") == 0;
+        tmp += strcmp(names[i], "tmp") == 0;
+        cwd += strcmp(names[i], "cwd") == 0;
+    }
+    check(n == 3 && in && tmp && cwd, "something was written into the sandbox");
+    check(list_dir(fx_cwd, names) == 0, "something was written into the working directory");
+    check(list_dir(fx_tmp, names) == 0, "a file remains in the temporary directory");
+}
+
+/* ---- the scan --------------------------------------------------------------------------- */
+
+static int bomb_cancel(void *arg)
+{
+    const pack_ctx *const ctx = arg;
+    if (ctx->n_items > ITEM_CAP) {
+        return 1;
+    }
+    struct stat st;
+    return ctx->spill_fd >= 0 && fstat(ctx->spill_fd, &st) == 0 &&
+           (uint64_t)st.st_size > SPILL_CAP;
+}
+
+static int known_code(int rc)
+{
+    return rc < 0 && strcmp(hdmlp_err_name(rc), "HDMLP_E_UNKNOWN") != 0;
+}
+
+/* The label packer.h promises for a member name. */
+static void expected_label(const char *name, size_t len, const char **lab, size_t *lab_len)
+{
+    size_t i = 0;
+    while (i < len) {
+        if (name[i] == '/') {
+            i++;
+        } else if (i + 1 < len && name[i] == '.' && name[i + 1] == '/') {
+            i += 2;
+        } else {
+            break;
+        }
+    }
+    const char *const slash = memchr(name + i, '/', len - i);
+    if (!slash) {
+        *lab = ".";
+        *lab_len = 1;
+    } else {
+        *lab = name + i;
+        *lab_len = (size_t)(slash - (name + i));
+    }
+}
+
+static struct archive *reader(void)
+{
+    /* the formats and filters pack_scan_archive.c enables */
+    struct archive *const a = archive_read_new();
+    check(a != NULL, "archive_read_new");
+    archive_read_support_filter_all(a);
+    archive_read_support_format_tar(a);
+    archive_read_support_format_gnutar(a);
+    archive_read_support_format_cpio(a);
+    archive_read_support_format_zip(a);
+    archive_read_support_format_7zip(a);
+    archive_read_support_format_rar(a);
+    archive_read_support_format_rar5(a);
+    archive_read_support_format_iso9660(a);
+    archive_read_support_format_ar(a);
+    archive_read_support_format_empty(a);
+    return a;
+}
+
+static const char *item_key(const pack_ctx *ctx, const pack_item *it)
+{
+    return (const char *)ctx->keys.p + it->key_off;
+}
+
+/* Compares the member's data (read from a) with the spill bytes of item `it`. */
+static void check_data(struct archive *a, const pack_ctx *ctx, const pack_item *it)
+{
+    static uint8_t buf[BLOCK], spill[BLOCK];
+    uint64_t off = 0;
+    for (;;) {
+        const la_ssize_t r = archive_read_data(a, buf, sizeof(buf));
+        if (r == ARCHIVE_WARN) {
+            continue;
+        }
+        check(r >= 0, "second pass cannot read a member the scanner read");
+        if (r == 0) {
+            break;
+        }
+        check(off + (uint64_t)r <= it->size, "member longer than its item");
+        check(pread(ctx->spill_fd, spill, (size_t)r, (off_t)(it->src + off)) == r,
+              "spill short");
+        check(memcmp(buf, spill, (size_t)r) == 0, "spill bytes differ from the member");
+        off += (uint64_t)r;
+    }
+    check(off == it->size, "member shorter than its item");
+}
+
+/* The second pass: members in order, compared with the items (all of them on success, a
+ * prefix on failure). */
+static void second_pass(const pack_ctx *ctx, int ok)
+{
+    struct archive *const a = reader();
+    uint64_t k = 0; /* next item */
+    if (archive_read_open_filename(a, fx_in, BLOCK) != ARCHIVE_OK) {
+        check(!ok, "second pass cannot open what the scanner read");
+        check(ctx->n_items == 0, "items from an archive that does not open");
+        archive_read_free(a);
+        return;
+    }
+    for (;;) {
+        struct archive_entry *e;
+        const int r = archive_read_next_header(a, &e);
+        if (r == ARCHIVE_EOF || (r != ARCHIVE_OK && r != ARCHIVE_WARN)) {
+            check(!ok || r == ARCHIVE_EOF, "second pass failed where the scanner did not");
+            break;
+        }
+        const char *name = archive_entry_pathname(e);
+        if (!name) {
+            name = archive_entry_pathname_utf8(e);
+        }
+        if (!name) {
+            check(!ok, "a member without a name was accepted");
+            break;
+        }
+        const char *const link = archive_entry_hardlink(e);
+        const int is_link = link && !(archive_entry_size_is_set(e) && archive_entry_size(e) > 0);
+        const mode_t type = archive_entry_filetype(e);
+        if (!is_link && type != AE_IFREG) {
+            continue; /* directories, symlinks and special members carry no sample */
+        }
+        if (k == ctx->n_items) {
+            check(!ok, "a member is missing from the items");
+            break;
+        }
+        const pack_item *const it = &ctx->items[k++];
+        const size_t len = strlen(name);
+        check(it->key_len == len && memcmp(item_key(ctx, it), name, len) == 0,
+              "key is not the member name verbatim");
+        const char *lab;
+        size_t lab_len;
+        expected_label(name, len, &lab, &lab_len);
+        check(it->label < ctx->labels.n && ctx->labels.len[it->label] == lab_len &&
+                  memcmp(ctx->labels.names.p + ctx->labels.off[it->label], lab, lab_len) ==
+                      0,
+              "label is not the member's first component");
+        if (!ok) {
+            continue; /* names only: the data may be what failed */
+        }
+        check(it->src + it->size <= ctx->spill_size, "item beyond the spill");
+        if (is_link) {
+            /* the bytes of the last earlier item named `link` */
+            const size_t ll = strlen(link);
+            const pack_item *t = NULL;
+            for (uint64_t j = k - 1; j > 0 && !t; j--) {
+                const pack_item *const c = &ctx->items[j - 1];
+                if (c->key_len == ll && memcmp(item_key(ctx, c), link, ll) == 0) {
+                    t = c;
+                }
+            }
+            check(t != NULL && t->src == it->src && t->size == it->size,
+                  "hard link does not refer to its target");
+        } else {
+            check_data(a, ctx, it);
+        }
+    }
+    check(k == ctx->n_items, "more items than members");
+    archive_read_free(a);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    fx_init();
+    const int fd = open(fx_in, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    check(fd >= 0, "open input");
+    check(size == 0 || write(fd, data, size) == (ssize_t)size, "write input");
+    check(close(fd) == 0, "close input");
+
+    pack_ctx ctx;
+    memset(&ctx, 0, sizeof(ctx));
+    pack_opts o;
+    pack_opts_init(&o);
+    o.cancel = bomb_cancel;
+    o.cb_arg = &ctx;
+    static char no_root[1];
+    pack_src src = {.kind = PACK_SRC_ARCHIVE, .arg = fx_in, .root = no_root, .root_len = 0};
+    ctx.o = &o;
+    ctx.srcs = &src;
+    ctx.n_srcs = 1;
+    ctx.spill_fd = -1;
+    ctx.tmpdir = fx_tmp;
+    hd_clear_error();
+    /* work in SANDBOX/cwd during the scan only (the fuzzer's own paths may be relative) */
+    const int here = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    check(here >= 0 && chdir(fx_cwd) == 0, "chdir into the sandbox");
+    const int rc = pack_scan_archive(&ctx, 0);
+    check(fchdir(here) == 0 && close(here) == 0, "chdir back");
+
+    check(rc == HDMLP_OK || known_code(rc), "return code");
+    check(rc == HDMLP_OK || hdmlp_last_error()[0] != '\0', "error without detail");
+    check(rc != HDMLP_OK || ctx.n_items > 0, "success without samples");
+    check_sandbox();
+    if (rc != HDMLP_E_INTERRUPTED) {
+        second_pass(&ctx, rc == HDMLP_OK);
+    }
+    if (rc == HDMLP_OK) {
+        uint64_t raw = 0;
+        for (uint64_t i = 0; i < ctx.n_items; i++) {
+            raw += ctx.items[i].size;
+        }
+        check(raw == ctx.raw_bytes, "raw byte total");
+        check(pack_labels_finish(&ctx.labels) == HDMLP_OK, "labels finish");
+    }
+    if (ctx.spill_fd >= 0) {
+        close(ctx.spill_fd);
+    }
+    hd_free(ctx.items);
+    pack_buf_free(&ctx.keys);
+    pack_labels_free(&ctx.labels);
+    return 0;
+}
+
+#ifdef FUZZ_GEN_CORPUS
+/* ---- seed corpus: small archives written with libarchive -------------------------------- */
+
+typedef struct seed_member {
+    const char *name;
+    mode_t type;      /* AE_IFREG, AE_IFDIR, AE_IFLNK; 0 = hard link to `target` */
+    const char *body; /* regular: content; symlink/hard link: target */
+} seed_member;
+
+static void write_seed(const char *dir, const char *file, int format, int filter,
+                       const seed_member *m, size_t n)
+{
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/%s", dir, file);
+    struct archive *const a = archive_write_new();
+    check(a != NULL, "archive_write_new");
+    check((format == ARCHIVE_FORMAT_AR_GNU ? archive_write_set_format_ar_svr4(a)
+                                           : archive_write_set_format(a, format)) == ARCHIVE_OK,
+          "set format");
+    check(archive_write_set_bytes_in_last_block(a, 1) == ARCHIVE_OK, "no padding");
+    if (filter >= 0) {
+        check(archive_write_add_filter(a, filter) == ARCHIVE_OK, "add filter");
+    }
+    check(archive_write_open_filename(a, path) == ARCHIVE_OK, "open seed");
+    for (size_t i = 0; i < n; i++) {
+        struct archive_entry *const e = archive_entry_new();
+        archive_entry_set_pathname(e, m[i].name);
+        archive_entry_set_perm(e, 0644);
+        archive_entry_set_mtime(e, 1700000000, 0);
+        size_t len = 0;
+        if (m[i].type == 0) {
+            archive_entry_set_filetype(e, AE_IFREG);
+            archive_entry_set_hardlink(e, m[i].body);
+            archive_entry_set_size(e, 0);
+        } else if (m[i].type == AE_IFLNK) {
+            archive_entry_set_filetype(e, AE_IFLNK);
+            archive_entry_set_symlink(e, m[i].body);
+        } else {
+            archive_entry_set_filetype(e, m[i].type);
+            len = m[i].type == AE_IFREG ? strlen(m[i].body) : 0;
+            archive_entry_set_size(e, (la_int64_t)len);
+        }
+        check(archive_write_header(a, e) == ARCHIVE_OK, archive_error_string(a));
+        if (len) {
+            check(archive_write_data(a, m[i].body, len) == (la_ssize_t)len, "write data");
+        }
+        archive_entry_free(e);
+    }
+    check(archive_write_close(a) == ARCHIVE_OK && archive_write_free(a) == ARCHIVE_OK,
+          "close seed");
+}
+
+int main(int argc, char **argv)
+{
+    check(argc == 2, "usage: gen DIR");
+    const char *const d = argv[1];
+    static const seed_member classes[] = {
+        {"cat/", AE_IFDIR, NULL},
+        {"cat/1.txt", AE_IFREG, "meow meow meow"},
+        {"dog/2.txt", AE_IFREG, "woof"},
+        {"root.txt", AE_IFREG, "in the root"},
+        {"empty/", AE_IFDIR, NULL},
+    };
+    static const seed_member hostile[] = {
+        {"../escape/x", AE_IFREG, "dot-dot"},
+        {"/etc/abs", AE_IFREG, "absolute"},
+        {"./././a/b", AE_IFREG, "dot-slash"},
+        {"//double//slash", AE_IFREG, "slashes"},
+        {"link", AE_IFLNK, "/etc/passwd"},
+        {"hard", 0, "/etc/abs"},
+        {"a/\xff\xfe-bytes", AE_IFREG, "not utf-8"},
+    };
+    static const seed_member links[] = {
+        {"x/data", AE_IFREG, "shared bytes"},
+        {"y/alias", 0, "x/data"},
+        {"z/missing", 0, "nowhere"},
+    };
+    write_seed(d, "ustar", ARCHIVE_FORMAT_TAR_USTAR, -1, classes, 5);
+    write_seed(d, "pax-hostile", ARCHIVE_FORMAT_TAR_PAX_RESTRICTED, -1, hostile, 6);
+    write_seed(d, "gnutar-hostile", ARCHIVE_FORMAT_TAR_GNUTAR, -1, hostile, 7);
+    write_seed(d, "gnutar-links", ARCHIVE_FORMAT_TAR_GNUTAR, -1, links, 2);
+    write_seed(d, "tar-bad-link", ARCHIVE_FORMAT_TAR_USTAR, -1, links, 3);
+    write_seed(d, "cpio", ARCHIVE_FORMAT_CPIO_SVR4_NOCRC, -1, classes, 5);
+    write_seed(d, "zip", ARCHIVE_FORMAT_ZIP, -1, classes, 5);
+    write_seed(d, "zip-hostile", ARCHIVE_FORMAT_ZIP, -1, hostile, 5);
+    write_seed(d, "7z", ARCHIVE_FORMAT_7ZIP, -1, classes, 4);
+    write_seed(d, "tar.gz", ARCHIVE_FORMAT_TAR_USTAR, ARCHIVE_FILTER_GZIP, classes, 5);
+    write_seed(d, "tar.zst", ARCHIVE_FORMAT_TAR_USTAR, ARCHIVE_FILTER_ZSTD, hostile, 4);
+    write_seed(d, "tar.xz", ARCHIVE_FORMAT_TAR_USTAR, ARCHIVE_FILTER_XZ, classes, 3);
+    write_seed(d, "ar", ARCHIVE_FORMAT_AR_GNU, -1, classes + 3, 1);
+    return 0;
+}
+#endif
