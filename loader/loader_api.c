@@ -4,6 +4,7 @@
  * Memory sizing is in loader_sizing.c.
  */
 #include "loader_core.h"
+#include "loader_probe.h"
 #include "loader_sampler.h"
 
 #include <stdio.h>
@@ -148,6 +149,20 @@ int loader_create_with(hdmlp_dataset *ds, const hdmlp_config *cfg,
     if (rc != HDMLP_OK) {
         return rc;
     }
+    /* Storage calibration: measured figures replace the defaults (not an explicit cost). */
+    probe_limits lim;
+    probe_limits_default(&lim);
+    lim.seed = cfg->seed;
+    probe_result cal;
+    int calibrated = 0;
+    if (cfg->calibrate && !cfg->cost_set) {
+        const int prc = probe_dataset(ds, cfg->direct, &lim, &cal);
+        if (prc == HDMLP_OK) {
+            calibrated = 1;
+        } else if (prc != HDMLP_E_RANGE) { /* E_RANGE: too small to measure, keep defaults */
+            return prc;
+        }
+    }
     hdmlp_loader *ld = hd_calloc(1, sizeof(*ld));
     if (ld == NULL) {
         return hd_err(HDMLP_E_NOMEM, "loader: out of memory");
@@ -161,7 +176,11 @@ int loader_create_with(hdmlp_dataset *ds, const hdmlp_config *cfg,
     ld->ix = &ds->ix;
     ld->rank = cfg->rank;
     ld->world = cfg->world;
-    ld->cost = (refill_cost){cfg->op_us, cfg->bytes_per_s};
+    if (calibrated) {
+        ld->cfg.op_us = cal.op_us;
+        ld->cfg.bytes_per_s = cal.bytes_per_s;
+    }
+    ld->cost = (refill_cost){ld->cfg.op_us, ld->cfg.bytes_per_s};
     ld->refs = 1;
     ld->plan_epoch = cfg->start_epoch;
     ld->deliver_epoch = cfg->start_epoch;
@@ -186,12 +205,20 @@ int loader_create_with(hdmlp_dataset *ds, const hdmlp_config *cfg,
         rc = loader_alloc(ld, a);
     }
     ld->st.memory_budget = cfg->memory;
-    ld->st.source_op_ns = (uint64_t)(cfg->op_us * 1000.0);
-    ld->st.source_bytes_per_s = (uint64_t)cfg->bytes_per_s;
+    ld->st.source_op_ns = (uint64_t)(ld->cfg.op_us * 1000.0);
+    ld->st.source_bytes_per_s = (uint64_t)ld->cfg.bytes_per_s;
+    ld->st.calibrated = (uint64_t)calibrated;
     ld->st.abstract_chunks = a;
     ld->st.chunk_groups = a;
     if (rc == HDMLP_OK && (sz.ram_cache > 0 || ld->cfg.ssd_dir != NULL)) {
         rc = loader_place_tiers(ld->ix, &ld->cfg, &sz, &ld->tier);
+    }
+    if (rc == HDMLP_OK && cfg->calibrate && ld->tier != NULL && ld->cfg.ssd_dir != NULL) {
+        probe_result sp;
+        if (probe_directory(ld->cfg.ssd_dir, &lim, &sp) == HDMLP_OK) {
+            ld->st.ssd_op_ns = (uint64_t)(sp.op_us * 1000.0);
+            ld->st.ssd_bytes_per_s = (uint64_t)sp.bytes_per_s;
+        }
     }
     for (uint32_t i = 0; rc == HDMLP_OK && i < cfg->threads; i++) {
         rc = worker_start(ld, &ld->workers[i]);
