@@ -24,7 +24,7 @@ from setuptools import Extension, setup
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCES = ["src/py_module.c", "src/py_errors.c", "src/py_args.c", "src/py_dataset.c",
            "src/py_batch.c", "src/py_loader.c", "src/py_config.c", "src/py_stats.c",
-           "src/py_wait.c"]
+           "src/py_resume.c", "src/py_wait.c"]
 
 
 def fail(msg):

@@ -50,6 +50,19 @@ unread by Python. DataLoader takes one batch from each worker in turn, so it yie
 exactly the sequence of a single loader with memory/W, each sample once per epoch; the
 cost is that every worker reads (and decompresses) every chunk. Decoding/transforms, the
 expensive part, is split W ways.
+
+Exact resume (num_workers=0): ds.state_dict() after some batches gives a small picklable
+dict (the position after the last batch the DataLoader yielded, plus a pending set_epoch);
+a new process makes the same dataset (same data, seed, batch_size, memory, drop_last,
+rank/world) and calls ds.load_state_dict(state) before iterating; the next iteration
+delivers the rest of the saved epoch, then the following epochs, exactly as an
+uninterrupted run would (with world > 1 every rank saves after the same number of batches
+and every rank resumes). A state from another dataset or configuration raises
+hdmlp.InvalidArgumentError (a ValueError) naming the field. With DataLoader workers
+(num_workers > 0) each worker process runs its own loader, invisible to the main process,
+and prefetches ahead of what training consumed, so there is no exact state to save:
+state_dict() then raises hdmlp.StateError, and a loaded state makes the workers raise
+StateError instead of resuming anywhere else than exactly.
 """
 import os
 import random
@@ -184,6 +197,7 @@ class HdmlpIterableDataset(IterableDataset):
         self._loader = None     # per process
         self._loader_pid = None
         self._loader_share = None
+        self._resume = None     # Loader state for the next loader made (load_state_dict)
 
     # -- epochs and length -------------------------------------------------------------
     def set_epoch(self, epoch):
@@ -199,6 +213,56 @@ class HdmlpIterableDataset(IterableDataset):
         if self.drop_last:
             return per_rank // self.batch_size
         return -(-per_rank // self.batch_size)
+
+    # -- exact resume --------------------------------------------------------------------
+    STATE_FORMAT = "hdmlp.torch"
+    STATE_VERSION = 1
+
+    def state_dict(self):
+        """Picklable position after the last batch yielded in this process (num_workers=0):
+        {'format', 'version', 'loader': hdmlp.Loader.state_dict(), 'epoch': pending
+        set_epoch or None}. Raises hdmlp.StateError when no loader runs in this process
+        (not iterated yet, or iterated in DataLoader workers)."""
+        loader = self._loader if self._loader_pid == os.getpid() else None
+        if loader is not None and self._loader_share != 1:
+            loader = None
+        if loader is None:
+            if self._resume is not None:  # loaded, not used yet: the same position
+                return {"format": self.STATE_FORMAT, "version": self.STATE_VERSION,
+                        "loader": self._resume, "epoch": self._epoch}
+            raise hdmlp.StateError(
+                "state_dict: no loader has run in this process; exact resume needs "
+                "num_workers=0 (DataLoader workers each run their own loader and read "
+                "ahead) and a state taken after iterating")
+        return {"format": self.STATE_FORMAT, "version": self.STATE_VERSION,
+                "loader": loader.state_dict(), "epoch": self._epoch}
+
+    def load_state_dict(self, state):
+        """Resume from state_dict()'s dict: the next iteration (num_workers=0) continues the
+        saved epoch. Call before iterating. Another dataset or configuration raises
+        hdmlp.InvalidArgumentError (ValueError) when the loader is made."""
+        if not isinstance(state, dict):
+            raise TypeError(f"state: expected the dict of state_dict(), got "
+                            f"{type(state).__name__}")
+        if state.get("format") != self.STATE_FORMAT:
+            raise hdmlp.InvalidArgumentError(
+                f"state: format {state.get('format')!r} is not {self.STATE_FORMAT!r}")
+        if state.get("version") != self.STATE_VERSION:
+            raise hdmlp.InvalidArgumentError(
+                f"state: version {state.get('version')!r} is not supported (this hdmlp reads "
+                f"version {self.STATE_VERSION})")
+        if not isinstance(state.get("loader"), dict):
+            raise hdmlp.InvalidArgumentError("state: missing the 'loader' dict")
+        if self._loader is not None and self._loader_pid == os.getpid():
+            if self.world > 1:
+                raise hdmlp.StateError(
+                    "load_state_dict: this rank's loader already runs and exchanges with its "
+                    "peers; call load_state_dict before iterating")
+            self._loader.close()
+            self._loader = None
+        self._resume = dict(state["loader"])
+        epoch = state.get("epoch")
+        self._epoch = None if epoch is None else int(epoch)
 
     # -- pickling (spawned DataLoader workers): open handles are per process -----------
     def __getstate__(self):
@@ -230,9 +294,17 @@ class HdmlpIterableDataset(IterableDataset):
                         "num_workers when world > 1")
                 info = get_worker_info()
                 kwargs["peers"] = self._peers[info.id if info is not None else 0]
+            if self._resume is not None:
+                if get_worker_info() is not None:
+                    raise hdmlp.StateError(
+                        "HdmlpIterableDataset: a loaded state cannot be resumed exactly in "
+                        "DataLoader workers (each runs its own loader); use num_workers=0 "
+                        "for the epoch being resumed")
+                kwargs["state"] = self._resume
             self._loader = hdmlp.Loader(
                 self._dataset, self.batch_size, max(1, self.memory // workers), seed=self.seed,
                 rank=self.rank, world=self.world, drop_last=self.drop_last, **kwargs)
+            self._resume = None
             self._loader_pid = pid
             self._loader_share = workers
         return self._loader

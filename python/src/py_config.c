@@ -121,13 +121,14 @@ int py_loader_configure(py_state *st, hdmlp_dataset *ds, hdmlp_config *cfg, PyOb
                         py_loader_params *p)
 {
     /* a: batch_size, memory, seed, epochs, rank, world, drop_last, threads, refill, policy,
-     * engine, lookahead, direct_io, storage_cost, then configure_peers's (NULL = not
-     * given) */
+     * engine, lookahead, direct_io, storage_cost, then configure_peers's, then on_corrupt
+     * (NULL = not given) */
     static const char *const refills[] = {"auto", "whole", "ranges"};
     static const char *const policies[] = {"fill-rate", "random"};
     static const char *const engines[] = {"auto", "pread", "io_uring"};
+    static const char *const on_corrupt[] = {"fail", "skip"};
     uint64_t rank = 0, world = 1, lookahead = 0;
-    int refill = 0, policy = 0, engine = 0;
+    int refill = 0, policy = 0, engine = 0, corrupt = 0;
 
     if (py_arg_u64(st, a[0], "batch_size", &p->batch_size) < 0 ||
         py_arg_memory(st, a[1], hdmlp_dataset_raw_bytes(ds), &p->memory) < 0 ||
@@ -138,7 +139,9 @@ int py_loader_configure(py_state *st, hdmlp_dataset *ds, hdmlp_config *cfg, PyOb
         (a[8] != NULL && py_arg_choice(st, a[8], "refill", refills, 3, &refill) < 0) ||
         (a[9] != NULL && py_arg_choice(st, a[9], "policy", policies, 2, &policy) < 0) ||
         (a[10] != NULL && py_arg_choice(st, a[10], "engine", engines, 3, &engine) < 0) ||
-        opt_u64(st, a[11], "lookahead", 0, &lookahead) < 0) {
+        opt_u64(st, a[11], "lookahead", 0, &lookahead) < 0 ||
+        (a[20] != NULL && a[20] != Py_None &&
+         py_arg_choice(st, a[20], "on_corrupt", on_corrupt, 2, &corrupt) < 0)) {
         return -1;
     }
     if (a[3] != NULL && a[3] != Py_None && p->epochs == 0) {
@@ -177,9 +180,14 @@ int py_loader_configure(py_state *st, hdmlp_dataset *ds, hdmlp_config *cfg, PyOb
         set_or_raise(st, hdmlp_config_set_direct_io(cfg, direct), "direct_io") < 0 ||
         set_or_raise(st, hdmlp_config_set_lookahead(cfg, lookahead), "lookahead") < 0 ||
         set_or_raise(st, hdmlp_config_set_policy(cfg, (hdmlp_policy)policy), "policy") < 0 ||
-        set_or_raise(st, hdmlp_config_set_refill(cfg, (hdmlp_refill)refill), "refill") < 0) {
+        set_or_raise(st, hdmlp_config_set_refill(cfg, (hdmlp_refill)refill), "refill") < 0 ||
+        set_or_raise(
+            st,
+            hdmlp_config_set_on_corrupt(cfg, corrupt ? HDMLP_CORRUPT_SKIP : HDMLP_CORRUPT_FAIL),
+            "on_corrupt") < 0) {
         return -1;
     }
+    p->skip_corrupt = corrupt;
     if (a[13] != NULL && a[13] != Py_None) {
         double op_us = 0, bps = 0;
         if (!PyArg_ParseTuple(a[13], "dd;storage_cost: expected (op_us, bytes_per_s)", &op_us,

@@ -124,12 +124,14 @@ typedef struct py_loader_params {
     uint64_t batch_size, epochs, memory, seed, threads; /* epochs 0 = unbounded */
     uint32_t rank, world;
     int drop_last;
+    int skip_corrupt;                      /* on_corrupt='skip' */
     uint64_t epoch_samples, epoch_batches; /* this rank's, per epoch */
 } py_loader_params;
 /* Loader arguments after the dataset, in keyword order: batch_size, memory, seed, epochs,
  * rank, world, drop_last, threads, refill, policy, engine, lookahead, direct_io,
- * storage_cost, peers, listen, job_token, remote_memory, prefetch, peer_timeout. */
-#define PY_LOADER_NARGS 20
+ * storage_cost, peers, listen, job_token, remote_memory, prefetch, peer_timeout,
+ * on_corrupt (py_loader_configure handles these), then state (py_loader.c). */
+#define PY_LOADER_NARGS 22
 /* Checks a[0..PY_LOADER_NARGS) (NULL = not given) and applies them to cfg; fills *p. 0, or
  * -1 with the exception set. */
 int py_loader_configure(py_state *st, hdmlp_dataset *ds, hdmlp_config *cfg, PyObject *const *a,
@@ -139,10 +141,60 @@ int py_loader_configure(py_state *st, hdmlp_dataset *ds, hdmlp_config *cfg, PyOb
 PyObject *py_stats_dict(const hdmlp_stats *s);
 
 /* ---- py_loader.c ---- */
+typedef struct py_waiter py_waiter;
+typedef struct LoaderObject {
+    PyObject ob_base;
+    hdmlp_loader *ld;  /* NULL once closed */
+    hdmlp_config *cfg; /* kept to restart the loader (set_epoch to an earlier epoch) */
+    DatasetObject *dataset;
+    pid_t pid;          /* process that created the C loader */
+    py_waiter *waiter;  /* helper thread for interruptible waits, made on first need */
+    py_loader_params p; /* the arguments, as configured */
+    /* stream position: the next batch the C loader delivers is pos_batch of pos_epoch */
+    uint64_t pos_epoch, pos_batch;
+    int ended;
+    int taken;   /* a batch (or the end) was taken from this C loader */
+    int resumed; /* made from a saved state: the next iter() continues resumed_epoch */
+    uint64_t resumed_epoch;
+    int tail; /* the last batch handed out ended epoch pos_epoch - 1, whose iteration has
+                 not seen its end yet (state_dict saves "inside" that epoch) */
+    /* result held back by an interrupted wait, handed out by the next fetch */
+    int have_stash;
+    int stash_rc;
+    hdmlp_batch *stash;
+    char stash_detail[1024];
+    /* epoch iteration */
+    uint64_t iter_gen;
+    int want_set;
+    uint64_t want_epoch;
+    uint64_t drained; /* batches read and dropped to reach a requested epoch */
+    uint64_t restarts;
+    int busy; /* a fetch is in progress (one consumer at a time) */
+    PyObject *weakrefs;
+} LoaderObject;
+
 int py_loader_init_types(PyObject *module, py_state *st);
+/* StateError unless the loader is open, owned by this process and not busy. 0 or -1. */
+int py_loader_check_usable(py_state *st, LoaderObject *self);
+/* Makes a C loader from self->cfg (GIL released, signals blocked) into *out, or raises
+ * (context "Loader"). 0 or -1. */
+int py_loader_make_c(py_state *st, LoaderObject *self, hdmlp_loader **out);
+/* Frees self's C loader, waiter and held-back batch (not the config); self->ld = NULL. */
+void py_loader_free_c(LoaderObject *self);
+
+/* ---- py_resume.c: exact resume (state_dict / load_state_dict) ---- */
+/* Format version of the dict state_dict() returns. */
+#define PY_STATE_VERSION 1
+/* Loader.state_dict(): {"format", "version", "state" (the C bytes), "epoch", "batch"}. */
+PyObject *py_loader_state_dict(LoaderObject *self, PyObject *unused);
+/* Loader.load_state_dict(state). */
+PyObject *py_loader_load_state_dict(LoaderObject *self, PyObject *state);
+/* Creates self's C loader resuming from `state` (a state_dict() dict), replacing the current
+ * one only on success; sets the stream position. Used by the constructor (self->ld NULL)
+ * and load_state_dict. 0 or -1 with the exception set. */
+int py_loader_resume(py_state *st, LoaderObject *self, PyObject *state);
 
 /* ---- py_wait.c: interruptible waits for hdmlp_loader_next ---- */
-typedef struct py_waiter py_waiter;
 /* Starts the helper thread (all signals blocked in it). 0 or an errno value. */
 int py_waiter_create(py_waiter **out);
 /* Stops and joins the helper; it must be idle. Accepts NULL. */

@@ -23,32 +23,6 @@
 
 #define PY_ERR_SET (-1000) /* a Python exception is set */
 
-typedef struct LoaderObject {
-    PyObject ob_base;
-    hdmlp_loader *ld;  /* NULL once closed */
-    hdmlp_config *cfg; /* kept to restart the loader (set_epoch to an earlier epoch) */
-    DatasetObject *dataset;
-    pid_t pid;          /* process that created the C loader */
-    py_waiter *waiter;  /* helper thread for interruptible waits, made on first need */
-    py_loader_params p; /* the arguments, as configured */
-    /* stream position: the next batch the C loader delivers is pos_batch of pos_epoch */
-    uint64_t pos_epoch, pos_batch;
-    int ended;
-    /* result held back by an interrupted wait, handed out by the next fetch */
-    int have_stash;
-    int stash_rc;
-    hdmlp_batch *stash;
-    char stash_detail[1024];
-    /* epoch iteration */
-    uint64_t iter_gen;
-    int want_set;
-    uint64_t want_epoch;
-    uint64_t drained; /* batches read and dropped to reach a requested epoch */
-    uint64_t restarts;
-    int busy; /* a fetch is in progress (one consumer at a time) */
-    PyObject *weakrefs;
-} LoaderObject;
-
 typedef struct EpochIterObject {
     PyObject ob_base;
     LoaderObject *loader;
@@ -58,9 +32,9 @@ typedef struct EpochIterObject {
 
 static py_state *state_of(PyObject *self) { return py_state_from_type(Py_TYPE(self)); }
 
-/* Creates the C loader from self->cfg with every signal blocked, so the library's I/O
+/* Creates a C loader from self->cfg with every signal blocked, so the library's I/O
  * threads inherit a mask that leaves signals to the Python threads. */
-static int create_c_loader(py_state *st, LoaderObject *self)
+int py_loader_make_c(py_state *st, LoaderObject *self, hdmlp_loader **out)
 {
     hdmlp_dataset *ds = self->dataset->ds;
     hdmlp_config *cfg = self->cfg;
@@ -78,18 +52,33 @@ static int create_c_loader(py_state *st, LoaderObject *self)
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     PyEval_RestoreThread(ts);
     if (rc != HDMLP_OK) {
+        *out = NULL;
         py_raise(st, rc, "Loader", detail);
+        return -1;
+    }
+    *out = ld;
+    return 0;
+}
+
+/* Creates the C loader from self->cfg, positioned at the start of the stream. */
+static int create_c_loader(py_state *st, LoaderObject *self)
+{
+    hdmlp_loader *ld = NULL;
+    if (py_loader_make_c(st, self, &ld) < 0) {
         return -1;
     }
     self->ld = ld;
     self->pos_epoch = 0;
     self->pos_batch = 0;
     self->ended = 0;
+    self->taken = 0;
+    self->resumed = 0;
+    self->tail = 0;
     return 0;
 }
 
 /* Frees the C loader (not its config). Outstanding batches stay valid (C guarantee). */
-static void free_c_loader(LoaderObject *self)
+void py_loader_free_c(LoaderObject *self)
 {
     const int owner = self->pid == getpid();
     if (self->have_stash) {
@@ -112,7 +101,7 @@ static void free_c_loader(LoaderObject *self)
     self->ld = NULL;
 }
 
-static int check_usable(py_state *st, LoaderObject *self)
+int py_loader_check_usable(py_state *st, LoaderObject *self)
 {
     if (self->ld == NULL) {
         PyErr_SetString(st->StateError, "the loader is closed");
@@ -190,7 +179,7 @@ static int wait_slow(py_state *st, LoaderObject *self, hdmlp_batch **out, char *
 static int fetch(py_state *st, LoaderObject *self, hdmlp_batch **out)
 {
     *out = NULL;
-    if (check_usable(st, self) < 0) {
+    if (py_loader_check_usable(st, self) < 0) {
         return PY_ERR_SET;
     }
     int rc;
@@ -224,6 +213,7 @@ static int fetch(py_state *st, LoaderObject *self, hdmlp_batch **out)
     }
     if (rc == HDMLP_END) {
         self->ended = 1;
+        self->taken = 1;
         return HDMLP_END;
     }
     if (rc != HDMLP_OK) {
@@ -240,9 +230,12 @@ static int fetch(py_state *st, LoaderObject *self, hdmlp_batch **out)
         hdmlp_batch_release(b);
         return PY_ERR_SET;
     }
+    self->taken = 1;
+    self->tail = 0;
     if (++self->pos_batch == self->p.epoch_batches) {
         self->pos_batch = 0;
         self->pos_epoch++;
+        self->tail = 1; /* until the epoch's iteration sees its end */
     }
     *out = b;
     return HDMLP_OK;
@@ -253,16 +246,16 @@ static int fetch(py_state *st, LoaderObject *self, hdmlp_batch **out)
 static PyObject *loader_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {
-        "dataset",       "batch_size", "memory",       "seed",   "epochs", "rank",
-        "world",         "drop_last",  "threads",      "refill", "policy", "engine",
-        "lookahead",     "direct_io",  "storage_cost", "peers",  "listen", "job_token",
-        "remote_memory", "prefetch",   "peer_timeout", NULL};
+        "dataset",       "batch_size", "memory",       "seed",       "epochs", "rank",
+        "world",         "drop_last",  "threads",      "refill",     "policy", "engine",
+        "lookahead",     "direct_io",  "storage_cost", "peers",      "listen", "job_token",
+        "remote_memory", "prefetch",   "peer_timeout", "on_corrupt", "state",  NULL};
     PyObject *dataset = NULL;
     PyObject *a[PY_LOADER_NARGS] = {NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO|$OOOOOOOOOOOOOOOOOO:Loader", kwlist,
-                                     &dataset, &a[0], &a[1], &a[2], &a[3], &a[4], &a[5], &a[6],
-                                     &a[7], &a[8], &a[9], &a[10], &a[11], &a[12], &a[13],
-                                     &a[14], &a[15], &a[16], &a[17], &a[18], &a[19])) {
+    if (!PyArg_ParseTupleAndKeywords(
+            args, kwds, "OOO|$OOOOOOOOOOOOOOOOOOOO:Loader", kwlist, &dataset, &a[0], &a[1],
+            &a[2], &a[3], &a[4], &a[5], &a[6], &a[7], &a[8], &a[9], &a[10], &a[11], &a[12],
+            &a[13], &a[14], &a[15], &a[16], &a[17], &a[18], &a[19], &a[20], &a[21])) {
         return NULL;
     }
     py_state *st = py_state_from_type(type);
@@ -291,8 +284,10 @@ static PyObject *loader_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         Py_DECREF(self);
         return NULL;
     }
+    PyObject *state = a[PY_LOADER_NARGS - 1];
     if (py_loader_configure(st, self->dataset->ds, self->cfg, a, &self->p) < 0 ||
-        create_c_loader(st, self) < 0) {
+        (state != NULL && state != Py_None ? py_loader_resume(st, self, state)
+                                           : create_c_loader(st, self)) < 0) {
         Py_DECREF(self);
         return NULL;
     }
@@ -303,7 +298,7 @@ static PyObject *loader_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 static void loader_close_impl(LoaderObject *self)
 {
     if (self->ld != NULL) {
-        free_c_loader(self);
+        py_loader_free_c(self);
         self->dataset->users--;
     }
 }
@@ -358,12 +353,15 @@ static uint64_t next_epoch(const LoaderObject *self)
     if (self->want_set) {
         return self->want_epoch;
     }
+    if (self->resumed) {
+        return self->resumed_epoch; /* the rest of the epoch the saved loader was in */
+    }
     return self->pos_batch == 0 ? self->pos_epoch : self->pos_epoch + 1;
 }
 
 static int restart(py_state *st, LoaderObject *self)
 {
-    free_c_loader(self);
+    py_loader_free_c(self);
     self->restarts++;
     if (create_c_loader(st, self) < 0) {
         self->dataset->users--;
@@ -375,12 +373,17 @@ static int restart(py_state *st, LoaderObject *self)
 static PyObject *loader_iter(LoaderObject *self)
 {
     py_state *st = state_of((PyObject *)self);
-    if (check_usable(st, self) < 0) {
+    if (py_loader_check_usable(st, self) < 0) {
         return NULL;
     }
     const uint64_t target = next_epoch(self);
+    /* Right after a resume, the saved epoch continues (possibly with nothing left). */
+    const int rest = self->resumed && target == self->resumed_epoch;
     self->want_set = 0;
-    if (target < self->pos_epoch || (target == self->pos_epoch && self->pos_batch > 0)) {
+    self->resumed = 0;
+    self->tail = 0;
+    if (!rest &&
+        (target < self->pos_epoch || (target == self->pos_epoch && self->pos_batch > 0))) {
         if (restart(st, self) < 0) {
             return NULL;
         }
@@ -419,6 +422,7 @@ static PyObject *epochiter_next(EpochIterObject *self)
         if (ldo->pos_epoch > self->epoch) {
             /* Epoch complete. After the last configured epoch, take the END now: it is
              * immediate, and it is what tells peer ranks this rank is done. */
+            ldo->tail = 0;
             if (ldo->p.epochs != 0 && ldo->pos_epoch >= ldo->p.epochs && !ldo->ended &&
                 !ldo->have_stash && ldo->ld != NULL) {
                 hdmlp_batch *none = NULL;
@@ -491,6 +495,7 @@ static PyObject *loader_next_batch(LoaderObject *self, PyObject *unused)
     if (self->p.epoch_batches == 0) {
         Py_RETURN_NONE; /* epochs without batches (drop_last, or no samples for this rank) */
     }
+    self->resumed = 0;
     hdmlp_batch *b = NULL;
     const int rc = fetch(st, self, &b);
     if (rc == PY_ERR_SET) {
@@ -601,6 +606,23 @@ static PyObject *get_field(LoaderObject *self, void *c)
     return get_u64(self->p.threads);
 }
 
+static PyObject *get_on_corrupt(LoaderObject *self, void *c)
+{
+    (void)c;
+    return PyUnicode_FromString(self->p.skip_corrupt ? "skip" : "fail");
+}
+
+static PyObject *get_last_skip(LoaderObject *self, void *c)
+{
+    (void)c;
+    if (self->ld == NULL || self->pid != getpid()) {
+        return PyUnicode_FromString("");
+    }
+    char buf[1024];
+    hdmlp_loader_last_skip(self->ld, buf, sizeof(buf));
+    return PyUnicode_DecodeUTF8(buf, (Py_ssize_t)strlen(buf), "replace");
+}
+
 static PyObject *loader_repr(LoaderObject *self)
 {
     return PyUnicode_FromFormat(
@@ -618,6 +640,17 @@ static PyMethodDef loader_methods[] = {
      "set_epoch(e): the next iter(loader) delivers epoch e (as DistributedSampler)."},
     {"stats", (PyCFunction)loader_stats, METH_NOARGS,
      "stats() -> dict: the hdmlp_stats counters, by field name (fill_hist is a list)."},
+    {"state_dict", (PyCFunction)py_loader_state_dict, METH_NOARGS,
+     "state_dict() -> dict: the position after the last batch handed out (small, picklable: "
+     "'format', 'version', 'state' bytes, 'epoch', 'batch'). A Loader made with the same "
+     "dataset and order-shaping arguments and given it (load_state_dict, or state=) "
+     "delivers exactly what this one would have delivered next."},
+    {"load_state_dict", (PyCFunction)py_loader_load_state_dict, METH_O,
+     "load_state_dict(state): before the first batch, recreates the C loader resuming from "
+     "state_dict()'s dict; the next iter() delivers the rest of the saved epoch. Another "
+     "dataset or order-changing argument raises InvalidArgumentError (a ValueError) naming "
+     "it; a damaged state raises CorruptDataError. world > 1: pass state= to the "
+     "constructor instead (the running loader already talks to its peers)."},
     {"close", (PyCFunction)loader_close, METH_NOARGS,
      "close(): stops the I/O threads and frees the loader; batches stay valid. Idempotent."},
     {"__enter__", loader_enter, METH_NOARGS, NULL},
@@ -632,6 +665,12 @@ static PyGetSetDef loader_getset[] = {
     {"position", (getter)get_position, NULL,
      "(epoch, batch): where the next batch of the stream comes from.", NULL},
     {"closed", (getter)get_closed, NULL, "True once closed.", NULL},
+    {"on_corrupt", (getter)get_on_corrupt, NULL,
+     "'fail' (a corrupt or unreadable sample raises) or 'skip' (left out of its batch, "
+     "counted in stats()['skipped_samples']).",
+     NULL},
+    {"last_skip", (getter)get_last_skip, NULL,
+     "Detail of the last skipped sample, naming segment, chunk and sample ('' if none).", NULL},
     {"batch_size", (getter)get_field, NULL, "Samples per batch.", "batch_size"},
     {"memory", (getter)get_field, NULL, "Memory budget in bytes.", "memory"},
     {"seed", (getter)get_field, NULL, "Seed of the delivery order.", "seed"},
@@ -660,14 +699,18 @@ PyDoc_STRVAR(
     "Loader(dataset, batch_size, memory, *, seed=None, epochs=None, rank=0, world=1,\n"
     "       drop_last=False, threads=2, refill='auto', policy='fill-rate', engine='auto',\n"
     "       lookahead=0, direct_io=False, storage_cost=None, peers=None, listen=None,\n"
-    "       job_token=None, remote_memory=None, prefetch=None, peer_timeout=None)\n\n"
+    "       job_token=None, remote_memory=None, prefetch=None, peer_timeout=None,\n"
+    "       on_corrupt='fail', state=None)\n\n"
     "Batches in a globally random order, each sample once per epoch, within `memory` bytes\n"
     "(int, or '256M', '1.5GiB', '25%' of the dataset's raw bytes). dataset: a Dataset or a\n"
     "path. seed None means 0: every rank must use the same seed. epochs None = unbounded.\n"
     "world > 1: peers lists every rank's 'host:port' in rank order (this rank listens on\n"
     "its own entry, or on `listen`); job_token, remote_memory (like memory), prefetch\n"
     "(window) and peer_timeout (seconds) as in hdmlp.h. hdmlp.torch fills them from\n"
-    "torch.distributed.\n\n"
+    "torch.distributed. on_corrupt='skip' leaves corrupt or unreadable samples out of\n"
+    "their batch (which is then shorter), counts them in stats()['skipped_samples'] and\n"
+    "names the last in last_skip; 'fail' raises CorruptDataError / StorageError.\n"
+    "state: a dict from state_dict() to resume from (see load_state_dict).\n\n"
     "for batch in loader: one epoch (len(loader) batches); each new iteration delivers the\n"
     "next epoch, as with a PyTorch DataLoader. Leaving an epoch early and iterating again\n"
     "skips the rest of it (its batches are read and dropped). set_epoch(e) chooses the\n"

@@ -74,7 +74,8 @@ static int add_constants(PyObject *m)
     if (PyModule_AddIntConstant(m, "HEADER_VERSION_NUMBER", HDMLP_VERSION_NUMBER) < 0 ||
         PyModule_AddIntConstant(m, "LIBRARY_VERSION_NUMBER", (long)hdmlp_version_number()) <
             0 ||
-        PyModule_AddStringConstant(m, "library_version", hdmlp_version_string()) < 0) {
+        PyModule_AddStringConstant(m, "library_version", hdmlp_version_string()) < 0 ||
+        PyModule_AddIntConstant(m, "STATE_MAX", HDMLP_STATE_MAX) < 0) {
         return -1;
     }
     return 0;
