@@ -792,6 +792,11 @@ Test(rpc_transport, answers_overtake_prefetches, .timeout = 60)
     cluster_start(&c, 2, NULL, 5000, NULL);
     const size_t n_pf = 300, sz = 64 << 10;
     uint8_t *d = make_data(1, sz);
+    /* Hold the receiver so the prefetches are still queued at the sender when the answer
+     * is queued, however the machine schedules the threads. */
+    pthread_mutex_lock(&c.nodes[1].mu);
+    c.nodes[1].block = 1;
+    pthread_mutex_unlock(&c.nodes[1].mu);
     for (size_t i = 0; i < n_pf; i++) {
         peer_msg m = msg_sample(0, 1, 1, d, sz, 1);
         m.position = i;
@@ -800,6 +805,10 @@ Test(rpc_transport, answers_overtake_prefetches, .timeout = 60)
     peer_msg a = msg_sample(0, 1, 1, d, sz, 0);
     a.position = 999999;
     send_ok(c.nodes[0].t, &a);
+    pthread_mutex_lock(&c.nodes[1].mu);
+    c.nodes[1].block = 0;
+    pthread_cond_broadcast(&c.nodes[1].cv);
+    pthread_mutex_unlock(&c.nodes[1].mu);
     cr_assert(node_wait(&c.nodes[1], n_pf + 1, 0, 30000));
     size_t at = SIZE_MAX, pf = 0;
     for (size_t i = 0; i < n_pf + 1; i++) {
