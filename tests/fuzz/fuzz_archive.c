@@ -210,6 +210,21 @@ static void check_data(struct archive *a, const pack_ctx *ctx, const pack_item *
     check(off == it->size, "member shorter than its item");
 }
 
+/* Reads and discards the current member's data; false on a read error. */
+static bool drain(struct archive *a)
+{
+    static uint8_t buf[BLOCK];
+    for (;;) {
+        const la_ssize_t r = archive_read_data(a, buf, sizeof(buf));
+        if (r == 0) {
+            return true;
+        }
+        if (r < 0 && r != ARCHIVE_WARN) {
+            return false;
+        }
+    }
+}
+
 /* The second pass: members in order, compared with the items (all of them on success, a
  * prefix on failure). */
 static void second_pass(const pack_ctx *ctx, int ok)
@@ -259,7 +274,11 @@ static void second_pass(const pack_ctx *ctx, int ok)
                       0,
               "label is not the member's first component");
         if (!ok) {
-            continue; /* names only: the data may be what failed */
+            /* read (not skip) the data as the scanner did: libarchive may skip differently */
+            if (!is_link && !drain(a)) {
+                break;
+            }
+            continue;
         }
         check(it->src + it->size <= ctx->spill_size, "item beyond the spill");
         if (is_link) {
