@@ -159,8 +159,19 @@ static derived derive(const bench_rank *r, double share)
     return d;
 }
 
+/* A counter a forecast does not predict (timing, memory peaks, exchange, tier activity, the
+ * cost model in use): null in a plan, so that plan and run still compare key by key. */
+static void run_u64(bench_json *j, const char *key, uint64_t v, int plan)
+{
+    if (plan) {
+        bench_json_double(j, key, NAN);
+    } else {
+        bench_json_u64(j, key, v);
+    }
+}
+
 /* Every hdmlp_stats field under its C name: the keys a plan and a run share. */
-static void json_stats(bench_json *j, const hdmlp_stats *st)
+static void json_stats(bench_json *j, const hdmlp_stats *st, int plan)
 {
     bench_json_u64(j, "samples", st->samples);
     bench_json_u64(j, "batches", st->batches);
@@ -176,29 +187,29 @@ static void json_stats(bench_json *j, const hdmlp_stats *st)
     bench_json_u64(j, "samples_filled", st->samples_filled);
     bench_json_u64(j, "whole_refills", st->whole_refills);
     bench_json_u64(j, "ranged_refills", st->ranged_refills);
-    bench_json_u64(j, "peak_memory_bytes", st->peak_memory_bytes);
+    run_u64(j, "peak_memory_bytes", st->peak_memory_bytes, plan);
     bench_json_u64(j, "memory_budget", st->memory_budget);
-    bench_json_u64(j, "stall_ns", st->stall_ns);
+    run_u64(j, "stall_ns", st->stall_ns, plan);
     bench_json_u64_array(j, "fill_hist", st->fill_hist, 11);
     bench_json_u64(j, "abstract_chunks", st->abstract_chunks);
     bench_json_u64(j, "chunk_groups", st->chunk_groups);
-    bench_json_u64(j, "remote_requests", st->remote_requests);
-    bench_json_u64(j, "remote_hits", st->remote_hits);
-    bench_json_u64(j, "prefetch_sent", st->prefetch_sent);
-    bench_json_u64(j, "answers_sent", st->answers_sent);
-    bench_json_u64(j, "net_bytes_out", st->net_bytes_out);
-    bench_json_u64(j, "net_bytes_in", st->net_bytes_in);
+    run_u64(j, "remote_requests", st->remote_requests, plan);
+    run_u64(j, "remote_hits", st->remote_hits, plan);
+    run_u64(j, "prefetch_sent", st->prefetch_sent, plan);
+    run_u64(j, "answers_sent", st->answers_sent, plan);
+    run_u64(j, "net_bytes_out", st->net_bytes_out, plan);
+    run_u64(j, "net_bytes_in", st->net_bytes_in, plan);
     bench_json_u64(j, "source_bytes", st->source_bytes);
-    bench_json_u64(j, "ram_cache_bytes", st->ram_cache_bytes);
-    bench_json_u64(j, "ssd_cache_bytes", st->ssd_cache_bytes);
-    bench_json_u64(j, "ram_cached_chunks", st->ram_cached_chunks);
-    bench_json_u64(j, "ssd_staged_chunks", st->ssd_staged_chunks);
-    bench_json_u64(j, "tier_fallbacks", st->tier_fallbacks);
-    bench_json_u64(j, "source_op_ns", st->source_op_ns);
-    bench_json_u64(j, "source_bytes_per_s", st->source_bytes_per_s);
-    bench_json_u64(j, "ssd_op_ns", st->ssd_op_ns);
-    bench_json_u64(j, "ssd_bytes_per_s", st->ssd_bytes_per_s);
-    bench_json_u64(j, "calibrated", st->calibrated);
+    run_u64(j, "ram_cache_bytes", st->ram_cache_bytes, plan);
+    run_u64(j, "ssd_cache_bytes", st->ssd_cache_bytes, plan);
+    run_u64(j, "ram_cached_chunks", st->ram_cached_chunks, plan);
+    run_u64(j, "ssd_staged_chunks", st->ssd_staged_chunks, plan);
+    run_u64(j, "tier_fallbacks", st->tier_fallbacks, plan);
+    run_u64(j, "source_op_ns", st->source_op_ns, plan);
+    run_u64(j, "source_bytes_per_s", st->source_bytes_per_s, plan);
+    run_u64(j, "ssd_op_ns", st->ssd_op_ns, plan);
+    run_u64(j, "ssd_bytes_per_s", st->ssd_bytes_per_s, plan);
+    run_u64(j, "calibrated", st->calibrated, plan);
 }
 
 /* One rank's (or the total's) members. */
@@ -207,7 +218,7 @@ static void json_rank(bench_json *j, const bench_opts *o, const bench_rank *r, d
     const derived d = derive(r, share);
     const uint64_t span = bench_span(o);
 
-    json_stats(j, &r->st);
+    json_stats(j, &r->st, o->plan);
     if (r->epoch_source_bytes != NULL) {
         bench_json_u64_array(j, "epoch_source_bytes", r->epoch_source_bytes, (size_t)span);
     }
@@ -437,7 +448,9 @@ static void text_body(const bench_opts *o, const bench_rank *r, double share, in
         printf(" %" PRIu64, st->fill_hist[i]);
     }
     printf("  (refills per tenth, 0-10%% .. 100%%)\n");
-    if (world > 1) {
+    if (world > 1 && o->plan) {
+        printf("exchange   (not part of the forecast)\n");
+    } else if (world > 1) {
         printf("exchange   %" PRIu64 " remote requests, %" PRIu64
                " served by prefetch; sent %" PRIu64 " prefetches and %" PRIu64
                " answers; network %s out, %s in\n",
@@ -479,10 +492,18 @@ static void text_table(const bench_opts *o, const bench_rank *ranks, uint32_t n,
         } else {
             snprintf(name, sizeof(name), "total");
         }
+        if (o->plan) {
+            /* A forecast has no timing and no exchange figures. */
+            printf("%-6s %9" PRIu64 " %8s %9" PRIu64 " %8" PRIu64
+                   " %8.2f %9s %9s %9s %9s %10s %8s\n",
+                   name, r->st.samples, "-", r->st.hits, r->st.misses, d.loads_per_chunk, "-",
+                   "-", "-", "-", "-", "-");
+            continue;
+        }
         printf("%-6s %9" PRIu64 " %8.3f %9" PRIu64 " %8" PRIu64 " %8.2f %9" PRIu64 " %9" PRIu64
                " %9" PRIu64 " %9" PRIu64 " %10.2f %8.3f%s\n",
-               name, r->st.samples, o->plan ? 0.0 : r->seconds, r->st.hits, r->st.misses,
-               d.loads_per_chunk, r->st.remote_requests, r->st.remote_hits, r->st.prefetch_sent,
+               name, r->st.samples, r->seconds, r->st.hits, r->st.misses, d.loads_per_chunk,
+               r->st.remote_requests, r->st.remote_hits, r->st.prefetch_sent,
                r->st.answers_sent, (double)r->st.net_bytes_out / 1048576.0,
                (double)r->st.stall_ns * 1e-9, r->status != 0 ? "  FAILED" : "");
     }
