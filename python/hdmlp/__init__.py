@@ -35,6 +35,7 @@ from ._hdmlp import (  # noqa: F401
     NotFoundError,
     OutOfMemoryError,
     PeerError,
+    STATE_MAX,
     StateError,
     StorageError,
     TimedOutError,
@@ -57,6 +58,6 @@ del _name
 __all__ = [
     "Batch", "CorruptDataError", "Dataset", "Error", "ExistsError", "FormatVersionError",
     "Interrupted", "InvalidArgumentError", "Loader", "NotFoundError", "OutOfMemoryError",
-    "PeerError", "StateError", "StorageError", "TimedOutError", "UnsupportedError", "err_name",
+    "PeerError", "STATE_MAX", "StateError", "StorageError", "TimedOutError", "UnsupportedError", "err_name",
     "parse_memory", "strerror",
 ]
