@@ -16,8 +16,8 @@
  *   - nothing hangs (hdmlp_loader_next_timeout, and alarm() per trial) or crashes.
  * Prints one line per trial and a summary table; exits 1 on any violation.
  *
- * Environment: HDMLP_CORRUPT_TRIALS (default 40), HDMLP_CORRUPT_SEED (default printed),
- * HDMLP_TEST_TMP (scratch directory base).
+ * Environment: HDMLP_CORRUPT_TRIALS (default 120, about a second), HDMLP_CORRUPT_SEED (default
+ * printed), HDMLP_TEST_TMP (scratch directory base).
  */
 #include "hdmlp.h"
 #include "support/testds.h"
@@ -166,6 +166,11 @@ static int trial(uint64_t t, uint64_t seed)
     hdmlp_config_set_seed(cfg, spec.seed);
     hdmlp_config_set_threads(cfg, 2);
     hdmlp_config_set_on_corrupt(cfg, skip ? HDMLP_CORRUPT_SKIP : HDMLP_CORRUPT_FAIL);
+    /* both read paths: whole chunks (header checked) and sample ranges; both engines */
+    const hdmlp_refill refill = (hdmlp_refill)(next_rand(&rng) % 3);
+    const hdmlp_engine engine = next_rand(&rng) % 2 ? HDMLP_ENGINE_AUTO : HDMLP_ENGINE_PREAD;
+    hdmlp_config_set_refill(cfg, refill);
+    hdmlp_config_set_engine(cfg, engine);
     const uint64_t batches = EPOCHS * ((n + BATCH - 1) / BATCH);
     /* -1 (one trial in 8): before the loader is created (and opens any segment); else
      * before taking batch `moment` */
@@ -280,10 +285,12 @@ static int trial(uint64_t t, uint64_t seed)
     if (moment >= 0) {
         snprintf(when, sizeof(when), "at batch %lld", (long long)moment);
     }
-    printf("trial %3llu %-8s %s n=%llu K=%u %s, %s: %s -> %s, %llu delivered, %llu "
+    static const char *const refills[] = {"auto", "whole", "ranges"};
+    printf("trial %3llu %-8s %s n=%llu K=%u %s %s %s, %s: %s -> %s, %llu delivered, %llu "
            "skipped%s%s [%s]\n",
            (unsigned long long)t, kind_names[kind], skip ? "skip" : "fail",
-           (unsigned long long)n, spec.chunk_size, spec.compress ? "zstd" : "raw", when,
+           (unsigned long long)n, spec.chunk_size, spec.compress ? "zstd" : "raw",
+           refills[refill], engine == HDMLP_ENGINE_PREAD ? "pread" : "auto-engine", when,
            damaged ? what : "(no damage)", hang ? "TIMEOUT" : hdmlp_err_name(rc),
            (unsigned long long)delivered, (unsigned long long)st.skipped_samples,
            detail[0] != '\0' ? ": " : "", detail, verdict);
@@ -301,7 +308,7 @@ out:
 int main(void)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
-    const uint64_t trials = env_u64("HDMLP_CORRUPT_TRIALS", 40);
+    const uint64_t trials = env_u64("HDMLP_CORRUPT_TRIALS", 120);
     const uint64_t seed = env_u64("HDMLP_CORRUPT_SEED", 20240917);
     printf(
         "corrupt_trials: %llu trials, seed %llu (HDMLP_CORRUPT_TRIALS, HDMLP_CORRUPT_SEED)\n",
