@@ -69,7 +69,12 @@ int pack_add_item(pack_ctx *ctx, uint32_t input, const void *key, size_t key_len
     }
     pack_item *const it = &ctx->items[ctx->n_items];
     it->key_off = ctx->keys.len;
-    const int rc = pack_buf_append(&ctx->keys, key, key_len);
+    /* Reserve at least one byte: the arena must exist even when every key is empty (an
+     * archive member may have an empty name), since keys.p + key_off is used throughout. */
+    int rc = pack_buf_reserve(&ctx->keys, key_len ? key_len : 1);
+    if (rc == HDMLP_OK) {
+        rc = pack_buf_append(&ctx->keys, key, key_len);
+    }
     if (rc != HDMLP_OK) {
         return rc;
     }

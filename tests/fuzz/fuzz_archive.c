@@ -184,7 +184,7 @@ static struct archive *reader(void)
 
 static const char *item_key(const pack_ctx *ctx, const pack_item *it)
 {
-    return (const char *)ctx->keys.p + it->key_off;
+    return it->key_len ? (const char *)ctx->keys.p + it->key_off : "";
 }
 
 /* Compares the member's data (read from a) with the spill bytes of item `it`. */
@@ -344,7 +344,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             raw += ctx.items[i].size;
         }
         check(raw == ctx.raw_bytes, "raw byte total");
+        /* what pack_run does next with the items */
         check(pack_labels_finish(&ctx.labels) == HDMLP_OK, "labels finish");
+        uint64_t *const perm = malloc((size_t)ctx.n_items * sizeof(uint64_t));
+        check(perm != NULL, "malloc");
+        check(pack_sort_items(&ctx, perm) == HDMLP_OK, "sort");
+        free(perm);
     }
     if (ctx.spill_fd >= 0) {
         close(ctx.spill_fd);
