@@ -248,8 +248,8 @@ HDMLP_API int hdmlp_config_set_peers(hdmlp_config *cfg, const char *const *endpo
 HDMLP_API int hdmlp_config_set_listen(hdmlp_config *cfg, const char *address);
 /* Job token shared by all ranks; messages with another token are rejected. Default 0. */
 HDMLP_API int hdmlp_config_set_job_token(hdmlp_config *cfg, uint64_t token);
-/* Cap on samples received ahead of need from peers (prefetches). Default: 10 % of the
- * memory budget. Part of the memory budget, not added to it. */
+/* Cap on samples received ahead of need from peers (prefetches). 0 (the default) means
+ * 10 % of the memory budget. Part of the memory budget, not added to it. */
 HDMLP_API int hdmlp_config_set_remote_memory(hdmlp_config *cfg, uint64_t bytes);
 /* Opportunistic prefetch: after answering a request an owner pushes the requester's next
  * `window` positions it owns whose samples are in memory. 0 = off. Default 256. */
@@ -295,6 +295,11 @@ HDMLP_API int hdmlp_loader_create(hdmlp_dataset *ds, const hdmlp_config *cfg,
 /* Stops the I/O threads and frees the loader. Batches not yet released stay valid until
  * released (their memory is freed on release). Not concurrent with hdmlp_loader_next. */
 HDMLP_API void hdmlp_loader_free(hdmlp_loader *ld);
+/* With peers: tells them this rank is done and keeps serving them until every peer is done
+ * (or one fails, or all stay silent for max(4 × peer timeout, 30 s)); afterwards the stats
+ * are final. hdmlp_loader_free does this itself; call it first to read final stats.
+ * Returns the loader's error, if any. A no-op for world 1. Not concurrent with next. */
+HDMLP_API int hdmlp_loader_finish(hdmlp_loader *ld);
 /* Blocks until the next batch is ready and hands it out in *out (owned by the caller until
  * hdmlp_batch_release). Returns HDMLP_END (with *out = NULL) after the last epoch;
  * HDMLP_E_NOMEM (resumable) when unreleased batches hold the budget for more than a

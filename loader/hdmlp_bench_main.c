@@ -233,6 +233,13 @@ static int run(const bench_opts *o, hdmlp_dataset *ds, const hdmlp_config *cfg, 
         bench_random_free(rnd);
     }
     if (status == 0) {
+        /* With peers: serve them until they are done, so the stats are final. */
+        rc = hdmlp_loader_finish(ld);
+        if (rc != HDMLP_OK) {
+            status = runtime_error("finish", rc);
+        }
+    }
+    if (status == 0) {
         rc = hdmlp_loader_stats(ld, &r->st);
         if (rc != HDMLP_OK) {
             status = runtime_error("stats", rc);

@@ -195,6 +195,7 @@ int loader_create_with(hdmlp_dataset *ds, const hdmlp_config *cfg,
         a = sz.abstract_chunks;
         ld->slot_cap = sz.slot_cap;
         ld->remote_cap = sz.remote_cap;
+        ld->plan_limit = sz.plan_limit;
         /* The workers' read buffers, held for the loader's life. */
         ld->charged = refill_max_buffer(ld->ix) * cfg->threads;
         ld->st.peak_memory_bytes = ld->charged;
@@ -249,6 +250,27 @@ int loader_create_with(hdmlp_dataset *ds, const hdmlp_config *cfg,
 
 /* With peers: keeps serving until every peer has finished (or failed, or gone silent for
  * longer than max(4 × peer timeout, 30 s) while it still needed nothing from us). */
+static void wait_for_peers(hdmlp_loader *ld);
+
+int hdmlp_loader_finish(hdmlp_loader *ld)
+{
+    if (ld == NULL) {
+        return hd_err(HDMLP_E_INVAL, "loader_finish: loader is NULL");
+    }
+    if (ld->net == NULL) {
+        return HDMLP_OK;
+    }
+    pthread_mutex_lock(&ld->lock);
+    loader_announce_done(ld);
+    pthread_mutex_unlock(&ld->lock);
+    exchange_flush(ld);
+    wait_for_peers(ld);
+    pthread_mutex_lock(&ld->lock);
+    const int rc = ld->failed ? hd_err(ld->failed, "%s", ld->fail_detail) : HDMLP_OK;
+    pthread_mutex_unlock(&ld->lock);
+    return rc;
+}
+
 static void wait_for_peers(hdmlp_loader *ld)
 {
     const uint64_t quiet_ns =
@@ -275,11 +297,7 @@ void hdmlp_loader_free(hdmlp_loader *ld)
     }
     if (ld->net != NULL) {
         /* Whatever this rank still wanted, it is leaving: tell the peers, keep serving. */
-        pthread_mutex_lock(&ld->lock);
-        loader_announce_done(ld);
-        pthread_mutex_unlock(&ld->lock);
-        exchange_flush(ld);
-        wait_for_peers(ld);
+        hdmlp_loader_finish(ld);
         ld->net->destroy(ld->net);
         ld->net = NULL;
     }

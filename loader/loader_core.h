@@ -121,6 +121,7 @@ struct hdmlp_loader {
 
     uint64_t charged; /* accounted bytes: samples not yet released + refill buffers */
     uint64_t slot_cap;
+    uint64_t plan_limit; /* see loader_sizing.h */
 
     ld_job *q_head, *q_tail;
     uint64_t inflight; /* jobs queued or running */

@@ -217,7 +217,7 @@ static int admit_pending(struct hdmlp_loader *ld)
         delivered = ld->slot_buf[st->slot];
     } else {
         need = job_bytes(job);
-        if (ld->charged + need > ld->cfg.memory) {
+        if (ld->charged + need > ld->plan_limit) {
             return 0;
         }
         for (uint32_t i = 0; i < job->n; i++) {

@@ -139,6 +139,9 @@ int loader_size(const fmt_index *ix, const struct hdmlp_config *cfg, loader_sizi
             cfg->threads, (unsigned long long)ram);
     }
     out->extra_io = extra_io;
+    /* Planning may fill the budget except what peers' answers (one batch) and prefetches
+     * (the remote cap) may bring in at any time. */
+    out->plan_limit = cfg->memory - remote_cap - (cfg->world > 1 ? one_batch : 0);
     out->ram_cache = ram;
     const uint64_t avail = cfg->memory - reserve;
     const uint64_t slot_cap = avail - avail / 8;

@@ -10,6 +10,7 @@ typedef struct loader_sizing {
     uint64_t remote_cap;      /* cap on samples received ahead of need */
     uint64_t ram_cache;       /* RAM chunk cache bytes (resolved from AUTO) */
     uint64_t extra_io;        /* read buffers of I/O threads beyond two, charged up front */
+    uint64_t plan_limit;      /* accounted bytes planning may reach */
 } loader_sizing;
 
 /* HDMLP_E_RANGE naming the minimum budget when cfg->memory is too small. */

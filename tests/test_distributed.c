@@ -114,6 +114,10 @@ static void check_exactly_once(const rank_run *runs, const dist_params *p)
     for (uint32_t r = 0; r < p->world; r++) {
         cr_assert_eq(runs[r].rc, HDMLP_END, "rank %u ended with %s: %s", r,
                      hdmlp_err_name(runs[r].rc), hdmlp_last_error());
+        cr_assert_leq(runs[r].st.peak_memory_bytes, runs[r].st.memory_budget,
+                      "rank %u: peak %llu accounted bytes above the %llu-byte budget", r,
+                      (unsigned long long)runs[r].st.peak_memory_bytes,
+                      (unsigned long long)runs[r].st.memory_budget);
         const uint64_t expect = (p->n / p->world + (r < p->n % p->world)) * p->epochs;
         cr_assert_eq(runs[r].n_seq, expect, "rank %u delivered %llu, expected %llu", r,
                      (unsigned long long)runs[r].n_seq, (unsigned long long)expect);
