@@ -253,7 +253,8 @@ static void second_pass(const pack_ctx *ctx, int ok)
             break;
         }
         const char *const link = archive_entry_hardlink(e);
-        const int is_link = link && !(archive_entry_size_is_set(e) && archive_entry_size(e) > 0);
+        const int is_link =
+            link && !(archive_entry_size_is_set(e) && archive_entry_size(e) > 0);
         const mode_t type = archive_entry_filetype(e);
         if (!is_link && type != AE_IFREG) {
             continue; /* directories, symlinks and special members carry no sample */
@@ -270,8 +271,7 @@ static void second_pass(const pack_ctx *ctx, int ok)
         size_t lab_len;
         expected_label(name, len, &lab, &lab_len);
         check(it->label < ctx->labels.n && ctx->labels.len[it->label] == lab_len &&
-                  memcmp(ctx->labels.names.p + ctx->labels.off[it->label], lab, lab_len) ==
-                      0,
+                  memcmp(ctx->labels.names.p + ctx->labels.off[it->label], lab, lab_len) == 0,
               "label is not the member's first component");
         if (!ok) {
             /* read (not skip) the data as the scanner did: libarchive may skip differently */
@@ -417,19 +417,14 @@ int main(int argc, char **argv)
     check(argc == 2, "usage: gen DIR");
     const char *const d = argv[1];
     static const seed_member classes[] = {
-        {"cat/", AE_IFDIR, NULL},
-        {"cat/1.txt", AE_IFREG, "meow meow meow"},
-        {"dog/2.txt", AE_IFREG, "woof"},
-        {"root.txt", AE_IFREG, "in the root"},
+        {"cat/", AE_IFDIR, NULL},        {"cat/1.txt", AE_IFREG, "meow meow meow"},
+        {"dog/2.txt", AE_IFREG, "woof"}, {"root.txt", AE_IFREG, "in the root"},
         {"empty/", AE_IFDIR, NULL},
     };
     static const seed_member hostile[] = {
-        {"../escape/x", AE_IFREG, "dot-dot"},
-        {"/etc/abs", AE_IFREG, "absolute"},
-        {"./././a/b", AE_IFREG, "dot-slash"},
-        {"//double//slash", AE_IFREG, "slashes"},
-        {"link", AE_IFLNK, "/etc/passwd"},
-        {"hard", 0, "/etc/abs"},
+        {"../escape/x", AE_IFREG, "dot-dot"},        {"/etc/abs", AE_IFREG, "absolute"},
+        {"./././a/b", AE_IFREG, "dot-slash"},        {"//double//slash", AE_IFREG, "slashes"},
+        {"link", AE_IFLNK, "/etc/passwd"},           {"hard", 0, "/etc/abs"},
         {"a/\xff\xfe-bytes", AE_IFREG, "not utf-8"},
     };
     static const seed_member links[] = {

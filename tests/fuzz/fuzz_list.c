@@ -236,8 +236,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (ctx.n_items < n_lines && !lines[ctx.n_items].wellformed) {
             /* the first line not taken is malformed: the error names it */
             char where[64];
-            snprintf(where, sizeof(where), "list:%llu: ",
-                     (unsigned long long)lines[ctx.n_items].lineno);
+            snprintf(where, sizeof(where),
+                     "list:%llu: ", (unsigned long long)lines[ctx.n_items].lineno);
             check(rc == HDMLP_E_INVAL && strstr(hdmlp_last_error(), where) != NULL,
                   "malformed line not named FILE:LINE");
         }

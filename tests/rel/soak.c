@@ -339,8 +339,8 @@ static int cmd_soak(uint64_t epochs)
            open_fds(), hdmlp_dataset_segment_count(ds));
     hdmlp_config_free(cfg);
     hdmlp_dataset_close(ds);
-    CHECK(open_fds() == fds_none, "%d fds open after dataset_close, %d before open",
-          open_fds(), fds_none);
+    CHECK(open_fds() == fds_none, "%d fds open after dataset_close, %d before open", open_fds(),
+          fds_none);
     if (open_fds() != fds_none) {
         show_fds();
     }
@@ -416,10 +416,10 @@ static int cmd_budget(int strict)
     make_dataset("budget", &spec, dir, sizeof(dir));
     make_dataset("budget-cached", &small, small_dir, sizeof(small_dir));
     static const budget_run runs[] = {
-        {1, HDMLP_ENGINE_AUTO, 1, 0},  {4, HDMLP_ENGINE_AUTO, 1, 0},
-        {16, HDMLP_ENGINE_AUTO, 1, 0}, {16, HDMLP_ENGINE_PREAD, 1, 0},
-        {16, HDMLP_ENGINE_AUTO, 1, 1}, {1, HDMLP_ENGINE_AUTO, 0, 0},
-        {4, HDMLP_ENGINE_AUTO, 0, 0},  {16, HDMLP_ENGINE_AUTO, 0, 0},
+        {1, HDMLP_ENGINE_AUTO, 1, 0},   {4, HDMLP_ENGINE_AUTO, 1, 0},
+        {16, HDMLP_ENGINE_AUTO, 1, 0},  {16, HDMLP_ENGINE_PREAD, 1, 0},
+        {16, HDMLP_ENGINE_AUTO, 1, 1},  {1, HDMLP_ENGINE_AUTO, 0, 0},
+        {4, HDMLP_ENGINE_AUTO, 0, 0},   {16, HDMLP_ENGINE_AUTO, 0, 0},
         {16, HDMLP_ENGINE_PREAD, 0, 0}, {16, HDMLP_ENGINE_AUTO, 0, 1}};
     printf("budget: RSS allowance over the budget: %.0f MiB with one malloc arena%s%s\n",
            (double)SOAK_RSS_OVERHEAD / MIB, strict ? " and with default arenas" : "",
@@ -439,8 +439,8 @@ static int cmd_budget(int strict)
         int ws = 0;
         REQUIRE(waitpid(pid, &ws, 0) == pid, "waitpid");
         if (!WIFEXITED(ws) || WEXITSTATUS(ws) != 0) {
-            fprintf(stderr, "budget: threads %u: child failed (status 0x%x)\n",
-                    runs[i].threads, ws);
+            fprintf(stderr, "budget: threads %u: child failed (status 0x%x)\n", runs[i].threads,
+                    ws);
             status = 1;
         }
     }
