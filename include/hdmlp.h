@@ -386,6 +386,9 @@ HDMLP_API int hdmlp_loader_stats(hdmlp_loader *ld, hdmlp_stats *out);
 #define HDMLP_STATE_MAX 256
 HDMLP_API int hdmlp_loader_save_state(hdmlp_loader *ld, void *buf, size_t cap, size_t *len);
 HDMLP_API int hdmlp_config_set_resume(hdmlp_config *cfg, const void *state, size_t len);
+/* The epoch and the position within it (this rank's samples) a saved state resumes at. */
+HDMLP_API int hdmlp_state_position(const void *state, size_t len, uint64_t *epoch,
+                                   uint64_t *position);
 /* Detail of the last skipped sample ("" if none), copied into buf (NUL-terminated). */
 HDMLP_API void hdmlp_loader_last_skip(hdmlp_loader *ld, char *buf, size_t cap);
 /* Bytes read from the dataset directory in each planned epoch so far: fills out[0..n) and

@@ -9,25 +9,30 @@
 
 void bench_usage(FILE *f)
 {
+    fputs("usage: hdmlp-bench DATASET --memory SIZE [options]\n"
+          "\n"
+          "Iterates over the packed dataset DATASET like a training loop (each epoch a fresh\n"
+          "random order, each sample once) and reports throughput and I/O statistics.\n"
+          "\n"
+          "  --memory SIZE        loader memory budget (required); SIZE is bytes with an\n"
+          "                       optional suffix K/M/G/T (x1024; also KiB..), KB/MB/GB/TB\n"
+          "                       (x1000), or P% of the dataset's raw bytes (e.g. 25%)\n"
+          "  --batch B            samples per batch (default 32)\n"
+          "  --epochs E           epochs to run, >= 1 (default 1)\n"
+          "  --start-epoch E      first epoch to deliver, < --epochs (default 0)\n"
+          "  --seed S             seed of the delivery order (default 0)\n"
+          "  --threads T          I/O worker threads, 1..64 (default 2)\n"
+          "  --engine E           auto | pread | io_uring (default auto)\n"
+          "  --policy P           fill-rate | random (default fill-rate)\n"
+          "  --refill R           whole | ranges | auto (default auto)\n"
+          "  --relaxed            relaxed mode: serve a request from any valid slot of its\n"
+          "                       abstract chunk (opt-in; see the randomness figures)\n",
+          f);
     fputs(
-        "usage: hdmlp-bench DATASET --memory SIZE [options]\n"
-        "\n"
-        "Iterates over the packed dataset DATASET like a training loop (each epoch a fresh\n"
-        "random order, each sample once) and reports throughput and I/O statistics.\n"
-        "\n"
-        "  --memory SIZE        loader memory budget (required); SIZE is bytes with an\n"
-        "                       optional suffix K/M/G/T (x1024; also KiB..), KB/MB/GB/TB\n"
-        "                       (x1000), or P% of the dataset's raw bytes (e.g. 25%)\n"
-        "  --batch B            samples per batch (default 32)\n"
-        "  --epochs E           epochs to run, >= 1 (default 1)\n"
-        "  --start-epoch E      first epoch to deliver, < --epochs (default 0)\n"
-        "  --seed S             seed of the delivery order (default 0)\n"
-        "  --threads T          I/O worker threads, 1..64 (default 2)\n"
-        "  --engine E           auto | pread | io_uring (default auto)\n"
-        "  --policy P           fill-rate | random (default fill-rate)\n"
-        "  --refill R           whole | ranges | auto (default auto)\n"
-        "  --relaxed            relaxed mode: serve a request from any valid slot of its\n"
-        "                       abstract chunk (opt-in; see the randomness figures)\n"
+        "  --on-corrupt A       fail | skip: a corrupt sample fails the run (default) or is\n"
+        "                       left out and counted (skipped_samples)\n"
+        "  --state FILE         resume from FILE when it exists (FILE.<rank> with peers)\n"
+        "  --resume-after N     stop after N batches and save the position to --state FILE\n"
         "  --direct             read segments with O_DIRECT\n"
         "  --lookahead N        most requests planned ahead; 0 = as memory allows (default)\n"
         "  --op-us US           storage cost model: microseconds per read operation\n"
@@ -147,6 +152,9 @@ enum {
     OPT_POLICY,
     OPT_REFILL,
     OPT_RELAXED,
+    OPT_ON_CORRUPT,
+    OPT_STATE,
+    OPT_RESUME_AFTER,
     OPT_DIRECT,
     OPT_LOOKAHEAD,
     OPT_OP_US,
@@ -184,6 +192,9 @@ static const struct option longopts[] = {
     {"policy", required_argument, NULL, OPT_POLICY},
     {"refill", required_argument, NULL, OPT_REFILL},
     {"relaxed", no_argument, NULL, OPT_RELAXED},
+    {"on-corrupt", required_argument, NULL, OPT_ON_CORRUPT},
+    {"state", required_argument, NULL, OPT_STATE},
+    {"resume-after", required_argument, NULL, OPT_RESUME_AFTER},
     {"direct", no_argument, NULL, OPT_DIRECT},
     {"lookahead", required_argument, NULL, OPT_LOOKAHEAD},
     {"op-us", required_argument, NULL, OPT_OP_US},
@@ -280,6 +291,19 @@ static int one_option(int c, const char *arg, char **argv, bench_opts *o)
     case OPT_RELAXED:
         o->relaxed = 1;
         return -1;
+    case OPT_ON_CORRUPT:
+        if (strcmp(arg, "fail") != 0 && strcmp(arg, "skip") != 0) {
+            return usage_error("--on-corrupt: expected fail or skip, got '%s'", arg);
+        }
+        o->skip_corrupt = strcmp(arg, "skip") == 0;
+        return -1;
+    case OPT_STATE:
+        o->state_file = arg;
+        return -1;
+    case OPT_RESUME_AFTER:
+        return bench_parse_u64(arg, &o->resume_after) != 0 || o->resume_after == 0
+                   ? usage_error("--resume-after: invalid batch count '%s'", arg)
+                   : -1;
     case OPT_DIRECT:
         o->direct = 1;
         return -1;
@@ -429,6 +453,9 @@ static int check_combinations(const bench_opts *o)
     if ((o->ssd_dir != NULL) != (o->ssd_capacity > 0)) {
         return usage_error("%s", "--ssd-cache DIR and --ssd-capacity SIZE (> 0) go together");
     }
+    if (o->resume_after > 0 && o->state_file == NULL) {
+        return usage_error("%s", "--resume-after needs --state FILE");
+    }
     if (o->start_epoch >= o->epochs) {
         return usage_error("%s", "--start-epoch must be below --epochs");
     }
@@ -500,6 +527,10 @@ int bench_configure(const bench_opts *o, hdmlp_config *cfg)
     st = st ? st : rejected(hdmlp_config_set_refill(cfg, o->refill), "--refill");
     st = st ? st : rejected(hdmlp_config_set_drop_last(cfg, o->drop_last), "--drop-last");
     st = st ? st : rejected(hdmlp_config_set_relaxed(cfg, o->relaxed), "--relaxed");
+    st = st ? st
+            : rejected(hdmlp_config_set_on_corrupt(cfg, o->skip_corrupt ? HDMLP_CORRUPT_SKIP
+                                                                        : HDMLP_CORRUPT_FAIL),
+                       "--on-corrupt");
     st = st ? st : rejected(hdmlp_config_set_calibrate(cfg, o->calibrate), "--calibrate");
     if (o->op_us >= 0 || o->bandwidth > 0) {
         st = st ? st

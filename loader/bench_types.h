@@ -28,6 +28,9 @@ typedef struct bench_opts {
     double compute_ms;
     int drop_last;
     int relaxed;
+    int skip_corrupt;       /* --on-corrupt skip */
+    const char *state_file; /* --state FILE (per rank: FILE.<rank> when world > 1) */
+    uint64_t resume_after;  /* --resume-after N batches (0 = run to the end) */
     int calibrate;
     const char *ids_path;
     int json;
@@ -61,7 +64,10 @@ typedef struct bench_opts {
 /* One rank's results: the loader's counters and what the training loop saw. */
 typedef struct bench_rank {
     uint32_t rank;
-    int status; /* this rank's exit status: 0 = it succeeded */
+    int status;            /* this rank's exit status: 0 = it succeeded */
+    int resumed;           /* started from --state */
+    uint64_t resume_epoch; /* the epoch it resumed in */
+    int stopped;           /* stopped by --resume-after (state saved) */
     hdmlp_stats st;
     double seconds;        /* loader creation to HDMLP_END (a plan: the forecast's time) */
     double create_seconds; /* hdmlp_loader_create alone */

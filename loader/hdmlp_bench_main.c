@@ -136,6 +136,69 @@ static int ids_close(ids_file *ids, uint64_t span, int ok)
     return status;
 }
 
+/* --state FILE of this rank: FILE, or FILE.<rank> when world > 1. */
+static void state_path(const bench_opts *o, uint32_t rank, uint32_t world, char *buf,
+                       size_t cap)
+{
+    if (world > 1) {
+        snprintf(buf, cap, "%s.%" PRIu32, o->state_file, rank);
+    } else {
+        snprintf(buf, cap, "%s", o->state_file);
+    }
+}
+
+/* Resumes from the --state file when it exists. Returns 0 or an exit status. */
+static int load_state(const bench_opts *o, hdmlp_config *cfg, uint32_t world, bench_rank *r)
+{
+    char path[4096];
+    state_path(o, r->rank, world, path, sizeof(path));
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) {
+        if (errno == ENOENT) {
+            return 0; /* nothing saved yet: start from the beginning */
+        }
+        fprintf(stderr, "hdmlp-bench: %s--state: cannot read '%s': %s\n", rank_prefix, path,
+                strerror(errno));
+        return BENCH_EXIT_RUNTIME;
+    }
+    uint8_t buf[HDMLP_STATE_MAX];
+    const size_t len = fread(buf, 1, sizeof(buf), f);
+    fclose(f);
+    int rc = hdmlp_config_set_resume(cfg, buf, len);
+    if (rc == HDMLP_OK) {
+        rc = hdmlp_state_position(buf, len, &r->resume_epoch, NULL);
+    }
+    if (rc != HDMLP_OK) {
+        fprintf(stderr, "hdmlp-bench: %s--state '%s': %s\n", rank_prefix, path,
+                hdmlp_last_error());
+        return BENCH_EXIT_RUNTIME;
+    }
+    r->resumed = 1;
+    return 0;
+}
+
+/* Writes the loader's position to the --state file (atomically: temp + rename). */
+static int save_state(const bench_opts *o, hdmlp_loader *ld, uint32_t world, uint32_t rank)
+{
+    char path[4096], tmp[4200];
+    state_path(o, rank, world, path, sizeof(path));
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    uint8_t buf[HDMLP_STATE_MAX];
+    size_t len = 0;
+    int rc = hdmlp_loader_save_state(ld, buf, sizeof(buf), &len);
+    if (rc != HDMLP_OK) {
+        return runtime_error("cannot save the state", rc);
+    }
+    FILE *f = fopen(tmp, "wb");
+    if (f == NULL || fwrite(buf, 1, len, f) != len || fclose(f) != 0 ||
+        rename(tmp, path) != 0) {
+        fprintf(stderr, "hdmlp-bench: %s--state: cannot write '%s': %s\n", rank_prefix, path,
+                strerror(errno));
+        return BENCH_EXIT_RUNTIME;
+    }
+    return 0;
+}
+
 /* The training loop over a loader made from cfg. Fills r; returns 0 or an exit status. */
 static int run(const bench_opts *o, hdmlp_dataset *ds, const hdmlp_config *cfg, bench_rank *r)
 {
@@ -145,7 +208,7 @@ static int run(const bench_opts *o, hdmlp_dataset *ds, const hdmlp_config *cfg, 
     hdmlp_batch *batch = NULL;
     bench_random *rnd = NULL;
     ids_file ids;
-    uint64_t cur_epoch = o->start_epoch;
+    uint64_t cur_epoch = r->resumed ? r->resume_epoch : o->start_epoch;
     uint64_t batches = 0;
     int status = ids_open(o, r->rank, world, &ids);
 
@@ -209,6 +272,12 @@ static int run(const bench_opts *o, hdmlp_dataset *ds, const hdmlp_config *cfg, 
             sleep_ms(o->compute_ms);
         }
         t_last = now_s();
+        if (o->resume_after > 0 && batches == o->resume_after) {
+            status = save_state(o, ld, world, r->rank);
+            r->stopped = status == 0;
+            rc = HDMLP_END; /* stop here, as if killed after saving */
+            break;
+        }
         if (!o->quiet && !o->json && isatty(STDERR_FILENO) && (batches & 255) == 0) {
             fprintf(stderr, "\r%sepoch %" PRIu64 ": %" PRIu64 " samples, %.1f s", rank_prefix,
                     e, r->consumer_samples, t_last - t0);
@@ -394,6 +463,9 @@ int main(int argc, char **argv)
         }
     }
     const int bootstrapped = status == 0;
+    if (status == 0 && o.state_file != NULL && !o.plan) {
+        status = load_state(&o, cfg, world, &me);
+    }
     if (status == 0) {
         status = o.plan ? plan(&o, ds, cfg, &me) : run(&o, ds, cfg, &me);
     }

@@ -86,6 +86,22 @@ int hdmlp_config_set_resume(hdmlp_config *cfg, const void *state, size_t len)
     return HDMLP_OK;
 }
 
+int hdmlp_state_position(const void *state, size_t len, uint64_t *epoch, uint64_t *position)
+{
+    const uint8_t *p = state;
+    if (p == NULL || len != STATE_LEN || memcmp(p, STATE_MAGIC, 8) != 0 ||
+        fmt_ld64(p + 96) != fmt_checksum(p, 96)) {
+        return hd_err(HDMLP_E_INVAL, "state_position: not a valid loader state");
+    }
+    if (epoch != NULL) {
+        *epoch = fmt_ld64(p + 80);
+    }
+    if (position != NULL) {
+        *position = fmt_ld64(p + 88);
+    }
+    return HDMLP_OK;
+}
+
 #define SAME(field, mine, theirs)                                                              \
     do {                                                                                       \
         if ((uint64_t)(mine) != (uint64_t)(theirs)) {                                          \
