@@ -131,6 +131,42 @@ static int parse(py_state *st, const LoaderObject *self, PyObject *d, parsed_sta
     return 0;
 }
 
+/* Checks the dict's (epoch, batch) against the position inside the C state (which the C
+ * loader, already made from it, has accepted for this batch size). 0 or -1 with the
+ * exception set. */
+static int check_position(py_state *st, const LoaderObject *self, const parsed_state *ps)
+{
+    const py_loader_params *p = &self->p;
+    uint64_t c_epoch = 0, c_pos = 0;
+    const int rc = hdmlp_state_position(ps->bytes, ps->len, &c_epoch, &c_pos);
+    if (rc != HDMLP_OK) {
+        py_raise(st, rc, "state", NULL);
+        return -1;
+    }
+    /* The C state counts this rank's samples taken (skipped ones included). The next batch
+     * is batch b of epoch e: */
+    uint64_t e = ps->epoch, b = ps->batch;
+    if (b == p->epoch_batches && b > 0) {
+        e++;
+        b = 0;
+    }
+    const uint64_t want_epoch = e, want_pos = b * p->batch_size;
+    /* With drop_last, the previous epoch's short tail is consumed (dropped) only when the
+     * next batch is assembled: the state may still stand before it. */
+    const int before_tail = b == 0 && e > 0 && p->drop_last &&
+                            p->epoch_samples % p->batch_size != 0 && c_epoch == e - 1 &&
+                            c_pos == p->epoch_batches * p->batch_size;
+    if ((c_epoch != want_epoch || c_pos != want_pos) && !before_tail) {
+        py_raise_arg(st, "state",
+                     "position (epoch %llu, batch %llu) does not match the loader state "
+                     "inside it (epoch %llu, sample %llu)",
+                     (unsigned long long)ps->epoch, (unsigned long long)ps->batch,
+                     (unsigned long long)c_epoch, (unsigned long long)c_pos);
+        return -1;
+    }
+    return 0;
+}
+
 int py_loader_resume(py_state *st, LoaderObject *self, PyObject *state)
 {
     parsed_state ps;
@@ -147,6 +183,12 @@ int py_loader_resume(py_state *st, LoaderObject *self, PyObject *state)
     /* Later restarts (set_epoch back) start from the beginning, not from this state. */
     hdmlp_config_set_resume(self->cfg, NULL, 0);
     if (rc < 0) {
+        return -1;
+    }
+    if (check_position(st, self, &ps) < 0) {
+        PyThreadState *ts = PyEval_SaveThread();
+        hdmlp_loader_free(ld);
+        PyEval_RestoreThread(ts);
         return -1;
     }
     if (self->ld != NULL) {

@@ -190,19 +190,21 @@ def test_resume_in_process_matches_an_uninterrupted_run(small_ds, cut):
         assert again.stats()["samples"] == len(rest)
 
 
-def test_saved_after_an_epochs_last_batch_neither_repeats_nor_skips(small_ds):
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_saved_after_an_epochs_last_batch_neither_repeats_nor_skips(small_ds, drop_last):
     """Saved inside the loop body after the last batch: re-entering that epoch after the
     resume ends it at once, and the next epoch follows."""
-    ref = reference(small_ds.path)
-    ld = hdmlp.Loader(small_ds.path, BATCH, MEM, seed=SEED, epochs=EPOCHS)
+    kw = dict(drop_last=drop_last)
+    ref = reference(small_ds.path, **kw)
+    ld = hdmlp.Loader(small_ds.path, BATCH, MEM, seed=SEED, epochs=EPOCHS, **kw)
     got, sd = [], None
     for b in ld:
         got.extend(b.indices)
         sd = ld.state_dict()  # the last one is taken after the epoch's last batch
-    nb = batches_per_epoch(small_ds.n)
+    nb = small_ds.n // BATCH if drop_last else batches_per_epoch(small_ds.n)
     assert (sd["epoch"], sd["batch"]) == (0, nb)
     assert ld.state_dict()["epoch"] == 1 and ld.state_dict()["batch"] == 0  # loop ended
-    again = hdmlp.Loader(small_ds.path, BATCH, MEM, seed=SEED, epochs=EPOCHS, state=sd)
+    again = hdmlp.Loader(small_ds.path, BATCH, MEM, seed=SEED, epochs=EPOCHS, state=sd, **kw)
     assert again.epoch == 0
     again.set_epoch(0)
     assert list(again) == []  # the rest of epoch 0: nothing
@@ -212,6 +214,11 @@ def test_saved_after_an_epochs_last_batch_neither_repeats_nor_skips(small_ds):
             assert b.epoch == e
             got.extend(b.indices)
     assert got == ref
+    # saved after the loop over epoch 0 ended: the next iteration is epoch 1
+    after = ld.state_dict()
+    again = hdmlp.Loader(small_ds.path, BATCH, MEM, seed=SEED, epochs=EPOCHS, state=after, **kw)
+    assert again.epoch == 1
+    assert [i for b in again for i in b.indices] == ref[len(ref) // 3:2 * len(ref) // 3]
 
 
 def test_resume_then_set_epoch_forward_and_back(small_ds):
@@ -351,6 +358,10 @@ def test_damaged_or_foreign_state_dicts(small_ds):
         mk({k: v for k, v in sd.items() if k != "state"})
     with pytest.raises(hdmlp.InvalidArgumentError, match="outside"):
         mk(dict(sd, batch=10_000))
+    with pytest.raises(hdmlp.InvalidArgumentError, match="does not match"):
+        mk(dict(sd, batch=sd["batch"] + 1))  # the dict must agree with the bytes
+    with pytest.raises(hdmlp.InvalidArgumentError, match="does not match"):
+        mk(dict(sd, epoch=1))
     with pytest.raises(hdmlp.InvalidArgumentError, match="bytes"):
         mk(dict(sd, state=b""))
     with pytest.raises(TypeError):
