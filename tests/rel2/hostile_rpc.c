@@ -1,27 +1,29 @@
 /*
  * Hostile peers (plain C): a real 2-rank exchange over the gRPC transport on loopback (two
- * loaders made by hdmlp_loader_create with peers, in this process) while attacker threads
- * flood rank 0's server with raw gRPC C-core calls to /hdmlp.Peer/Deliver:
- *   token     well-formed Envelopes (REQUEST / SAMPLE) carrying another job's token
- *   malformed random bytes, and hand-made protobuf that lies (SAMPLE size != data length,
- *             unknown kind, missing fields, too many messages)
- *   oversized a 64 MiB + 64 KiB message (above the server's receive limit)
- *   ranks     the right token, ranks out of range (from >= world, from == receiver,
- *             to != receiver)
- * Phases:
- *   1. baseline: the exchange alone (samples/s, RSS growth while it runs);
- *   2. flood: the same exchange (more epochs) under the four floods; hostile calls sent and
- *      rejected per second by status; the exchange's samples/s; RSS before, peak and after;
- *   3. token holder: the right token and valid ranks but locations out of range — a
- *      REQUEST flood with absurd epoch/position/credit (the exchange must still complete),
- *      then SAMPLEs with an index out of range, which rank 0 must refuse with HDMLP_E_PEER
- *      naming rank and sample (its run stops; nothing crashes, nothing wrong is delivered).
- * Every delivered sample is checked byte for byte (testds_fill) and, where a run completes,
- * exactly once per epoch across both ranks. Exits 1 on a broken promise: a wrong or
- * duplicated sample, a failed legitimate run (phases 1-2 and the REQUEST flood), a hostile
- * call answered OK where it must be rejected, RSS growth above HOSTILE_RSS_LIMIT.
+ * loaders made by hdmlp_loader_create with peers, in this process) while an attacker
+ * process (forked before this one initialises gRPC, so that RSS here is the servers' and
+ * loaders' alone) floods rank 0's server with raw gRPC C-core calls to /hdmlp.Peer/Deliver,
+ * one channel per kind with INFLIGHT calls in flight:
+ *   wrong token  well-formed Envelopes (REQUEST / SAMPLE) carrying another job's token
+ *   malformed    random bytes, and hand-made protobuf that lies (SAMPLE size != data
+ *                length, unknown kind, missing fields, more than RPC_MAX_MSGS messages)
+ *   oversized    64 MiB + 64 KiB (above the server's receive limit)
+ *   rank range   the right token, ranks out of range (from >= world, from == receiver,
+ *                to != receiver)
+ * Phases: (1) the exchange alone (samples/s, RSS); (2) the exchange under the three small
+ * kinds, then under oversized calls, each flood up to HDMLP_HOSTILE_SECONDS: hostile calls
+ * sent and rejected per second, the exchange's samples/s during the flood, the server
+ * process's RSS before, peak, at the end and after the run; (3) a token holder: REQUESTs
+ * with absurd epoch/position/group/slot/credit (the exchange must still complete exactly
+ * once), then SAMPLEs with an index out of range, which rank 0 must refuse with
+ * HDMLP_E_PEER naming rank and sample (its run stops; nothing crashes or is delivered
+ * wrong).
+ * Every delivered sample is checked byte for byte (testds_fill) and exactly once per epoch
+ * across both ranks. Exits 1 on a broken promise: a wrong or duplicated sample, a failed
+ * legitimate run, a hostile call answered OK, RSS growth above HOSTILE_RSS_LIMIT.
  *
- * Environment: HDMLP_HOSTILE_SECONDS (flood length target, default 6), HDMLP_TEST_TMP.
+ * Environment: HDMLP_HOSTILE_SECONDS (flood length, default 4), HDMLP_HOSTILE_BIG_INFLIGHT
+ * (oversized calls in flight, default 2), HDMLP_TEST_TMP.
  */
 #include "format.h" /* hd_free, for rpc_encode_msg's buffers */
 #include "hdmlp.h"
