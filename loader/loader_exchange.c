@@ -307,6 +307,24 @@ static void on_sample(struct hdmlp_loader *ld, const peer_msg *m)
     }
 }
 
+/* A request names one of the requester's own positions, in an epoch that exists and that
+ * the requester can have reached (at most one past this owner's frontier), with a credit
+ * within the remote-memory cap every rank shares. */
+static int request_valid(const struct hdmlp_loader *ld, const peer_msg *m)
+{
+    const uint64_t n = ld->ix->h.n_samples;
+    if (m->position >= n || m->position % ld->world != m->from) {
+        return 0;
+    }
+    if (ld->cfg.epochs != 0 && m->epoch >= ld->cfg.epochs) {
+        return 0;
+    }
+    if (m->epoch > ld->plan_epoch + 1 || m->free_remote > ld->remote_cap) {
+        return 0;
+    }
+    return plan_owner(ld, m->group) == ld->rank && m->slot < ld->ix->h.chunk_size;
+}
+
 void exchange_on_msg(void *ctx, const peer_msg *m)
 {
     struct hdmlp_loader *ld = ctx;
@@ -318,6 +336,9 @@ void exchange_on_msg(void *ctx, const peer_msg *m)
     }
     switch (m->kind) {
     case PEER_REQUEST: {
+        if (!request_valid(ld, m)) {
+            break; /* a peer cannot ask for what it could never be owed */
+        }
         ld_outbox *b = &ld->out[m->from];
         b->want = 1;
         b->want_epoch = m->epoch;

@@ -92,7 +92,8 @@ static int take_item(hdmlp_loader *ld, ld_item *out, const struct timespec *dead
                 ld->charged -= out->s->size;
                 sample_free(out->s);
                 out->s = NULL;
-                if (ld->cfg.skip_corrupt && (code == HDMLP_E_CORRUPT || code == HDMLP_E_IO)) {
+                if (ld->cfg.skip_corrupt && (code == HDMLP_E_CORRUPT || code == HDMLP_E_IO ||
+                                             code == HDMLP_E_NOTFOUND)) {
                     /* Counted and reported, never replaced: the batch is one shorter. */
                     ld->st.skipped_samples++;
                     snprintf(ld->last_skip, sizeof(ld->last_skip), "%s", detail);

@@ -215,6 +215,7 @@ static int run_job(ld_worker *w, ld_job *job)
     fmt_index_chunk(ld->ix, job->chunk, &ch);
     int rc = read_plan(w, job, fd, ch.offset, seg);
     count_read(ld, TIER_SOURCE, job->epoch, p->buf_len);
+    const int read_failed = rc != HDMLP_OK;
     if (rc == HDMLP_OK) {
         rc = decode_samples(w, job, w->buf, 0, seg);
     }
@@ -228,7 +229,8 @@ static int run_job(ld_worker *w, ld_job *job)
             hd_map_free(copy, p->buf_len);
         }
     }
-    return job_result(ld, rc);
+    /* A failed read or chunk header fails every sample of the job (none was decoded). */
+    return read_failed ? rc : job_result(ld, rc);
 }
 
 void *worker_main(void *arg)
