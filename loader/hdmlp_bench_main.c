@@ -348,8 +348,46 @@ static int run(const bench_opts *o, hdmlp_dataset *ds, const hdmlp_config *cfg, 
 }
 
 /* --plan: the forecast of cfg, with the epochs' source bytes. */
+/* The planner's proposal: how to split the budget between abstract memory and the RAM
+ * chunk cache to read the least from the source. Forecasts a few splits (to stderr). */
+static void propose_split(const bench_opts *o, hdmlp_dataset *ds, hdmlp_config *cfg)
+{
+    static const unsigned percent[] = {0, 10, 20, 30, 40, 50, 60, 70};
+    uint64_t best_bytes = UINT64_MAX;
+    unsigned best = 0;
+    fprintf(stderr, "budget split (forecast, %" PRIu64 " epochs):\n", o->epochs);
+    for (size_t i = 0; i < sizeof(percent) / sizeof(percent[0]); i++) {
+        hdmlp_stats st;
+        hdmlp_config_set_ram_cache(cfg, o->memory / 100 * percent[i]);
+        const int rc = hdmlp_loader_forecast(ds, cfg, &st, NULL, NULL, NULL);
+        if (rc != HDMLP_OK) {
+            fprintf(stderr, "  RAM cache %3u%%: not possible (%s)\n", percent[i],
+                    hdmlp_last_error());
+            continue;
+        }
+        fprintf(stderr,
+                "  RAM cache %3u%% (%" PRIu64 " bytes): %" PRIu64 " abstract chunks, %" PRIu64
+                " bytes from the source, %" PRIu64 " chunk loads\n",
+                percent[i], o->memory / 100 * percent[i], st.abstract_chunks, st.source_bytes,
+                st.chunk_loads);
+        if (st.source_bytes < best_bytes) {
+            best_bytes = st.source_bytes;
+            best = percent[i];
+        }
+    }
+    if (best_bytes != UINT64_MAX) {
+        fprintf(stderr, "proposal: --ram-cache %" PRIu64 " (%u%% of the budget)\n",
+                o->memory / 100 * best, best);
+    }
+    /* Back to what the command line asked for. */
+    hdmlp_config_set_ram_cache(cfg, o->ram_cache_set ? o->ram_cache : HDMLP_RAM_CACHE_AUTO);
+}
+
 static int plan(const bench_opts *o, hdmlp_dataset *ds, const hdmlp_config *cfg, bench_rank *r)
 {
+    if (!o->quiet) {
+        propose_split(o, ds, (hdmlp_config *)cfg); /* the bench owns cfg; restored after */
+    }
     uint64_t *all = calloc((size_t)o->epochs, sizeof(uint64_t));
     if (all == NULL) {
         fprintf(stderr, "hdmlp-bench: out of memory\n");
