@@ -7,10 +7,11 @@
 # Environment: TRIALS (default 50), SEED (default 1; printed), FILES (samples in the
 # generated tree, default 3000), HDMLP_KEEP=1 keeps the scratch directory.
 #
-# A tree of FILES samples (8 labels, mixed compressible/random, 0-24 KiB) is packed once to
-# measure the pack's duration D. Each trial then packs it again (the input and options vary
-# by trial: directory, tar or list input; one or several segment files; a fresh OUT or
-# --force over an existing dataset) and sends SIGKILL after a random delay in [0, 1.2 D].
+# A tree of FILES samples (8 labels, mixed compressible/random, 0-24 KiB) is packed three
+# times to measure the pack's duration D (the fastest). Each trial then packs it again (the
+# input and options vary by trial: directory, tar or list input; one or several segment
+# files; a fresh OUT or --force over an existing dataset) and sends SIGKILL after a random
+# delay in [0, 1.2 D].
 # Afterwards:
 #   - OUT does not exist, or `hdmlp-pack --verify OUT` passes and OUT holds all FILES
 #     samples (with --force: OUT is always the old or the new dataset, never missing);
@@ -79,11 +80,17 @@ info_samples() { "$PACK" --info "$1" 2>/dev/null | awk '$1 == "samples" {print $
 temp_dirs() { compgen -G "$T/.out.tmp-*" || true; }
 now_ns() { date +%s%N; }
 
-# ---- D: one normal pack ----------------------------------------------------------------
-t0=$(now_ns)
-"$PACK" --quiet --threads 2 --seed 7 -o "$OUT" "$T/in" 2>"$T/err" || fail "the reference pack failed"
-t1=$(now_ns)
-D_MS=$(((t1 - t0) / 1000000))
+# ---- D: the fastest of three normal packs -------------------------------------------------
+D_MS=
+for i in 1 2 3; do
+    rm -rf "$OUT"
+    t0=$(now_ns)
+    "$PACK" --quiet --threads 2 --seed 7 -o "$OUT" "$T/in" 2>"$T/err" ||
+        fail "the reference pack failed"
+    t1=$(now_ns)
+    ms=$(((t1 - t0) / 1000000))
+    if [ -z "$D_MS" ] || [ "$ms" -lt "$D_MS" ]; then D_MS=$ms; fi
+done
 [ "$D_MS" -ge 1 ] || D_MS=1
 "$PACK" --verify "$OUT" >/dev/null 2>"$T/err" || fail "the reference pack does not verify"
 [ "$(info_samples "$OUT")" = "$FILES" ] || fail "the reference pack lost samples"
