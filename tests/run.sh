@@ -30,11 +30,17 @@ step "tests"
 (cd build-ci && ctest -j"$jobs" --output-on-failure) 2>&1 | tee build-ci/ctest.log
 
 if [ "${FAST:-0}" != 1 ]; then
+    # Under ASan the MPI tests trip on OpenMPI's own leaks (in modules it loads without
+    # names, which LeakSanitizer cannot suppress), the hostile-RPC flood's RSS bounds do not
+    # hold with ASan's shadow memory, and the Python suite takes minutes: they run in the
+    # main pass above; FULL_SANITIZE=1 includes them here too.
+    asan_skip='^bench_|^dist_|^hostile_rpc$|^python_tests$'
+    if [ "${FULL_SANITIZE:-0}" = 1 ]; then asan_skip='^bench_'; fi
     step "tests under ASan+UBSan"
     build build-ci-asan -DCMAKE_BUILD_TYPE=Debug -DHDMLP_SANITIZE=address,undefined
     (cd build-ci-asan && ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions="$root/tests/lsan.supp" \
         UBSAN_OPTIONS=print_stacktrace=1 \
-        ctest -j"$jobs" --output-on-failure -E '^bench_')
+        ctest -j"$jobs" --output-on-failure -E "$asan_skip")
 
     # Criterion cannot start under TSan, so the threaded paths have plain-C stress programs
     # (ctest label "threads").
