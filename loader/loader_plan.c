@@ -30,6 +30,15 @@ static ld_sample *sample_new(const fmt_index *ix, uint64_t index)
     s->stored = rec.stored_len;
     s->label = rec.label;
     s->state = SAMPLE_PENDING;
+    /* The sample's buffer is allocated here, on the planning thread, when it is charged to
+     * the budget: I/O threads only fill it. Allocating on the I/O threads would spread
+     * samples over one malloc arena per thread, whose freed memory is not shared, and RSS
+     * would grow with the thread count while the accounted bytes stay within the budget. */
+    s->data = hd_malloc(s->size ? s->size : 1);
+    if (s->data == NULL) {
+        hd_free(s);
+        return NULL;
+    }
     return s;
 }
 
