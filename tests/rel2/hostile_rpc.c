@@ -809,7 +809,7 @@ static double flooded_run(flood *f, hdmlp_dataset *ds, uint64_t epochs, double s
         big |= kinds[k] == A_BIG;
     }
     const uint64_t limit =
-        HOSTILE_RSS_LIMIT + (big ? (uint64_t)f->big_inflight * 3 * (65ull << 20) : 0);
+        HOSTILE_RSS_LIMIT + (big ? (uint64_t)f->big_inflight * 6 * (65ull << 20) : 0);
     CHECK(peak - rss0 < limit, "%s: RSS grew by %.1f MiB (limit %.0f)", what, MIB(peak - rss0),
           MIB(limit));
     /* Afterwards at most one retained buffer per oversized call in flight remains cached. */
