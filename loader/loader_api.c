@@ -13,13 +13,6 @@
 
 #define REMOTE_BUCKETS 4096
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static void loader_destroy(hdmlp_loader *ld)
 {
     pthread_mutex_destroy(&ld->lock);
@@ -237,7 +230,7 @@ int loader_create_with(hdmlp_dataset *ds, const hdmlp_config *cfg,
     }
     if (rc == HDMLP_OK && ld->world > 1) {
         const peer_handler h = {ld, exchange_on_msg, exchange_on_error};
-        ld->last_peer_ns = now_ns();
+        ld->last_peer_ns = loader_now_ns();
         rc = factory(&ld->cfg, &h, &ld->net);
     }
     if (rc != HDMLP_OK) {
@@ -279,7 +272,7 @@ static void wait_for_peers(hdmlp_loader *ld)
         1000000ull;
     pthread_mutex_lock(&ld->lock);
     while (ld->peers_done < ld->world - 1 && !ld->failed) {
-        if (now_ns() - ld->last_peer_ns > quiet_ns) {
+        if (loader_now_ns() - ld->last_peer_ns > quiet_ns) {
             break;
         }
         struct timespec until;

@@ -19,6 +19,7 @@
 #include "loader_tier.h"
 
 #include <pthread.h>
+#include <time.h>
 
 enum { SAMPLE_PENDING = 0, SAMPLE_READY = 1 }; /* or a negative HDMLP_E_* code */
 
@@ -190,6 +191,14 @@ int worker_start(struct hdmlp_loader *ld, ld_worker *w);
 void *worker_main(void *arg);
 void worker_free(ld_worker *w);
 void job_free(ld_job *job);
+
+/* Monotonic nanoseconds (stall times, peer deadlines). */
+static inline uint64_t loader_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 /* loader_api.c, loader_next.c */
 void loader_unref_unlock(struct hdmlp_loader *ld);

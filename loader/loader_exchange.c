@@ -12,13 +12,6 @@
 #include <string.h>
 #include <time.h>
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* This rank's sequence number of global position (epoch, position) it requested. */
 static uint64_t seq_of(const struct hdmlp_loader *ld, uint64_t epoch, uint64_t position)
 {
@@ -215,7 +208,7 @@ void exchange_request(struct hdmlp_loader *ld, ld_item *it)
     m.slot = it->slot;
     m.free_remote = remote_free_for(ld);
     it->requested = 1;
-    it->requested_ns = now_ns();
+    it->requested_ns = loader_now_ns();
     ld->st.remote_requests++;
     queue_send(ld, &m, NULL);
 }
@@ -329,7 +322,7 @@ void exchange_on_msg(void *ctx, const peer_msg *m)
 {
     struct hdmlp_loader *ld = ctx;
     pthread_mutex_lock(&ld->lock);
-    ld->last_peer_ns = now_ns();
+    ld->last_peer_ns = loader_now_ns();
     if (m->from >= ld->world || m->from == ld->rank) {
         pthread_mutex_unlock(&ld->lock);
         return;

@@ -60,19 +60,7 @@ static int count_refill(forecast *f, const sched_step *st, hdmlp_refill mode, in
                         hdmlp_stats *out, uint64_t *source_bytes)
 {
     const uint32_t k = f->ix->h.chunk_size;
-    const uint32_t t_req = (uint32_t)(st->sample % k);
-    uint32_t n = 0;
-    int placed = 0;
-    for (uint32_t j = 0; j < st->n_fill; j++) {
-        if (!placed && t_req < st->fill_slot[j]) {
-            f->slots[n++] = t_req;
-            placed = 1;
-        }
-        f->slots[n++] = st->fill_slot[j];
-    }
-    if (!placed) {
-        f->slots[n++] = t_req;
-    }
+    const uint32_t n = sched_step_slots(st, k, f->slots);
     refill_plan plan;
     const int rc =
         refill_plan_build(f->ix, st->chunk, f->slots, n, mode, &f->cost, f->cfg->direct, &plan);

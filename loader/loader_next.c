@@ -13,13 +13,6 @@
 /* How long a consumer blocked only by unreleased batches waits for a release. */
 #define STUCK_GRACE_NS (1000ull * 1000000ull)
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 int loader_fail(hdmlp_loader *ld, int code, const char *detail)
 {
     if (ld->failed == 0) {
@@ -110,9 +103,9 @@ static int take_item(hdmlp_loader *ld, ld_item *out, const struct timespec *dead
             /* Only released batches can free memory now. Another thread may be about to
              * release some: give it a grace period before reporting. */
             if (ld->outstanding_batches > 0 && stuck_since == 0) {
-                stuck_since = now_ns();
+                stuck_since = loader_now_ns();
             }
-            if (ld->outstanding_batches > 0 && now_ns() - stuck_since < STUCK_GRACE_NS) {
+            if (ld->outstanding_batches > 0 && loader_now_ns() - stuck_since < STUCK_GRACE_NS) {
                 struct timespec until;
                 clock_gettime(CLOCK_REALTIME, &until);
                 until.tv_nsec += 50 * 1000000L;
@@ -149,7 +142,7 @@ static int take_item(hdmlp_loader *ld, ld_item *out, const struct timespec *dead
         uint64_t peer_deadline = 0;
         if (it != NULL && it->s == NULL && it->requested) {
             peer_deadline = it->requested_ns + (uint64_t)ld->cfg.peer_timeout_ms * 1000000ull;
-            const uint64_t now = now_ns();
+            const uint64_t now = loader_now_ns();
             if (now >= peer_deadline) {
                 char detail[256];
                 snprintf(detail, sizeof(detail),
@@ -168,14 +161,14 @@ static int take_item(hdmlp_loader *ld, ld_item *out, const struct timespec *dead
                 limit = &until;
             }
         }
-        const uint64_t t0 = now_ns();
+        const uint64_t t0 = loader_now_ns();
         int wrc = 0;
         if (limit != NULL) {
             wrc = pthread_cond_timedwait(&ld->ready_cv, &ld->lock, limit);
         } else {
             pthread_cond_wait(&ld->ready_cv, &ld->lock);
         }
-        ld->st.stall_ns += now_ns() - t0;
+        ld->st.stall_ns += loader_now_ns() - t0;
         if (wrc == ETIMEDOUT && limit == deadline) {
             return hd_err(HDMLP_E_TIMEOUT, "loader: no data within the timeout");
         }

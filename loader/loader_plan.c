@@ -113,23 +113,11 @@ int plan_job(struct hdmlp_loader *ld, uint64_t chunk, const uint32_t *slots, uin
 /* The refill job of a miss: the delivered slot and every filled slot, in slot order. */
 static int job_build(struct hdmlp_loader *ld, const sched_step *st, ld_job **out)
 {
-    const uint32_t t_req = (uint32_t)(st->sample % ld->ix->h.chunk_size);
     uint32_t *slots = hd_malloc((st->n_fill + 1) * sizeof(uint32_t));
     if (slots == NULL) {
         return hd_err(HDMLP_E_NOMEM, "loader: out of memory for a refill");
     }
-    uint32_t n = 0;
-    int placed = 0;
-    for (uint32_t j = 0; j < st->n_fill; j++) {
-        if (!placed && t_req < st->fill_slot[j]) {
-            slots[n++] = t_req;
-            placed = 1;
-        }
-        slots[n++] = st->fill_slot[j];
-    }
-    if (!placed) {
-        slots[n++] = t_req;
-    }
+    const uint32_t n = sched_step_slots(st, ld->ix->h.chunk_size, slots);
     const int rc = plan_job(ld, st->chunk, slots, n, out);
     hd_free(slots);
     return rc;

@@ -129,6 +129,24 @@ void sched_free(sched *s)
 }
 
 uint64_t sched_abstract_chunks(const sched *s) { return s->a; }
+
+uint32_t sched_step_slots(const sched_step *st, uint32_t chunk_size, uint32_t *out)
+{
+    const uint32_t t_req = (uint32_t)(st->sample % chunk_size);
+    uint32_t n = 0;
+    int placed = 0;
+    for (uint32_t j = 0; j < st->n_fill; j++) {
+        if (!placed && t_req < st->fill_slot[j]) {
+            out[n++] = t_req;
+            placed = 1;
+        }
+        out[n++] = st->fill_slot[j];
+    }
+    if (!placed) {
+        out[n++] = t_req;
+    }
+    return n;
+}
 uint64_t sched_slots_occupied(const sched *s) { return s->occupied; }
 uint64_t sched_slot_bytes(const sched *s) { return s->slot_bytes; }
 

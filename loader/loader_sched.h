@@ -56,6 +56,10 @@ int sched_begin_epoch(sched *s, uint64_t epoch);
  * the protocol's counting invariant is broken (x requested twice in an epoch). */
 int sched_request(sched *s, uint64_t x, sched_step *out);
 
+/* The in-chunk slots a miss reads, increasing: its fill slots with the delivered slot
+ * merged in. out has room for st->n_fill + 1; returns the count. */
+uint32_t sched_step_slots(const sched_step *st, uint32_t chunk_size, uint32_t *out);
+
 uint64_t sched_abstract_chunks(const sched *s);
 uint64_t sched_group_of_chunk(const sched *s, uint64_t chunk);
 /* Slots holding a valid sample, and their raw bytes. */
