@@ -41,7 +41,7 @@ void bench_usage(FILE *f)
         "  --ram-cache SIZE     RAM chunk cache within the budget: SIZE, auto (the default:\n"
         "                       everything when the dataset fits in half the budget) or 0\n"
         "  --ssd-cache DIR      local chunk cache directory (needs --ssd-capacity)\n"
-        "  --ssd-capacity SIZE  bytes the SSD cache may hold\n"
+        "  --ssd-capacity SIZE  bytes the SSD cache may hold (0: tier off)\n"
         "  --compute-ms MS      simulated compute per batch (sleep), default 0\n"
         "  --drop-last          drop each epoch's last short batch\n"
         "  --plan               print the forecast of this configuration (a metadata-only\n"
@@ -342,6 +342,7 @@ static int one_option(int c, const char *arg, char **argv, bench_opts *o)
         o->ssd_dir = arg;
         return -1;
     case OPT_SSD_CAPACITY:
+        o->ssd_capacity_set = 1;
         return size_arg(arg, &o->ssd_capacity) != 0
                    ? usage_error("--ssd-capacity: invalid size '%s'", arg)
                    : -1;
@@ -450,8 +451,8 @@ static int check_combinations(const bench_opts *o)
     if (o->mpi && o->rank_set) {
         return usage_error("%s", "--rank comes from MPI with --mpi");
     }
-    if ((o->ssd_dir != NULL) != (o->ssd_capacity > 0)) {
-        return usage_error("%s", "--ssd-cache DIR and --ssd-capacity SIZE (> 0) go together");
+    if ((o->ssd_dir != NULL) != o->ssd_capacity_set) {
+        return usage_error("%s", "--ssd-cache DIR and --ssd-capacity SIZE go together");
     }
     if (o->resume_after > 0 && o->state_file == NULL) {
         return usage_error("%s", "--resume-after needs --state FILE");

@@ -41,7 +41,8 @@ typedef struct bench_opts {
     int ram_cache_set;
     uint64_t ram_cache; /* HDMLP_RAM_CACHE_AUTO for "auto" */
     const char *ssd_dir;
-    uint64_t ssd_capacity;
+    uint64_t ssd_capacity; /* 0 = SSD tier off, as in the API */
+    int ssd_capacity_set;
     /* distributed */
     int mpi;
     const char *bind_host;
