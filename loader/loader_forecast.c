@@ -109,7 +109,6 @@ static void *run_epochs(void *arg)
     const fmt_index *ix = j->ix;
     const struct hdmlp_config *cfg = j->cfg;
     const uint64_t n = ix->h.n_samples;
-    const uint32_t k = ix->h.chunk_size;
     const uint32_t world = cfg->world, rank = cfg->rank;
     forecast *f = &j->f;
     hdmlp_stats *out = &j->st;
@@ -122,7 +121,7 @@ static void *run_epochs(void *arg)
         sampler_epoch(cfg->seed, e, n, f->perm);
         for (uint64_t p = 0; rc == HDMLP_OK && p < n; p++) {
             const uint64_t x = f->perm[p];
-            const uint64_t g = sched_group_of_chunk(f->owners[0], x / k);
+            const uint64_t g = sched_group_of_chunk(f->owners[0], sched_chunk_of(f->owners[0], x));
             const uint32_t owner = (uint32_t)(g % world);
             const uint32_t requester = (uint32_t)(p % world);
             sched_step st; /* every owner sees all its positions, as in a real run */
@@ -132,7 +131,7 @@ static void *run_epochs(void *arg)
             }
             if (requester == rank && (!cfg->drop_last || p / world < j->kept)) {
                 out->samples++;
-                out->bytes_delivered += sched_sample_size(f->owners[owner], st.sample);
+                out->bytes_delivered += st.size;
                 out->stored_bytes_delivered +=
                     fmt_ld64(ix->samples + st.sample * FMT_SAMPLE_REC_LEN + 8);
             }

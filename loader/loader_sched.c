@@ -7,6 +7,15 @@
 
 #define NIL UINT64_MAX
 
+__extension__ typedef unsigned __int128 u128;
+
+typedef struct slot_rec {
+    uint64_t sample; /* held sample or NIL */
+    uint64_t raw;    /* its raw size */
+} slot_rec;
+
+/* Per-request state is a few random accesses: the chunk's group (a table), the slot record,
+ * the group's masks and its chunk order, all laid out so one location touches few lines. */
 struct sched {
     const fmt_index *ix;
     sched_params p;
@@ -16,17 +25,17 @@ struct sched {
     uint64_t a;    /* abstract chunks == groups */
     uint32_t w;    /* 64-bit words per K-bit mask */
     uint64_t q, r; /* C = q*A + r: groups < r hold q+1 chunks */
+    uint64_t kmul; /* x / k as a multiply (exact for x < 2^32), 0 when n >= 2^32 */
 
     uint64_t *unfilled; /* C × w: bit t set while sample (c,t) exists and is unfilled */
     uint64_t *empty;    /* A × w: bit t set while slot (g,t) is empty */
-    uint64_t *holder;   /* A × K: sample in slot or NIL */
-    uint64_t *next;     /* N: list links of unfilled samples per location (g,t) */
-    uint64_t *prev;
-    uint64_t *head;  /* A × K */
-    uint64_t *order; /* scratch: chunk order of a group */
-    uint32_t *fill;  /* K: fill set of the last miss */
-    uint64_t *size;  /* N: raw sizes, copied from the index for locality */
-    uint64_t *held;  /* A × K: raw size of the sample in each slot */
+    slot_rec *slot;     /* A × K */
+    uint32_t *left;     /* A × K: unfilled samples at location (g,t) this epoch */
+    uint32_t *group;    /* C: group of each chunk */
+    uint32_t *ord;      /* C: each group's chunks in the epoch's seeded order, in place */
+    uint64_t *order;    /* scratch: chunk order of a group */
+    uint32_t *fill;     /* K: fill set of the last miss */
+    uint64_t *size;     /* N: raw sizes, copied from the index for locality */
     uint64_t occupied;
     uint64_t slot_bytes;
 };
@@ -40,14 +49,14 @@ static uint64_t group_first_chunk(const sched *s, uint64_t g)
     return g * s->q + (g < s->r ? g : s->r);
 }
 
-uint64_t sched_group_of_chunk(const sched *s, uint64_t chunk)
+static uint64_t group_chunks(const sched *s, uint64_t g) { return s->q + (g < s->r ? 1 : 0); }
+
+uint64_t sched_chunk_of(const sched *s, uint64_t x)
 {
-    const uint64_t big = s->r * (s->q + 1);
-    if (chunk < big) {
-        return chunk / (s->q + 1);
-    }
-    return s->r + (chunk - big) / s->q;
+    return s->kmul != 0 ? (uint64_t)(((u128)s->kmul * x) >> 64) : x / s->k;
 }
+
+uint64_t sched_group_of_chunk(const sched *s, uint64_t chunk) { return s->group[chunk]; }
 
 static uint32_t chunk_samples(const sched *s, uint64_t c)
 {
@@ -64,6 +73,10 @@ int sched_create(const fmt_index *ix, const sched_params *p, sched **out)
         return hd_err(HDMLP_E_INVAL, "scheduler: %llu abstract chunks for %llu chunks",
                       (unsigned long long)p->abstract_chunks, (unsigned long long)c);
     }
+    if (c > UINT32_MAX) {
+        return hd_err(HDMLP_E_RANGE, "scheduler: %llu chunks (at most 2^32 - 1)",
+                      (unsigned long long)c);
+    }
     sched *s = hd_calloc(1, sizeof(*s));
     if (s == NULL) {
         return hd_err(HDMLP_E_NOMEM, "scheduler: out of memory");
@@ -77,31 +90,36 @@ int sched_create(const fmt_index *ix, const sched_params *p, sched **out)
     s->w = (s->k + 63) / 64;
     s->q = c / s->a;
     s->r = c % s->a;
+    /* Lemire's M = floor((2^64 - 1) / k) + 1 gives x / k exactly for every 32-bit x. */
+    s->kmul = s->n <= UINT32_MAX ? UINT64_MAX / s->k + 1 : 0;
     const uint64_t slots = s->a * s->k;
     s->unfilled = hd_calloc(c * s->w, sizeof(uint64_t));
     s->empty = hd_calloc(s->a * s->w, sizeof(uint64_t));
-    s->holder = hd_malloc(slots * sizeof(uint64_t));
-    s->next = hd_malloc(s->n * sizeof(uint64_t));
-    s->prev = hd_malloc(s->n * sizeof(uint64_t));
-    s->head = hd_malloc(slots * sizeof(uint64_t));
+    s->slot = hd_malloc(slots * sizeof(slot_rec));
+    s->left = hd_calloc(slots, sizeof(uint32_t));
+    s->group = hd_malloc(c * sizeof(uint32_t));
+    s->ord = hd_malloc(c * sizeof(uint32_t));
     s->order = hd_malloc((s->q + 1) * sizeof(uint64_t));
     s->fill = hd_malloc(s->k * sizeof(uint32_t));
     s->size = hd_malloc(s->n * sizeof(uint64_t));
-    s->held = hd_calloc(slots, sizeof(uint64_t));
-    if (!s->unfilled || !s->empty || !s->holder || !s->next || !s->prev || !s->head ||
-        !s->order || !s->fill || !s->size || !s->held) {
+    if (!s->unfilled || !s->empty || !s->slot || !s->left || !s->group || !s->ord ||
+        !s->order || !s->fill || !s->size) {
         sched_free(s);
         return hd_err(HDMLP_E_NOMEM, "scheduler: out of memory for %llu samples",
                       (unsigned long long)s->n);
     }
     for (uint64_t i = 0; i < slots; i++) {
-        s->holder[i] = NIL;
+        s->slot[i] = (slot_rec){NIL, 0};
     }
     for (uint64_t i = 0; i < s->n; i++) {
         /* raw_length of sample record i (FORMAT.md: samples section, offset 16) */
         s->size[i] = fmt_ld64(ix->samples + i * FMT_SAMPLE_REC_LEN + 16);
     }
     for (uint64_t g = 0; g < s->a; g++) {
+        const uint64_t first = group_first_chunk(s, g);
+        for (uint64_t i = 0; i < group_chunks(s, g); i++) {
+            s->group[first + i] = (uint32_t)g;
+        }
         for (uint32_t t = 0; t < s->k; t++) {
             s->empty[g * s->w + t / 64] |= 1ull << (t % 64);
         }
@@ -117,14 +135,13 @@ void sched_free(sched *s)
     }
     hd_free(s->unfilled);
     hd_free(s->empty);
-    hd_free(s->holder);
-    hd_free(s->next);
-    hd_free(s->prev);
-    hd_free(s->head);
+    hd_free(s->slot);
+    hd_free(s->left);
+    hd_free(s->group);
+    hd_free(s->ord);
     hd_free(s->order);
     hd_free(s->fill);
     hd_free(s->size);
-    hd_free(s->held);
     hd_free(s);
 }
 
@@ -150,7 +167,7 @@ uint32_t sched_step_slots(const sched_step *st, uint32_t chunk_size, uint32_t *o
 uint64_t sched_slots_occupied(const sched *s) { return s->occupied; }
 uint64_t sched_slot_bytes(const sched *s) { return s->slot_bytes; }
 
-uint64_t sched_holder(const sched *s, uint64_t slot) { return s->holder[slot]; }
+uint64_t sched_holder(const sched *s, uint64_t slot) { return s->slot[slot].sample; }
 
 int sched_begin_epoch(sched *s, uint64_t epoch)
 {
@@ -170,45 +187,25 @@ int sched_begin_epoch(sched *s, uint64_t epoch)
     }
     for (uint64_t g = 0; g < s->a; g++) {
         const uint64_t first = group_first_chunk(s, g);
-        const uint64_t count = s->q + (g < s->r ? 1 : 0);
+        const uint64_t count = group_chunks(s, g);
         for (uint64_t i = 0; i < count; i++) {
             s->order[i] = first + i;
         }
         fmt_rng_shuffle_u64(&rng, s->order, count);
+        for (uint64_t i = 0; i < count; i++) {
+            s->ord[first + i] = (uint32_t)s->order[i];
+        }
+        uint32_t *left = s->left + g * s->k;
         for (uint32_t t = 0; t < s->k; t++) {
-            uint64_t last = NIL;
-            uint64_t *headp = &s->head[g * s->k + t];
-            *headp = NIL;
-            for (uint64_t i = 0; i < count; i++) {
-                const uint64_t c = s->order[i];
-                if (t >= chunk_samples(s, c)) {
-                    continue;
-                }
-                const uint64_t x = c * s->k + t;
-                s->prev[x] = last;
-                s->next[x] = NIL;
-                if (last == NIL) {
-                    *headp = x;
-                } else {
-                    s->next[last] = x;
-                }
-                last = x;
-            }
+            left[t] = (uint32_t)count;
+        }
+        /* Only the dataset's last chunk can be short. */
+        const uint32_t m = chunk_samples(s, first + count - 1);
+        for (uint32_t t = m; t < s->k; t++) {
+            left[t]--;
         }
     }
     return HDMLP_OK;
-}
-
-static void unlink_sample(sched *s, uint64_t loc, uint64_t x)
-{
-    if (s->prev[x] == NIL) {
-        s->head[loc] = s->next[x];
-    } else {
-        s->next[s->prev[x]] = s->next[x];
-    }
-    if (s->next[x] != NIL) {
-        s->prev[s->next[x]] = s->prev[x];
-    }
 }
 
 static uint32_t popcount_and(const uint64_t *a, const uint64_t *b, uint32_t w)
@@ -220,39 +217,53 @@ static uint32_t popcount_and(const uint64_t *a, const uint64_t *b, uint32_t w)
     return n;
 }
 
-/* The eligible chunk for a miss at location (g, t): the fill-rate maximum, first in the
- * epoch's random order among ties; or simply the first for policy random. */
-static uint64_t choose_chunk(const sched *s, uint64_t g, uint64_t loc)
+static int is_unfilled(const sched *s, uint64_t c, uint32_t t)
+{
+    return (s->unfilled[c * s->w + t / 64] >> (t % 64)) & 1;
+}
+
+/* The eligible chunk for a miss at slot t of group g: the fill-rate maximum, first in the
+ * epoch's random order among ties; or simply the first for policy random. The group's
+ * chunks are consecutive, so their order and masks are a few cache lines. */
+static uint64_t choose_chunk(const sched *s, uint64_t g, uint32_t t)
 {
     const uint64_t *empty = s->empty + g * s->w;
-    uint64_t best = s->head[loc];
+    const uint32_t *ord = s->ord + group_first_chunk(s, g);
+    const uint64_t count = group_chunks(s, g);
+    uint64_t i = 0;
+    while (!is_unfilled(s, ord[i], t)) {
+        i++; /* the caller checked that one exists */
+    }
+    uint64_t best = ord[i];
     if (s->p.policy == HDMLP_POLICY_RANDOM) {
-        return best / s->k;
+        return best;
     }
     uint32_t upper = 0;
-    for (uint32_t i = 0; i < s->w; i++) {
-        upper += (uint32_t)__builtin_popcountll(empty[i]);
+    for (uint32_t j = 0; j < s->w; j++) {
+        upper += (uint32_t)__builtin_popcountll(empty[j]);
     }
     uint32_t best_val = 0;
-    for (uint64_t x = s->head[loc]; x != NIL; x = s->next[x]) {
-        const uint64_t c = x / s->k;
+    for (; i < count; i++) {
+        const uint64_t c = ord[i];
+        if (!is_unfilled(s, c, t)) {
+            continue;
+        }
         const uint32_t v = popcount_and(s->unfilled + c * s->w, empty, s->w);
         if (v > best_val) {
             best_val = v;
-            best = x;
+            best = c;
             if (v == upper) {
                 break;
             }
         }
     }
-    return best / s->k;
+    return best;
 }
 
 static void mark_filled(sched *s, uint64_t g, uint64_t c, uint32_t t)
 {
-    const uint64_t x = c * s->k + t;
     s->unfilled[c * s->w + t / 64] &= ~(1ull << (t % 64));
-    unlink_sample(s, g * s->k + t, x);
+    s->left[g * s->k + t]--;
 }
 
 /* Relaxed mode: the valid slot nearest t (cyclically), or, when the abstract chunk holds
@@ -268,7 +279,7 @@ static uint32_t relaxed_slot(const sched *s, uint64_t g, uint32_t t)
     }
     for (uint32_t d = 0; d < s->k; d++) {
         const uint32_t i = (t + d) % s->k;
-        if (s->head[g * s->k + i] != NIL) {
+        if (s->left[g * s->k + i] != 0) {
             return i;
         }
     }
@@ -277,62 +288,66 @@ static uint32_t relaxed_slot(const sched *s, uint64_t g, uint32_t t)
 
 int sched_request(sched *s, uint64_t x, sched_step *out)
 {
-    const uint64_t c = x / s->k;
-    const uint64_t g = sched_group_of_chunk(s, c);
-    const uint32_t t =
-        s->p.relaxed ? relaxed_slot(s, g, (uint32_t)(x % s->k)) : (uint32_t)(x % s->k);
+    const uint64_t c = sched_chunk_of(s, x);
+    const uint64_t g = s->group[c];
+    const uint32_t t0 = (uint32_t)(x - c * s->k);
+    const uint32_t t = s->p.relaxed ? relaxed_slot(s, g, t0) : t0;
     const uint64_t loc = g * s->k + t;
     uint64_t *empty = s->empty + g * s->w;
+    slot_rec *sl = &s->slot[loc];
     memset(out, 0, sizeof(*out));
     out->slot = loc;
-    if (s->holder[loc] != NIL) {
-        const uint64_t y = s->holder[loc];
-        s->holder[loc] = NIL;
+    if (sl->sample != NIL) {
+        out->hit = 1;
+        out->sample = sl->sample;
+        out->size = sl->raw;
+        sl->sample = NIL;
         empty[t / 64] |= 1ull << (t % 64);
         s->occupied--;
-        s->slot_bytes -= s->held[loc];
-        out->hit = 1;
-        out->sample = y;
+        s->slot_bytes -= sl->raw;
         return HDMLP_OK;
     }
-    if (s->head[loc] == NIL) {
+    if (s->left[loc] == 0) {
         return hd_err(HDMLP_E_STATE,
                       "scheduler: no unfilled sample left at slot %u of abstract chunk %llu "
                       "(sample %llu requested twice in an epoch?)",
                       t, (unsigned long long)g, (unsigned long long)x);
     }
-    const uint64_t cc = choose_chunk(s, g, loc);
-    const uint64_t *u = s->unfilled + cc * s->w;
+    const uint64_t cc = choose_chunk(s, g, t);
+    uint64_t *u = s->unfilled + cc * s->w;
+    const uint64_t base = cc * s->k;
+    slot_rec *gs = s->slot + g * s->k;
+    uint32_t *left = s->left + g * s->k;
     uint32_t fillable = 0;
     uint32_t n_fill = 0;
-    for (uint32_t i = 0; i < s->k; i++) {
-        const uint64_t bit = 1ull << (i % 64);
-        if ((u[i / 64] & empty[i / 64] & bit) == 0) {
-            continue;
+    for (uint32_t wi = 0; wi < s->w; wi++) {
+        uint64_t m = u[wi] & empty[wi];
+        fillable += (uint32_t)__builtin_popcountll(m);
+        for (; m != 0; m &= m - 1) {
+            const uint32_t i = wi * 64 + (uint32_t)__builtin_ctzll(m);
+            if (i == t) {
+                continue;
+            }
+            const uint64_t sz = raw_size(s, base + i);
+            if (s->p.slot_cap_bytes != 0 && s->slot_bytes + sz > s->p.slot_cap_bytes) {
+                continue;
+            }
+            s->fill[n_fill++] = i;
+            s->slot_bytes += sz;
+            gs[i] = (slot_rec){base + i, sz};
+            left[i]--;
         }
-        fillable++;
-        if (i == t) {
-            continue;
-        }
-        const uint64_t y = cc * s->k + i;
-        const uint64_t sz = raw_size(s, y);
-        if (s->p.slot_cap_bytes != 0 && s->slot_bytes + sz > s->p.slot_cap_bytes) {
-            continue;
-        }
-        s->fill[n_fill++] = i;
-        s->slot_bytes += sz;
     }
     for (uint32_t j = 0; j < n_fill; j++) {
         const uint32_t i = s->fill[j];
-        mark_filled(s, g, cc, i);
-        s->holder[g * s->k + i] = cc * s->k + i;
-        s->held[g * s->k + i] = raw_size(s, cc * s->k + i);
+        u[i / 64] &= ~(1ull << (i % 64));
         empty[i / 64] &= ~(1ull << (i % 64));
     }
     s->occupied += n_fill;
     mark_filled(s, g, cc, t);
     out->hit = 0;
-    out->sample = cc * s->k + t;
+    out->sample = base + t;
+    out->size = raw_size(s, base + t);
     out->chunk = cc;
     out->n_fill = n_fill;
     out->fill_slot = s->fill;

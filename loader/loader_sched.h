@@ -39,6 +39,7 @@ typedef struct sched_params {
 typedef struct sched_step {
     int hit;                   /* 1: served from a slot; 0: refill */
     uint64_t sample;           /* delivered sample */
+    uint64_t size;             /* its raw size */
     uint64_t slot;             /* abstract slot g*K+s of the request */
     uint64_t chunk;            /* miss: chunk read */
     uint32_t n_fill;           /* miss: samples placed into slots (delivered one excluded) */
@@ -62,6 +63,8 @@ uint32_t sched_step_slots(const sched_step *st, uint32_t chunk_size, uint32_t *o
 
 uint64_t sched_abstract_chunks(const sched *s);
 uint64_t sched_group_of_chunk(const sched *s, uint64_t chunk);
+/* x / K, by a multiply. */
+uint64_t sched_chunk_of(const sched *s, uint64_t x);
 /* Slots holding a valid sample, and their raw bytes. */
 uint64_t sched_slots_occupied(const sched *s);
 uint64_t sched_slot_bytes(const sched *s);
