@@ -121,7 +121,8 @@ static void *run_epochs(void *arg)
         sampler_epoch(cfg->seed, e, n, f->perm);
         for (uint64_t p = 0; rc == HDMLP_OK && p < n; p++) {
             const uint64_t x = f->perm[p];
-            const uint64_t g = sched_group_of_chunk(f->owners[0], sched_chunk_of(f->owners[0], x));
+            const uint64_t g =
+                sched_group_of_chunk(f->owners[0], sched_chunk_of(f->owners[0], x));
             const uint32_t owner = (uint32_t)(g % world);
             const uint32_t requester = (uint32_t)(p % world);
             sched_step st; /* every owner sees all its positions, as in a real run */
