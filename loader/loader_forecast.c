@@ -56,17 +56,13 @@ static int forecast_init(forecast *f, const fmt_index *ix, const struct hdmlp_co
 }
 
 /* Counts one refill of this rank exactly as loader_plan.c admits it. */
-static int count_refill(forecast *f, const sched_step *st, hdmlp_refill mode, int from_source,
-                        hdmlp_stats *out, uint64_t *source_bytes)
+static void count_refill(forecast *f, const sched_step *st, hdmlp_refill mode, int from_source,
+                         hdmlp_stats *out, uint64_t *source_bytes)
 {
     const uint32_t k = f->ix->h.chunk_size;
     const uint32_t n = sched_step_slots(st, k, f->slots);
-    refill_plan plan;
-    const int rc =
-        refill_plan_build(f->ix, st->chunk, f->slots, n, mode, &f->cost, f->cfg->direct, &plan);
-    if (rc != HDMLP_OK) {
-        return rc;
-    }
+    refill_shape plan;
+    refill_plan_shape(f->ix, st->chunk, f->slots, n, mode, &f->cost, f->cfg->direct, &plan);
     out->misses++;
     out->chunk_loads++;
     out->samples_filled += n;
@@ -83,8 +79,6 @@ static int count_refill(forecast *f, const sched_step *st, hdmlp_refill mode, in
     }
     const uint64_t bucket = (uint64_t)n * 10 / k;
     out->fill_hist[bucket > 10 ? 10 : bucket]++;
-    refill_plan_free(&plan);
-    return HDMLP_OK;
 }
 
 typedef struct epoch_job {
@@ -101,68 +95,104 @@ typedef struct epoch_job {
     int rc;
 } epoch_job;
 
-/* Replays epochs job->first, +step, ... (epochs are independent: every slot is empty at
- * an epoch boundary). */
-static void *run_epochs(void *arg)
+/* Requests are decided AHEAD positions after their scheduler state is prefetched, and
+ * stored sizes of delivered samples are summed AHEAD deliveries after theirs: the replay is
+ * bound by memory latency, not by work. */
+#define AHEAD 16
+
+static uint32_t owner_of(const forecast *f, uint64_t x)
 {
-    epoch_job *j = arg;
+    const sched *s = f->owners[0];
+    const uint32_t world = f->cfg->world;
+    return world == 1 ? 0 : (uint32_t)(sched_group_of_chunk(s, sched_chunk_of(s, x)) % world);
+}
+
+static uint64_t stored_len(const fmt_index *ix, uint64_t x)
+{
+    return fmt_ld64(ix->samples + x * FMT_SAMPLE_REC_LEN + 8);
+}
+
+/* Replays epoch e into the job's stats. */
+static int replay_epoch(epoch_job *j, uint64_t e)
+{
     const fmt_index *ix = j->ix;
     const struct hdmlp_config *cfg = j->cfg;
     const uint64_t n = ix->h.n_samples;
     const uint32_t world = cfg->world, rank = cfg->rank;
     forecast *f = &j->f;
     hdmlp_stats *out = &j->st;
+    uint64_t bytes = 0;
+    uint64_t ring[AHEAD];
+    uint64_t delivered = 0;
     int rc = HDMLP_OK;
-    for (uint64_t e = j->first; rc == HDMLP_OK && e < cfg->epochs; e += j->step) {
-        uint64_t bytes = 0;
-        for (uint32_t o = 0; rc == HDMLP_OK && o < world; o++) {
-            rc = sched_begin_epoch(f->owners[o], e);
+    for (uint32_t o = 0; rc == HDMLP_OK && o < world; o++) {
+        rc = sched_begin_epoch(f->owners[o], e);
+    }
+    sampler_epoch(cfg->seed, e, n, f->perm);
+    uint32_t requester = 0; /* p mod world */
+    for (uint64_t p = 0; rc == HDMLP_OK && p < n; p++) {
+        if (p + AHEAD < n) {
+            const uint64_t ahead = f->perm[p + AHEAD];
+            sched_prefetch(f->owners[owner_of(f, ahead)], ahead);
         }
-        sampler_epoch(cfg->seed, e, n, f->perm);
-        for (uint64_t p = 0; rc == HDMLP_OK && p < n; p++) {
-            const uint64_t x = f->perm[p];
-            const uint64_t g =
-                sched_group_of_chunk(f->owners[0], sched_chunk_of(f->owners[0], x));
-            const uint32_t owner = (uint32_t)(g % world);
-            const uint32_t requester = (uint32_t)(p % world);
-            sched_step st; /* every owner sees all its positions, as in a real run */
-            rc = sched_request(f->owners[owner], x, &st);
-            if (rc != HDMLP_OK) {
-                break;
-            }
-            if (requester == rank && (!cfg->drop_last || p / world < j->kept)) {
-                out->samples++;
-                out->bytes_delivered += st.size;
-                out->stored_bytes_delivered +=
-                    fmt_ld64(ix->samples + st.sample * FMT_SAMPLE_REC_LEN + 8);
-            }
-            if (owner != rank) {
-                continue;
-            }
-            out->requests++;
-            if (st.hit) {
-                out->hits++;
-                continue;
-            }
-            /* Tiers: a RAM chunk's first load reads it whole from the source; later loads of
-             * RAM and SSD chunks are assumed served by their cache. */
-            const uint64_t seq = e * n + p;
-            const int place =
-                j->placement != NULL ? tier_placement(j->placement, st.chunk) : TIER_SOURCE;
-            const int first = j->first_of != NULL && j->first_of[st.chunk] == seq;
-            const hdmlp_refill mode =
-                place == TIER_RAM && first ? HDMLP_REFILL_WHOLE : cfg->refill;
-            rc = count_refill(f, &st, mode, place == TIER_SOURCE || first, out, &bytes);
-            if (j->chunk_loads != NULL) {
-                j->chunk_loads[st.chunk]++;
-            }
-            if (j->first_use != NULL && j->first_use[st.chunk] == UINT64_MAX) {
-                j->first_use[st.chunk] = e * n + p;
-            }
+        const uint64_t x = f->perm[p];
+        const uint32_t owner = owner_of(f, x);
+        const uint32_t req = requester;
+        requester = requester + 1 == world ? 0 : requester + 1;
+        sched_step st; /* every owner sees all its positions, as in a real run */
+        rc = sched_request(f->owners[owner], x, &st);
+        if (rc != HDMLP_OK) {
+            break;
         }
-        if (j->epoch_bytes_read != NULL) {
-            j->epoch_bytes_read[e] = bytes;
+        if (req == rank && (!cfg->drop_last || p / world < j->kept)) {
+            out->samples++;
+            out->bytes_delivered += st.size;
+            __builtin_prefetch(ix->samples + st.sample * FMT_SAMPLE_REC_LEN + 8);
+            if (delivered >= AHEAD) {
+                out->stored_bytes_delivered += stored_len(ix, ring[delivered % AHEAD]);
+            }
+            ring[delivered++ % AHEAD] = st.sample;
         }
+        if (owner != rank) {
+            continue;
+        }
+        out->requests++;
+        if (st.hit) {
+            out->hits++;
+            continue;
+        }
+        /* Tiers: a RAM chunk's first load reads it whole from the source; later loads of
+         * RAM and SSD chunks are assumed served by their cache. */
+        const uint64_t seq = e * n + p;
+        const int place =
+            j->placement != NULL ? tier_placement(j->placement, st.chunk) : TIER_SOURCE;
+        const int first = j->first_of != NULL && j->first_of[st.chunk] == seq;
+        const hdmlp_refill mode = place == TIER_RAM && first ? HDMLP_REFILL_WHOLE : cfg->refill;
+        count_refill(f, &st, mode, place == TIER_SOURCE || first, out, &bytes);
+        if (j->chunk_loads != NULL) {
+            j->chunk_loads[st.chunk]++;
+        }
+        if (j->first_use != NULL && j->first_use[st.chunk] == UINT64_MAX) {
+            j->first_use[st.chunk] = seq;
+        }
+    }
+    for (uint64_t d = delivered > AHEAD ? delivered - AHEAD : 0; d < delivered; d++) {
+        out->stored_bytes_delivered += stored_len(ix, ring[d % AHEAD]);
+    }
+    if (j->epoch_bytes_read != NULL) {
+        j->epoch_bytes_read[e] = bytes;
+    }
+    return rc;
+}
+
+/* Replays epochs job->first, +step, ... (epochs are independent: every slot is empty at
+ * an epoch boundary). */
+static void *run_epochs(void *arg)
+{
+    epoch_job *j = arg;
+    int rc = HDMLP_OK;
+    for (uint64_t e = j->first; rc == HDMLP_OK && e < j->cfg->epochs; e += j->step) {
+        rc = replay_epoch(j, e);
     }
     j->rc = rc;
     return NULL;

@@ -22,31 +22,95 @@ uint64_t refill_max_buffer(const fmt_index *ix)
     return max;
 }
 
+/* Ranges being merged: the last one is kept here; `out`, when not NULL, records them all. */
+typedef struct range_acc {
+    refill_range last;
+    uint32_t n;
+    uint64_t buf_len;
+    refill_range *out;
+} range_acc;
+
 /* Appends range [lo, hi) of the segment, merging with the previous range when they touch
  * (after alignment) or when the gap is cheaper to read than a new operation. */
-static void add_range(refill_plan *p, uint64_t lo, uint64_t hi, int direct,
+static void add_range(range_acc *a, uint64_t lo, uint64_t hi, int direct,
                       double gap_us_per_byte, double op_us)
 {
     if (direct) {
         lo = align_down(lo);
         hi = fmt_align_up(hi);
     }
-    if (p->n_ranges > 0) {
-        refill_range *last = &p->ranges[p->n_ranges - 1];
-        const uint64_t end = last->seg_off + last->len;
+    if (a->n > 0) {
+        const uint64_t end = a->last.seg_off + a->last.len;
         if (lo <= end || (double)(lo - end) * gap_us_per_byte < op_us) {
             if (hi > end) {
-                p->buf_len += hi - end;
-                last->len = hi - last->seg_off;
+                a->buf_len += hi - end;
+                a->last.len = hi - a->last.seg_off;
+            }
+            if (a->out != NULL) {
+                a->out[a->n - 1] = a->last;
             }
             return;
         }
     }
-    refill_range *r = &p->ranges[p->n_ranges++];
-    r->seg_off = lo;
-    r->len = hi - lo;
-    r->buf_off = p->buf_len;
-    p->buf_len += r->len;
+    a->last = (refill_range){lo, hi - lo, a->buf_len};
+    a->buf_len += hi - lo;
+    if (a->out != NULL) {
+        a->out[a->n] = a->last;
+    }
+    a->n++;
+}
+
+/* The stored range of sample `index` (FORMAT.md: samples section, offsets 0 and 8). */
+static void sample_range(const fmt_index *ix, uint64_t index, uint64_t *off, uint64_t *len)
+{
+    const uint8_t *r = ix->samples + index * FMT_SAMPLE_REC_LEN;
+    *off = fmt_ld64(r);
+    *len = fmt_ld64(r + 8);
+}
+
+/* Merges the requested samples' ranges into `a` and decides whole vs ranges. */
+static int plan_shape(const fmt_index *ix, const fmt_chunk *ch, uint64_t chunk,
+                      const uint32_t *slots, uint32_t n, hdmlp_refill mode,
+                      const refill_cost *cost, int direct, range_acc *a)
+{
+    const uint64_t base = chunk * ix->h.chunk_size;
+    const double us_per_byte = 1e6 / cost->bytes_per_s;
+    if (mode != HDMLP_REFILL_WHOLE) {
+        for (uint32_t i = 0; i < n; i++) {
+            uint64_t off, len;
+            sample_range(ix, base + slots[i], &off, &len);
+            add_range(a, ch->offset + off, ch->offset + off + len, direct, us_per_byte,
+                      cost->op_us);
+        }
+    }
+    const uint64_t whole_len = direct ? fmt_align_up(ch->length) : ch->length;
+    int whole = mode == HDMLP_REFILL_WHOLE || n == 0;
+    if (mode == HDMLP_REFILL_AUTO && n > 0) {
+        /* Within 1 %, whole wins: it also verifies the chunk header. */
+        whole = plan_cost(cost, 1, whole_len) <= 1.01 * plan_cost(cost, a->n, a->buf_len);
+    }
+    if (whole) {
+        a->last = (refill_range){ch->offset, whole_len, 0};
+        a->n = 1;
+        a->buf_len = whole_len;
+        if (a->out != NULL) {
+            a->out[0] = a->last;
+        }
+    }
+    return whole;
+}
+
+void refill_plan_shape(const fmt_index *ix, uint64_t chunk, const uint32_t *slots, uint32_t n,
+                       hdmlp_refill mode, const refill_cost *cost, int direct,
+                       refill_shape *out)
+{
+    fmt_chunk ch;
+    fmt_index_chunk(ix, chunk, &ch);
+    range_acc a;
+    memset(&a, 0, sizeof(a));
+    out->whole = plan_shape(ix, &ch, chunk, slots, n, mode, cost, direct, &a);
+    out->n_ranges = a.n;
+    out->buf_len = a.buf_len;
 }
 
 int refill_plan_build(const fmt_index *ix, uint64_t chunk, const uint32_t *slots, uint32_t n,
@@ -62,42 +126,22 @@ int refill_plan_build(const fmt_index *ix, uint64_t chunk, const uint32_t *slots
         refill_plan_free(out);
         return hd_err(HDMLP_E_NOMEM, "refill plan: out of memory");
     }
+    range_acc a;
+    memset(&a, 0, sizeof(a));
+    a.out = out->ranges;
+    out->whole = plan_shape(ix, &ch, chunk, slots, n, mode, cost, direct, &a);
+    out->n_ranges = a.n;
+    out->buf_len = a.buf_len;
     const uint64_t base = chunk * ix->h.chunk_size;
-    const double us_per_byte = 1e6 / cost->bytes_per_s;
-    /* Ranged plan first: it tells what "ranges" would cost. */
-    for (uint32_t i = 0; i < n; i++) {
-        fmt_sample s;
-        fmt_index_sample(ix, base + slots[i], &s);
-        add_range(out, ch.offset + s.offset, ch.offset + s.offset + s.stored_len, direct,
-                  us_per_byte, cost->op_us);
-    }
-    const uint64_t range_bytes = out->buf_len;
-    const uint64_t whole_len = direct ? fmt_align_up(ch.length) : ch.length;
-    int whole = mode == HDMLP_REFILL_WHOLE;
-    if (mode == HDMLP_REFILL_AUTO) {
-        /* Within 1 %, whole wins: it also verifies the chunk header. */
-        whole =
-            plan_cost(cost, 1, whole_len) <= 1.01 * plan_cost(cost, out->n_ranges, range_bytes);
-    }
-    if (whole || n == 0) {
-        out->whole = 1;
-        out->n_ranges = 1;
-        out->ranges[0].seg_off = ch.offset;
-        out->ranges[0].len = whole_len;
-        out->ranges[0].buf_off = 0;
-        out->buf_len = whole_len;
-        for (uint32_t i = 0; i < n; i++) {
-            fmt_sample s;
-            fmt_index_sample(ix, base + slots[i], &s);
-            out->sample_pos[i] = s.offset;
-        }
-        return HDMLP_OK;
-    }
     uint32_t r = 0;
     for (uint32_t i = 0; i < n; i++) {
-        fmt_sample s;
-        fmt_index_sample(ix, base + slots[i], &s);
-        const uint64_t abs = ch.offset + s.offset;
+        uint64_t off, len;
+        sample_range(ix, base + slots[i], &off, &len);
+        if (out->whole) {
+            out->sample_pos[i] = off;
+            continue;
+        }
+        const uint64_t abs = ch.offset + off;
         while (r + 1 < out->n_ranges && out->ranges[r + 1].seg_off <= abs) {
             r++;
         }

@@ -37,6 +37,18 @@ typedef struct refill_cost {
 int refill_plan_build(const fmt_index *ix, uint64_t chunk, const uint32_t *slots, uint32_t n,
                       hdmlp_refill mode, const refill_cost *cost, int direct, refill_plan *out);
 void refill_plan_free(refill_plan *p);
+
+typedef struct refill_shape {
+    int whole;
+    uint32_t n_ranges;
+    uint64_t buf_len;
+} refill_shape;
+
+/* What refill_plan_build would read (whole, ranges, bytes), without allocating: the
+ * forecast's per-miss count. */
+void refill_plan_shape(const fmt_index *ix, uint64_t chunk, const uint32_t *slots, uint32_t n,
+                       hdmlp_refill mode, const refill_cost *cost, int direct,
+                       refill_shape *out);
 /* Largest buffer any plan of this index can need (a whole chunk, aligned). */
 uint64_t refill_max_buffer(const fmt_index *ix);
 

@@ -58,6 +58,17 @@ uint64_t sched_chunk_of(const sched *s, uint64_t x)
 
 uint64_t sched_group_of_chunk(const sched *s, uint64_t chunk) { return s->group[chunk]; }
 
+void sched_prefetch(const sched *s, uint64_t x)
+{
+    const uint64_t c = sched_chunk_of(s, x);
+    const uint64_t g = s->group[c];
+    const uint64_t first = group_first_chunk(s, g);
+    __builtin_prefetch(&s->slot[g * s->k + (x - c * s->k)], 1);
+    __builtin_prefetch(&s->empty[g * s->w], 1);
+    __builtin_prefetch(&s->ord[first]);
+    __builtin_prefetch(&s->unfilled[first * s->w], 1);
+}
+
 static uint32_t chunk_samples(const sched *s, uint64_t c)
 {
     const uint64_t first = c * s->k;

@@ -63,6 +63,8 @@ uint32_t sched_step_slots(const sched_step *st, uint32_t chunk_size, uint32_t *o
 
 uint64_t sched_abstract_chunks(const sched *s);
 uint64_t sched_group_of_chunk(const sched *s, uint64_t chunk);
+/* Prefetches the state a request for x will touch (a hint; decisions are unchanged). */
+void sched_prefetch(const sched *s, uint64_t x);
 /* x / K, by a multiply. */
 uint64_t sched_chunk_of(const sched *s, uint64_t x);
 /* Slots holding a valid sample, and their raw bytes. */
