@@ -35,6 +35,8 @@ struct hdmlp_config {
     uint32_t n_peers;
     char *listen;
     uint64_t token;
+    /* mutual TLS: PEM file paths, all three or all NULL (off) */
+    char *tls_ca, *tls_cert, *tls_key;
     uint64_t remote_memory; /* 0 = 10 % of memory */
     uint32_t prefetch;      /* window; 0 = off */
     uint32_t peer_timeout_ms;
@@ -56,6 +58,9 @@ int loader_create_with(hdmlp_dataset *ds, const hdmlp_config *cfg,
 /* Waits until the SSD stager has gone through its chunks (tests: staging only uses idle
  * I/O capacity, so it finishes once the consumer stops asking). */
 void loader_wait_staged(hdmlp_loader *ld);
+/* Tests: the SSD stager only takes the first loads' offers (no reads of its own) and ends
+ * at shutdown; set before creating a loader. */
+extern int loader_stage_offers_only;
 
 /* Slots of abstract memory currently holding a valid sample (at the planning frontier). */
 uint64_t loader_slots_occupied(const hdmlp_loader *ld);

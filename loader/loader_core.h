@@ -39,7 +39,7 @@ typedef struct ld_job {
     struct ld_job *next;
     uint64_t chunk;
     uint64_t epoch; /* planned epoch (for per-epoch source bytes) */
-    int fills_ram;  /* the first load of a RAM-placed chunk: caches it */
+    int first_load; /* the first load of a RAM- or SSD-placed chunk: read whole, cached */
     uint32_t n;
     ld_sample **samples; /* n, in slot order (the delivered one included) */
     uint32_t *slots;
@@ -146,6 +146,11 @@ struct hdmlp_loader {
     pthread_t stager;
     int stager_started;
     int stage_done;
+    /* The stager's buffer doubles as a mailbox: a worker whose whole source read is the first
+     * load of an unstaged SSD chunk copies it in when the stager is free (never waits). */
+    int stage_box; /* STAGE_* */
+    uint8_t *stage_buf;
+    uint64_t stage_chunk, stage_len;
 
     /* peers */
     uint32_t rank, world;
@@ -211,7 +216,11 @@ void loader_announce_done(struct hdmlp_loader *ld);
 void loader_count_source(struct hdmlp_loader *ld, uint64_t epoch, uint64_t bytes);
 
 /* loader_stage.c: the SSD stager thread */
+enum { STAGE_CLOSED = 0, STAGE_FREE, STAGE_FILLING, STAGE_FULL, STAGE_BUSY };
 void *stage_main(void *arg);
+/* Offers a verified whole chunk (len bytes, at most its aligned length) read from the
+ * source; returns 1 if the stager took a copy, 0 if it was busy (lock not held). */
+int stage_offer(struct hdmlp_loader *ld, uint64_t chunk, const uint8_t *buf, uint64_t len);
 
 /* loader_forecast.c: chunk placement for tiers from a forecast of the first epochs */
 int loader_place_tiers(const fmt_index *ix, const struct hdmlp_config *cfg,

@@ -161,13 +161,14 @@ static int replay_epoch(epoch_job *j, uint64_t e)
             out->hits++;
             continue;
         }
-        /* Tiers: a RAM chunk's first load reads it whole from the source; later loads of
-         * RAM and SSD chunks are assumed served by their cache. */
+        /* Tiers: the first load of a RAM or SSD chunk reads it whole from the source (and
+         * fills the cache); later loads are assumed served by their cache. */
         const uint64_t seq = e * n + p;
         const int place =
             j->placement != NULL ? tier_placement(j->placement, st.chunk) : TIER_SOURCE;
         const int first = j->first_of != NULL && j->first_of[st.chunk] == seq;
-        const hdmlp_refill mode = place == TIER_RAM && first ? HDMLP_REFILL_WHOLE : cfg->refill;
+        const hdmlp_refill mode =
+            place != TIER_SOURCE && first ? HDMLP_REFILL_WHOLE : cfg->refill;
         count_refill(f, &st, mode, place == TIER_SOURCE || first, out, &bytes);
         if (j->chunk_loads != NULL) {
             j->chunk_loads[st.chunk]++;

@@ -93,9 +93,9 @@ int plan_job(struct hdmlp_loader *ld, uint64_t chunk, const uint32_t *slots, uin
         }
     }
     job->n = n;
-    /* The first load of a RAM-placed chunk reads it whole, to fill the cache. */
-    job->fills_ram = ld->tier != NULL && tier_ram_first_plan(ld->tier, chunk);
-    const hdmlp_refill mode = job->fills_ram ? HDMLP_REFILL_WHOLE : ld->cfg.refill;
+    /* The first load of a RAM- or SSD-placed chunk reads it whole, to fill its cache. */
+    job->first_load = ld->tier != NULL && tier_first_plan(ld->tier, chunk);
+    const hdmlp_refill mode = job->first_load ? HDMLP_REFILL_WHOLE : ld->cfg.refill;
     job->epoch = ld->plan_epoch;
     const int rc = refill_plan_build(ld->ix, chunk, job->slots, n, mode, &ld->cost,
                                      ld->cfg.direct, &job->plan);

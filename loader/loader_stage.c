@@ -1,14 +1,19 @@
 /*
- * SSD stager: copies the SSD-placed chunks from the dataset into the cache directory in
- * order of first use, in the background. It only reads while an I/O thread is idle, so it
- * never takes I/O capacity a refill is waiting for; it never stages chunks this rank does
- * not load (placement covers owned chunks only). Chunks are verified (header) before they
- * are stored; staging stops at the first write error (e.g. a full disk), leaving the rest
- * on the source.
+ * SSD stager: fills the cache directory with the SSD-placed chunks, in the background, in
+ * order of first use, by two routes:
+ *   - offers: the first load of an SSD-placed chunk reads it whole from the source; the
+ *     worker copies the verified bytes into the stager's buffer when the stager is free
+ *     (it never waits for it), so a loader bound by a slow source still stages as it goes;
+ *   - its own reads: chunks not staged yet are read from the source while an I/O thread is
+ *     idle, so it never takes I/O capacity a refill is waiting for.
+ * It never stages chunks this rank does not load (placement covers owned chunks only).
+ * Chunks are verified (header) before they are stored; staging stops at the first write
+ * error (e.g. a full disk), leaving the rest on the source.
  */
 #include "loader_core.h"
 
 #include <errno.h>
+#include <string.h>
 #include <unistd.h>
 
 static int read_whole(int fd, uint8_t *buf, uint64_t len, uint64_t off)
@@ -30,6 +35,48 @@ static int read_whole(int fd, uint8_t *buf, uint64_t len, uint64_t off)
     return done == len ? 0 : -1;
 }
 
+int loader_stage_offers_only;
+
+int stage_offer(struct hdmlp_loader *ld, uint64_t chunk, const uint8_t *buf, uint64_t len)
+{
+    fmt_chunk ch;
+    fmt_index_chunk(ld->ix, chunk, &ch);
+    const uint64_t aligned = fmt_align_up(ch.length);
+    if (len > aligned || tier_ssd_staged(ld->tier, chunk)) {
+        return 0;
+    }
+    pthread_mutex_lock(&ld->lock);
+    const int take = ld->stage_box == STAGE_FREE;
+    if (take) {
+        ld->stage_box = STAGE_FILLING;
+    }
+    pthread_mutex_unlock(&ld->lock);
+    if (!take) {
+        return 0;
+    }
+    /* A cache file holds the chunk with its alignment padding, as the segment does. */
+    memcpy(ld->stage_buf, buf, len);
+    memset(ld->stage_buf + len, 0, aligned - len);
+    pthread_mutex_lock(&ld->lock);
+    ld->stage_chunk = chunk;
+    ld->stage_len = aligned;
+    ld->stage_box = STAGE_FULL;
+    pthread_cond_broadcast(&ld->ready_cv);
+    pthread_mutex_unlock(&ld->lock);
+    return 1;
+}
+
+/* Reads a chunk whole from the source into buf and verifies its header. */
+static int stage_read(struct hdmlp_loader *ld, uint64_t chunk, uint8_t *buf, uint64_t *len)
+{
+    fmt_chunk ch;
+    fmt_index_chunk(ld->ix, chunk, &ch);
+    *len = fmt_align_up(ch.length);
+    const int fd = ds_segment_fd(ld->ds, ch.segment, 0);
+    return fd >= 0 && read_whole(fd, buf, *len, ch.offset) == 0 &&
+           fmt_chunk_header_check(ld->ix, chunk, buf, *len) == HDMLP_OK;
+}
+
 void *stage_main(void *arg)
 {
     struct hdmlp_loader *ld = arg;
@@ -38,44 +85,57 @@ void *stage_main(void *arg)
     const uint64_t *order = tier_ssd_order(t, &n);
     const uint64_t cap = refill_max_buffer(ld->ix);
     uint8_t *buf = hd_map_alloc(cap);
-    for (uint64_t i = 0; buf != NULL && i < n; i++) {
-        const uint64_t chunk = order[i];
-        if (tier_ssd_staged(t, chunk)) {
-            continue;
+    pthread_mutex_lock(&ld->lock);
+    ld->stage_buf = buf;
+    ld->stage_box = buf != NULL ? STAGE_FREE : STAGE_CLOSED;
+    pthread_mutex_unlock(&ld->lock);
+    /* Own reads: the next chunk in first-use order (none in the tests' offers-only mode,
+     * which then ends at shutdown only). */
+    uint64_t next = buf != NULL && !loader_stage_offers_only ? 0 : n;
+    for (;;) {
+        while (next < n && tier_ssd_staged(t, order[next])) {
+            next++;
         }
         pthread_mutex_lock(&ld->lock);
-        while (!ld->shutdown && ld->inflight >= ld->n_workers) {
+        /* An offer being copied in always completes before anything else happens. */
+        while (ld->stage_box == STAGE_FILLING ||
+               (!ld->shutdown && ld->stage_box == STAGE_FREE &&
+                (next < n ? ld->inflight >= ld->n_workers : loader_stage_offers_only))) {
             pthread_cond_wait(&ld->ready_cv, &ld->lock);
         }
-        const int stop = ld->shutdown;
+        if (ld->stage_box != STAGE_FULL &&
+            (ld->shutdown || buf == NULL || (next >= n && !loader_stage_offers_only))) {
+            break; /* lock held */
+        }
+        const int offered = ld->stage_box == STAGE_FULL;
+        uint64_t chunk = offered ? ld->stage_chunk : order[next++];
+        uint64_t len = ld->stage_len;
         const uint64_t epoch = ld->plan_epoch;
+        ld->stage_box = STAGE_BUSY;
         pthread_mutex_unlock(&ld->lock);
-        if (stop) {
-            break;
+        /* Own reads that fail leave the chunk on the source; the refill path reports real
+         * errors. */
+        const int ok = offered || stage_read(ld, chunk, buf, &len);
+        if (ok && !offered) {
+            pthread_mutex_lock(&ld->lock);
+            loader_count_source(ld, epoch, len);
+            pthread_mutex_unlock(&ld->lock);
         }
-        fmt_chunk ch;
-        fmt_index_chunk(ld->ix, chunk, &ch);
-        const uint64_t len = fmt_align_up(ch.length);
-        const int fd = ds_segment_fd(ld->ds, ch.segment, 0);
-        if (fd < 0 || read_whole(fd, buf, len, ch.offset) != 0 ||
-            fmt_chunk_header_check(ld->ix, chunk, buf, len) != HDMLP_OK) {
-            continue; /* left on the source; the refill path reports real errors */
-        }
+        const int failed = ok && tier_ssd_store(t, chunk, buf, len) != HDMLP_OK;
         pthread_mutex_lock(&ld->lock);
-        loader_count_source(ld, epoch, len);
-        pthread_mutex_unlock(&ld->lock);
-        if (tier_ssd_store(t, chunk, buf, len) != HDMLP_OK) {
-            break; /* full or failing cache disk: stop staging */
+        ld->st.ssd_staged_chunks += ok && !failed;
+        ld->stage_box = STAGE_FREE;
+        if (failed) {
+            break; /* full or failing cache disk: stop staging (lock held) */
         }
-        pthread_mutex_lock(&ld->lock);
-        ld->st.ssd_staged_chunks++;
         pthread_mutex_unlock(&ld->lock);
     }
-    hd_map_free(buf, cap);
-    pthread_mutex_lock(&ld->lock);
+    ld->stage_box = STAGE_CLOSED;
+    ld->stage_buf = NULL;
     ld->stage_done = 1;
     pthread_cond_broadcast(&ld->ready_cv);
     pthread_mutex_unlock(&ld->lock);
+    hd_map_free(buf, cap);
     return NULL;
 }
 

@@ -195,10 +195,10 @@ const uint8_t *tier_ram_get(tier *t, uint64_t chunk)
 }
 
 /* planned[c]: 0 not yet, 1 first load planned, 2 finished (cached or abandoned). */
-int tier_ram_first_plan(tier *t, uint64_t chunk)
+int tier_first_plan(tier *t, uint64_t chunk)
 {
     pthread_mutex_lock(&t->lock);
-    const int first = t->place[chunk] == TIER_RAM && t->planned[chunk] == 0;
+    const int first = t->place[chunk] != TIER_SOURCE && t->planned[chunk] == 0;
     if (first) {
         t->planned[chunk] = 1;
     }
@@ -206,7 +206,7 @@ int tier_ram_first_plan(tier *t, uint64_t chunk)
     return first;
 }
 
-void tier_ram_abandon(tier *t, uint64_t chunk)
+void tier_first_done(tier *t, uint64_t chunk)
 {
     pthread_mutex_lock(&t->lock);
     t->planned[chunk] = 2;
@@ -217,7 +217,7 @@ void tier_ram_abandon(tier *t, uint64_t chunk)
 const uint8_t *tier_ram_wait(tier *t, uint64_t chunk)
 {
     pthread_mutex_lock(&t->lock);
-    while (t->planned[chunk] == 1 && t->ram[chunk] == NULL) {
+    while (t->place[chunk] == TIER_RAM && t->planned[chunk] == 1 && t->ram[chunk] == NULL) {
         pthread_cond_wait(&t->cached, &t->lock);
     }
     const uint8_t *p = t->ram[chunk];

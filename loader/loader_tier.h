@@ -36,12 +36,13 @@ const uint8_t *tier_ram_get(tier *t, uint64_t chunk);
  * RAM-placed chunk not cached yet; returns 1 if it took ownership, 0 if the caller keeps
  * it. */
 int tier_ram_put(tier *t, uint64_t chunk, uint8_t *buf, uint64_t len);
-/* Planning (one thread): returns 1 the first time it is asked about a RAM-placed chunk, so
- * that load reads the chunk whole and fills the cache; 0 otherwise. */
-int tier_ram_first_plan(tier *t, uint64_t chunk);
-/* The first load of a RAM-placed chunk has finished, whether or not it filled the cache;
- * loads waiting for it go on (to the cache or the source). */
-void tier_ram_abandon(tier *t, uint64_t chunk);
+/* Planning (one thread): returns 1 the first time it is asked about a RAM- or SSD-placed
+ * chunk, so that load reads the chunk whole and fills its cache (RAM, or the SSD stager when
+ * it is free); 0 otherwise. */
+int tier_first_plan(tier *t, uint64_t chunk);
+/* The first load of a chunk has finished, whether or not it filled the cache; loads
+ * waiting for it go on (to the cache or the source). */
+void tier_first_done(tier *t, uint64_t chunk);
 /* Blocks while the chunk's first (caching) load is planned but not finished; returns the
  * cached chunk or NULL. Later loads use it instead of reading the source again. */
 const uint8_t *tier_ram_wait(tier *t, uint64_t chunk);

@@ -163,7 +163,7 @@ static int run_job(ld_worker *w, ld_job *job)
     const refill_plan *p = &job->plan;
     tier *t = ld->tier;
     const int place = t != NULL ? tier_placement(t, job->chunk) : TIER_SOURCE;
-    if (place == TIER_RAM && !job->fills_ram) {
+    if (place == TIER_RAM && !job->first_load) {
         /* Waits while the chunk's first (caching) load is still running. */
         const uint8_t *ram = tier_ram_wait(t, job->chunk);
         if (ram != NULL) {
@@ -219,7 +219,10 @@ static int run_job(ld_worker *w, ld_job *job)
     if (rc == HDMLP_OK) {
         rc = decode_samples(w, job, w->buf, 0, seg);
     }
-    if (job->fills_ram) {
+    if (job->first_load && place == TIER_SSD && rc == HDMLP_OK && p->whole) {
+        stage_offer(ld, job->chunk, w->buf, p->buf_len); /* the stager may take it */
+    }
+    if (job->first_load && place == TIER_RAM) {
         /* A verified whole chunk is kept for the later loads; a bad one never is. */
         uint8_t *copy = rc == HDMLP_OK && p->whole ? hd_map_alloc(p->buf_len) : NULL;
         if (copy != NULL) {
@@ -253,8 +256,8 @@ void *worker_main(void *arg)
         pthread_mutex_unlock(&ld->lock);
 
         const int rc = run_job(w, job);
-        if (job->fills_ram) {
-            tier_ram_abandon(ld->tier, job->chunk); /* however it went: release waiters */
+        if (job->first_load) {
+            tier_first_done(ld->tier, job->chunk); /* however it went: release waiters */
         }
 
         pthread_mutex_lock(&ld->lock);
