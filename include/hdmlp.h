@@ -248,6 +248,22 @@ HDMLP_API int hdmlp_config_set_peers(hdmlp_config *cfg, const char *const *endpo
 HDMLP_API int hdmlp_config_set_listen(hdmlp_config *cfg, const char *address);
 /* Job token shared by all ranks; messages with another token are rejected. Default 0. */
 HDMLP_API int hdmlp_config_set_job_token(hdmlp_config *cfg, uint64_t token);
+/* Mutual TLS for the exchange between ranks. Off by default (plaintext). ca_file, cert_file
+ * and key_file name PEM files: the CA that signed the ranks' certificates, this rank's
+ * certificate (or chain) and its private key. Give all three (non-empty) or none: all NULL
+ * turns TLS off again; anything else is HDMLP_E_INVAL. The paths are copied; the files are
+ * read when hdmlp_loader_create sets up the exchange (world > 1): a missing or unreadable
+ * file fails it with HDMLP_E_IO, an empty or non-PEM one with HDMLP_E_INVAL, naming the
+ * file and its role. With TLS, each rank's server presents its certificate and requires a
+ * client certificate signed by the CA; each rank's client checks the server's certificate
+ * against the CA and against the host of that rank's "host:port" entry in the peers, so a
+ * certificate needs a subjectAltName for every host it is reached by (an IP SAN when the
+ * peers are IP addresses, as with hdmlp_config_bootstrap_mpi given an address). Every rank
+ * must enable TLS with the same CA: a peer that fails the handshake (other CA, name
+ * mismatch, plaintext) is reported like an unreachable one, HDMLP_E_PEER naming it within
+ * the peer timeout. The job token is still checked on every message. */
+HDMLP_API int hdmlp_config_set_tls(hdmlp_config *cfg, const char *ca_file,
+                                   const char *cert_file, const char *key_file);
 /* Cap on samples received ahead of need from peers (prefetches). 0 (the default) means
  * 10 % of the memory budget. Part of the memory budget, not added to it. */
 HDMLP_API int hdmlp_config_set_remote_memory(hdmlp_config *cfg, uint64_t bytes);

@@ -69,6 +69,10 @@ void bench_usage(FILE *f)
         "  --remote-memory SIZE cap on samples prefetched from peers, within the budget\n"
         "                       (default and 0: 10 % of the budget)\n"
         "  --peer-timeout MS    a silent peer fails the run after MS (default 5000)\n"
+        "  --tls-ca FILE        mutual TLS between the ranks (with --mpi or --peers; all\n"
+        "  --tls-cert FILE      three together): the CA (PEM) that signed every rank's\n"
+        "  --tls-key FILE       certificate, this rank's certificate and its key; the\n"
+        "                       certificates must name the peer hosts (IP SAN for addresses)\n"
         "\n"
         "  -h, --help           show this help;  -V, --version  show the version\n"
         "\n"
@@ -178,7 +182,10 @@ enum {
     OPT_TOKEN,
     OPT_PREFETCH,
     OPT_REMOTE_MEMORY,
-    OPT_PEER_TIMEOUT
+    OPT_PEER_TIMEOUT,
+    OPT_TLS_CA,
+    OPT_TLS_CERT,
+    OPT_TLS_KEY
 };
 
 static const struct option longopts[] = {
@@ -219,6 +226,9 @@ static const struct option longopts[] = {
     {"prefetch", required_argument, NULL, OPT_PREFETCH},
     {"remote-memory", required_argument, NULL, OPT_REMOTE_MEMORY},
     {"peer-timeout", required_argument, NULL, OPT_PEER_TIMEOUT},
+    {"tls-ca", required_argument, NULL, OPT_TLS_CA},
+    {"tls-cert", required_argument, NULL, OPT_TLS_CERT},
+    {"tls-key", required_argument, NULL, OPT_TLS_KEY},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
@@ -408,6 +418,14 @@ static int one_option(int c, const char *arg, char **argv, bench_opts *o)
         return bench_parse_u64(arg, &o->peer_timeout) != 0 || o->peer_timeout > UINT32_MAX
                    ? usage_error("--peer-timeout: invalid number of milliseconds '%s'", arg)
                    : -1;
+    case OPT_TLS_CA:
+    case OPT_TLS_CERT:
+    case OPT_TLS_KEY:
+        if (arg[0] == '\0') {
+            return usage_error("option '%s' needs a file name", argv[optind - 1]);
+        }
+        *(c == OPT_TLS_CA ? &o->tls_ca : c == OPT_TLS_CERT ? &o->tls_cert : &o->tls_key) = arg;
+        return -1;
     case 'h':
         bench_usage(stdout);
         return 0;
@@ -450,6 +468,13 @@ static int check_combinations(const bench_opts *o)
     }
     if (o->mpi && o->rank_set) {
         return usage_error("%s", "--rank comes from MPI with --mpi");
+    }
+    const int tls = (o->tls_ca != NULL) + (o->tls_cert != NULL) + (o->tls_key != NULL);
+    if (tls != 0 && tls != 3) {
+        return usage_error("%s", "--tls-ca, --tls-cert and --tls-key go together");
+    }
+    if (tls != 0 && !o->mpi && o->n_peers == 0) {
+        return usage_error("%s", "--tls-* secure the exchange: they need --mpi or --peers");
     }
     if ((o->ssd_dir != NULL) != o->ssd_capacity_set) {
         return usage_error("%s", "--ssd-cache DIR and --ssd-capacity SIZE go together");
@@ -559,6 +584,11 @@ int bench_configure(const bench_opts *o, hdmlp_config *cfg)
         st = st ? st
                 : rejected(hdmlp_config_set_peer_timeout(cfg, (uint32_t)o->peer_timeout),
                            "--peer-timeout");
+    }
+    if (o->tls_ca != NULL) {
+        st = st ? st
+                : rejected(hdmlp_config_set_tls(cfg, o->tls_ca, o->tls_cert, o->tls_key),
+                           "--tls-ca/--tls-cert/--tls-key");
     }
     if (o->n_peers > 0) {
         st = st ? st : rejected(hdmlp_config_set_peers(cfg, o->peers, o->n_peers), "--peers");

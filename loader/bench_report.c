@@ -308,6 +308,7 @@ static void json_context(bench_json *j, const bench_opts *o, hdmlp_dataset *ds)
     } else {
         bench_json_string(j, "peer_timeout_ms", "default");
     }
+    bench_json_bool(j, "tls", o->tls_ca != NULL);
     bench_json_end(j);
 }
 

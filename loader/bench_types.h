@@ -60,6 +60,7 @@ typedef struct bench_opts {
     int remote_memory_set;
     uint64_t peer_timeout;
     int peer_timeout_set;
+    const char *tls_ca, *tls_cert, *tls_key; /* --tls-*: all three or none */
 } bench_opts;
 
 /* One rank's results: the loader's counters and what the training loop saw. */

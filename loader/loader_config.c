@@ -29,6 +29,9 @@ void config_defaults(struct hdmlp_config *cfg)
     cfg->n_peers = 0;
     cfg->listen = NULL;
     cfg->token = 0;
+    cfg->tls_ca = NULL;
+    cfg->tls_cert = NULL;
+    cfg->tls_key = NULL;
     cfg->remote_memory = 0;
     cfg->prefetch = 256;
     cfg->peer_timeout_ms = 5000;
@@ -72,10 +75,21 @@ void config_clear(struct hdmlp_config *cfg)
     free_peers(cfg->peers, cfg->n_peers);
     hd_free(cfg->listen);
     hd_free(cfg->ssd_dir);
+    hd_free(cfg->tls_ca);
+    hd_free(cfg->tls_cert);
+    hd_free(cfg->tls_key);
     cfg->peers = NULL;
     cfg->n_peers = 0;
     cfg->listen = NULL;
     cfg->ssd_dir = NULL;
+    cfg->tls_ca = cfg->tls_cert = cfg->tls_key = NULL;
+}
+
+/* *dst = a copy of src (NULL stays NULL); 0, or -1 when out of memory. */
+static int dup_opt(char **dst, const char *src)
+{
+    *dst = src != NULL ? dup_str(src) : NULL;
+    return src != NULL && *dst == NULL ? -1 : 0;
 }
 
 int config_copy(struct hdmlp_config *dst, const struct hdmlp_config *src)
@@ -84,18 +98,17 @@ int config_copy(struct hdmlp_config *dst, const struct hdmlp_config *src)
     dst->peers = NULL;
     dst->listen = NULL;
     dst->ssd_dir = NULL;
+    dst->tls_ca = dst->tls_cert = dst->tls_key = NULL;
     if (src->peers != NULL) {
         dst->peers = dup_peers((const char *const *)src->peers, src->n_peers);
     }
-    if (src->listen != NULL) {
-        dst->listen = dup_str(src->listen);
-    }
-    if (src->ssd_dir != NULL) {
-        dst->ssd_dir = dup_str(src->ssd_dir);
-    }
-    if ((src->peers != NULL && dst->peers == NULL) ||
-        (src->listen != NULL && dst->listen == NULL) ||
-        (src->ssd_dir != NULL && dst->ssd_dir == NULL)) {
+    int fail = src->peers != NULL && dst->peers == NULL;
+    fail |= dup_opt(&dst->listen, src->listen);
+    fail |= dup_opt(&dst->ssd_dir, src->ssd_dir);
+    fail |= dup_opt(&dst->tls_ca, src->tls_ca);
+    fail |= dup_opt(&dst->tls_cert, src->tls_cert);
+    fail |= dup_opt(&dst->tls_key, src->tls_key);
+    if (fail) {
         config_clear(dst);
         return hd_err(HDMLP_E_NOMEM, "config: out of memory");
     }
@@ -318,6 +331,48 @@ int hdmlp_config_set_job_token(hdmlp_config *cfg, uint64_t token)
 {
     CHECK_CFG(cfg);
     cfg->token = token;
+    return HDMLP_OK;
+}
+
+int hdmlp_config_set_tls(hdmlp_config *cfg, const char *ca_file, const char *cert_file,
+                         const char *key_file)
+{
+    CHECK_CFG(cfg);
+    const char *const names[3] = {"ca_file", "cert_file", "key_file"};
+    const char *const paths[3] = {ca_file, cert_file, key_file};
+    const int given = (ca_file != NULL) + (cert_file != NULL) + (key_file != NULL);
+    if (given != 0 && given != 3) {
+        for (int i = 0; i < 3; i++) {
+            if (paths[i] == NULL) {
+                return hd_err(HDMLP_E_INVAL,
+                              "tls: %s is NULL; give the CA, certificate and key files "
+                              "together (or all NULL for no TLS)",
+                              names[i]);
+            }
+        }
+    }
+    for (int i = 0; given == 3 && i < 3; i++) {
+        if (paths[i][0] == '\0') {
+            return hd_err(HDMLP_E_INVAL, "tls: %s is an empty path", names[i]);
+        }
+    }
+    char *d[3] = {NULL, NULL, NULL};
+    int fail = 0;
+    for (int i = 0; i < 3; i++) {
+        fail |= dup_opt(&d[i], paths[i]);
+    }
+    if (fail) {
+        for (int i = 0; i < 3; i++) {
+            hd_free(d[i]);
+        }
+        return hd_err(HDMLP_E_NOMEM, "tls: out of memory");
+    }
+    hd_free(cfg->tls_ca);
+    hd_free(cfg->tls_cert);
+    hd_free(cfg->tls_key);
+    cfg->tls_ca = d[0];
+    cfg->tls_cert = d[1];
+    cfg->tls_key = d[2];
     return HDMLP_OK;
 }
 

@@ -223,7 +223,10 @@ static void call_done(rpc_tr *t, rpc_call *c)
             }
             rpc_lane_fail(t, l, "no answer within %u ms (%s; %s)", t->cfg.peer_timeout_ms,
                           cs == GRPC_CHANNEL_READY ? "connected, peer not responding"
-                                                   : "cannot connect",
+                          : t->tls.ca != NULL
+                              ? "cannot connect or TLS handshake failed: check that it "
+                                "uses TLS, with a certificate of our CA naming its host"
+                              : "cannot connect",
                           last);
         } else {
             rpc_lane_fail(t, l, "%s call failed: %s%s%s", c->probe ? "probe" : "delivery",
@@ -348,7 +351,11 @@ int rpc_client_start(rpc_tr *t)
     if (t->ccq == NULL) {
         return hd_err(HDMLP_E_NOMEM, "rpc: cannot create a completion queue");
     }
-    grpc_channel_credentials *creds = grpc_insecure_credentials_create();
+    grpc_channel_credentials *creds = rpc_tls_channel_creds(&t->tls);
+    if (creds == NULL) {
+        return hd_err(HDMLP_E_INVAL, "rpc: gRPC refused the TLS client credentials (%s, %s)",
+                      t->cfg.tls_cert, t->cfg.tls_key);
+    }
     for (uint32_t r = 0; r < t->world; r++) {
         rpc_lane *l = &t->lanes[r];
         l->rank = r;

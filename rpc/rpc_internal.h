@@ -7,6 +7,7 @@
 
 #include <grpc/byte_buffer.h>
 #include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
 #include <pthread.h>
 
 #define RPC_METHOD "/hdmlp.Peer/Deliver"
@@ -54,9 +55,26 @@ typedef struct rpc_lane {
     char why[256];
 } rpc_lane;
 
+/* rpc_tls.c: the PEM text of cfg->tls_* (all NULL: plaintext). */
+typedef struct rpc_tls {
+    char *ca, *cert, *key;
+} rpc_tls;
+
+/* Reads the files of hdmlp_config_set_tls (nothing when TLS is off). HDMLP_E_IO for a
+ * missing or unreadable file, HDMLP_E_INVAL for an empty or non-PEM one, naming it. */
+int rpc_tls_load(const struct hdmlp_config *cfg, rpc_tls *out);
+/* Wipes and frees the PEM text. */
+void rpc_tls_free(rpc_tls *tls);
+/* Credentials for the channels / the server: insecure when TLS is off, else mutual TLS
+ * (the server requires and verifies a client certificate signed by the CA). After
+ * grpc_init(); NULL when gRPC refuses them. The caller releases them. */
+grpc_channel_credentials *rpc_tls_channel_creds(const rpc_tls *tls);
+grpc_server_credentials *rpc_tls_server_creds(const rpc_tls *tls);
+
 typedef struct rpc_tr {
     peer_transport base; /* first: peer_transport * <-> rpc_tr * */
     struct hdmlp_config cfg;
+    rpc_tls tls;
     peer_handler h;
     rpc_opts o;
     rpc_check chk;

@@ -238,9 +238,21 @@ int rpc_server_start(rpc_tr *t)
     grpc_server_register_completion_queue(t->srv, t->scq, NULL);
     t->srv_method = grpc_server_register_method(t->srv, RPC_METHOD, NULL,
                                                 GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER, 0);
-    grpc_server_credentials *creds = grpc_insecure_server_credentials_create();
+    grpc_server_credentials *creds = rpc_tls_server_creds(&t->tls);
+    if (creds == NULL) {
+        return hd_err(HDMLP_E_INVAL, "rpc: gRPC refused the TLS server credentials (%s, %s)",
+                      t->cfg.tls_cert, t->cfg.tls_key);
+    }
     t->port = grpc_server_add_http2_port(t->srv, t->listen, creds);
     grpc_server_credentials_release(creds);
+    if (t->port == 0 && t->tls.ca != NULL) {
+        /* rpc_bind_check passed, so it is most likely the certificate or key. */
+        return hd_err(HDMLP_E_INVAL,
+                      "rpc: cannot listen on %s with TLS: gRPC refused the certificate "
+                      "\"%s\" with the key \"%s\" (a key of another certificate, or an "
+                      "unusable PEM?)",
+                      t->listen, t->cfg.tls_cert, t->cfg.tls_key);
+    }
     if (t->port == 0) {
         return hd_err(HDMLP_E_IO, "rpc: cannot listen on %s (gRPC could not bind it)",
                       t->listen);

@@ -84,6 +84,7 @@ static void tr_free(rpc_tr *t)
         rpc_fifo_free(&t->lanes[r].prefetch);
     }
     hd_free(t->lanes);
+    rpc_tls_free(&t->tls);
     config_clear(&t->cfg);
     pthread_cond_destroy(&t->cv);
     pthread_mutex_destroy(&t->lock);
@@ -180,6 +181,12 @@ int rpc_transport_create_opts(const struct hdmlp_config *cfg, const peer_handler
     if (config_copy(&t->cfg, cfg) != HDMLP_OK) {
         hd_free(t);
         return HDMLP_E_NOMEM;
+    }
+    const int trc = rpc_tls_load(cfg, &t->tls);
+    if (trc != HDMLP_OK) {
+        config_clear(&t->cfg);
+        hd_free(t);
+        return trc;
     }
     pthread_mutex_init(&t->lock, NULL);
     pthread_condattr_t ca;

@@ -1,5 +1,6 @@
-# rpc/ tests: codec and gRPC transport on loopback (tests/test_rpc.c), and the MPI
-# bootstrap under mpirun (tests/rpc_mpi_boot.c). Included from tests/CMakeLists.txt.
+# rpc/ tests: codec and gRPC transport on loopback (tests/test_rpc.c), its optional TLS
+# (tests/test_tls.c, tests/dist/dist_tls.sh), and the MPI bootstrap under mpirun
+# (tests/rpc_mpi_boot.c). Included from tests/CMakeLists.txt.
 hdmlp_add_test(NAME test_rpc
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_rpc.c ${CMAKE_CURRENT_LIST_DIR}/support/testds.c
   LIBS PkgConfig::GRPC
@@ -32,3 +33,20 @@ target_link_libraries(rpc_stress PRIVATE hdmlp_static)
 target_include_directories(rpc_stress PRIVATE ${PROJECT_SOURCE_DIR}/rpc)
 add_test(NAME rpc_stress COMMAND rpc_stress)
 set_tests_properties(rpc_stress PROPERTIES TIMEOUT 300 LABELS threads)
+
+# Mutual TLS for the exchange (tests/test_tls.c), with the committed test certificates of
+# tests/data/tls (regenerate with tests/data/tls/make.sh).
+hdmlp_add_test(NAME test_tls
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_tls.c ${CMAKE_CURRENT_LIST_DIR}/support/testds.c
+  TIMEOUT 120)
+target_include_directories(test_tls PRIVATE ${PROJECT_SOURCE_DIR}/rpc ${CMAKE_CURRENT_LIST_DIR}
+  $<TARGET_PROPERTY:hdmlp_rpc,INTERFACE_INCLUDE_DIRECTORIES>)
+set_tests_properties(test_tls PROPERTIES LABELS rpc)
+# hdmlp-bench with --tls-* over --peers and --mpi (tests/dist/dist_tls.sh; exit 77 = skipped).
+if(TARGET hdmlp-bench AND TARGET hdmlp-pack)
+  add_test(NAME dist_tls
+           COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/dist/dist_tls.sh $<TARGET_FILE:hdmlp-bench>
+                   $<TARGET_FILE:hdmlp-pack> ${CMAKE_CURRENT_BINARY_DIR}/tmp/dist)
+  set_tests_properties(dist_tls PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77 LABELS "rpc;dist"
+    ENVIRONMENT "HDMLP_MPIRUN=${HDMLP_MPIRUN};HDMLP_PYTHON=/usr/bin/python3")
+endif()
