@@ -22,8 +22,49 @@ static int opt_u64(py_state *st, PyObject *obj, const char *param, uint64_t dflt
     return py_arg_u64(st, obj, param, out);
 }
 
+/* tls=(ca_file, cert_file, key_file): str or os.PathLike each (a[21]; None = off). */
+static int configure_tls(py_state *st, hdmlp_config *cfg, PyObject *arg)
+{
+    static const char *const what = "tls: expected None or (ca_file, cert_file, key_file)";
+    if (arg == NULL || arg == Py_None) {
+        return 0;
+    }
+    if (PyUnicode_Check(arg) || PyBytes_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, what);
+        return -1;
+    }
+    PyObject *seq = PySequence_Fast(arg, what);
+    if (seq == NULL) {
+        return -1;
+    }
+    if (PySequence_Fast_GET_SIZE(seq) != 3) {
+        Py_DECREF(seq);
+        PyErr_SetString(PyExc_TypeError, what);
+        return -1;
+    }
+    PyObject *paths[3] = {NULL, NULL, NULL};
+    int rc = 0;
+    for (int i = 0; rc == 0 && i < 3; i++) {
+        if (!PyUnicode_FSConverter(PySequence_Fast_GET_ITEM(seq, i), &paths[i])) {
+            rc = -1;
+        }
+    }
+    if (rc == 0) {
+        rc = set_or_raise(st,
+                          hdmlp_config_set_tls(cfg, PyBytes_AS_STRING(paths[0]),
+                                               PyBytes_AS_STRING(paths[1]),
+                                               PyBytes_AS_STRING(paths[2])),
+                          "tls");
+    }
+    for (int i = 0; i < 3; i++) {
+        Py_XDECREF(paths[i]);
+    }
+    Py_DECREF(seq);
+    return rc;
+}
+
 /* Distributed settings: peers, listen, job_token, remote_memory, prefetch, peer_timeout
- * (a[14..19]; NULL or None = library default). */
+ * (a[14..19]; NULL or None = library default), tls (a[21]). */
 static int configure_peers(py_state *st, hdmlp_dataset *ds, hdmlp_config *cfg,
                            PyObject *const *a)
 {
@@ -114,15 +155,15 @@ static int configure_peers(py_state *st, hdmlp_dataset *ds, hdmlp_config *cfg,
             return -1;
         }
     }
-    return 0;
+    return configure_tls(st, cfg, a[21]);
 }
 
 int py_loader_configure(py_state *st, hdmlp_dataset *ds, hdmlp_config *cfg, PyObject *const *a,
                         py_loader_params *p)
 {
     /* a: batch_size, memory, seed, epochs, rank, world, drop_last, threads, refill, policy,
-     * engine, lookahead, direct_io, storage_cost, then configure_peers's, then on_corrupt
-     * (NULL = not given) */
+     * engine, lookahead, direct_io, storage_cost, then configure_peers's, then on_corrupt,
+     * tls (NULL = not given) */
     static const char *const refills[] = {"auto", "whole", "ranges"};
     static const char *const policies[] = {"fill-rate", "random"};
     static const char *const engines[] = {"auto", "pread", "io_uring"};

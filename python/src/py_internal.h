@@ -130,8 +130,8 @@ typedef struct py_loader_params {
 /* Loader arguments after the dataset, in keyword order: batch_size, memory, seed, epochs,
  * rank, world, drop_last, threads, refill, policy, engine, lookahead, direct_io,
  * storage_cost, peers, listen, job_token, remote_memory, prefetch, peer_timeout,
- * on_corrupt (py_loader_configure handles these), then state (py_loader.c). */
-#define PY_LOADER_NARGS 22
+ * on_corrupt, tls (py_loader_configure handles these), then state (py_loader.c). */
+#define PY_LOADER_NARGS 23
 /* Checks a[0..PY_LOADER_NARGS) (NULL = not given) and applies them to cfg; fills *p. 0, or
  * -1 with the exception set. */
 int py_loader_configure(py_state *st, hdmlp_dataset *ds, hdmlp_config *cfg, PyObject *const *a,

@@ -246,16 +246,17 @@ static int fetch(py_state *st, LoaderObject *self, hdmlp_batch **out)
 static PyObject *loader_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {
-        "dataset",       "batch_size", "memory",       "seed",       "epochs", "rank",
-        "world",         "drop_last",  "threads",      "refill",     "policy", "engine",
-        "lookahead",     "direct_io",  "storage_cost", "peers",      "listen", "job_token",
-        "remote_memory", "prefetch",   "peer_timeout", "on_corrupt", "state",  NULL};
+        "dataset",      "batch_size", "memory",    "seed",          "epochs",
+        "rank",         "world",      "drop_last", "threads",       "refill",
+        "policy",       "engine",     "lookahead", "direct_io",     "storage_cost",
+        "peers",        "listen",     "job_token", "remote_memory", "prefetch",
+        "peer_timeout", "on_corrupt", "tls",       "state",         NULL};
     PyObject *dataset = NULL;
     PyObject *a[PY_LOADER_NARGS] = {NULL};
     if (!PyArg_ParseTupleAndKeywords(
-            args, kwds, "OOO|$OOOOOOOOOOOOOOOOOOOO:Loader", kwlist, &dataset, &a[0], &a[1],
+            args, kwds, "OOO|$OOOOOOOOOOOOOOOOOOOOO:Loader", kwlist, &dataset, &a[0], &a[1],
             &a[2], &a[3], &a[4], &a[5], &a[6], &a[7], &a[8], &a[9], &a[10], &a[11], &a[12],
-            &a[13], &a[14], &a[15], &a[16], &a[17], &a[18], &a[19], &a[20], &a[21])) {
+            &a[13], &a[14], &a[15], &a[16], &a[17], &a[18], &a[19], &a[20], &a[21], &a[22])) {
         return NULL;
     }
     py_state *st = py_state_from_type(type);
@@ -700,16 +701,18 @@ PyDoc_STRVAR(
     "       drop_last=False, threads=2, refill='auto', policy='fill-rate', engine='auto',\n"
     "       lookahead=0, direct_io=False, storage_cost=None, peers=None, listen=None,\n"
     "       job_token=None, remote_memory=None, prefetch=None, peer_timeout=None,\n"
-    "       on_corrupt='fail', state=None)\n\n"
+    "       on_corrupt='fail', tls=None, state=None)\n\n"
     "Batches in a globally random order, each sample once per epoch, within `memory` bytes\n"
     "(int, or '256M', '1.5GiB', '25%' of the dataset's raw bytes). dataset: a Dataset or a\n"
     "path. seed None means 0: every rank must use the same seed. epochs None = unbounded.\n"
     "world > 1: peers lists every rank's 'host:port' in rank order (this rank listens on\n"
     "its own entry, or on `listen`); job_token, remote_memory (like memory), prefetch\n"
     "(window) and peer_timeout (seconds) as in hdmlp.h. hdmlp.torch fills them from\n"
-    "torch.distributed. on_corrupt='skip' leaves corrupt or unreadable samples out of\n"
-    "their batch (which is then shorter), counts them in stats()['skipped_samples'] and\n"
-    "names the last in last_skip; 'fail' raises CorruptDataError / StorageError.\n"
+    "torch.distributed. tls=(ca_file, cert_file, key_file): mutual TLS between the ranks\n"
+    "(PEM paths, as hdmlp_config_set_tls; every rank must use it). on_corrupt='skip' leaves\n"
+    "corrupt or unreadable samples out of their batch (which is then shorter), counts them in\n"
+    "stats()['skipped_samples'] and names the last in last_skip; 'fail' raises\n"
+    "CorruptDataError / StorageError.\n"
     "state: a dict from state_dict() to resume from (see load_state_dict).\n\n"
     "for batch in loader: one epoch (len(loader) batches); each new iteration delivers the\n"
     "next epoch, as with a PyTorch DataLoader. Leaving an epoch early and iterating again\n"
