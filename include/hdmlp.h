@@ -229,7 +229,9 @@ HDMLP_API int hdmlp_config_set_calibrate(hdmlp_config *cfg, int on);
 /* Chunk tiers (DESIGN.md §6). The chunks this rank loads most often (by a forecast of the
  * first two planned epochs) are kept in a RAM chunk cache of `bytes` (taken from the memory
  * budget, not added to it); HDMLP_RAM_CACHE_AUTO (the default) caches every chunk when the
- * dataset's stored bytes fit in half the budget and nothing otherwise; 0 disables. */
+ * budget holds the dataset's chunks (stored, 4 KiB-aligned) plus an eighth of that for
+ * abstract memory plus the read buffers and two batches, and nothing otherwise (a dataset
+ * that fits is then read from storage once per run); 0 disables. */
 #define HDMLP_RAM_CACHE_AUTO UINT64_MAX
 HDMLP_API int hdmlp_config_set_ram_cache(hdmlp_config *cfg, uint64_t bytes);
 /* A local-SSD chunk cache: the next most-loaded chunks, up to `capacity` bytes, are copied

@@ -39,7 +39,7 @@ void bench_usage(FILE *f)
         "  --bandwidth RATE     storage cost model: bytes per second (SIZE suffixes apply)\n"
         "  --calibrate          measure the storage cost model at start-up (a short probe)\n"
         "  --ram-cache SIZE     RAM chunk cache within the budget: SIZE, auto (the default:\n"
-        "                       everything when the dataset fits in half the budget) or 0\n"
+        "                       everything when the dataset fits with 1/8 to spare) or 0\n"
         "  --ssd-cache DIR      local chunk cache directory (needs --ssd-capacity)\n"
         "  --ssd-capacity SIZE  bytes the SSD cache may hold (0: tier off)\n"
         "  --compute-ms MS      simulated compute per batch (sleep), default 0\n"

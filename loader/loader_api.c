@@ -67,6 +67,8 @@ static void loader_release_all(hdmlp_loader *ld)
     hd_free(ld->epoch_source);
     tier_free(ld->tier);
     ld->tier = NULL;
+    hd_map_free(ld->stage_buf, ld->stage_cap);
+    ld->stage_buf = NULL;
     ld->epoch_source = NULL;
     sched_free(ld->sch);
     for (uint32_t i = 0; i < ld->n_workers; i++) {
@@ -212,6 +214,17 @@ int loader_create_with(hdmlp_dataset *ds, const hdmlp_config *cfg,
         if (probe_directory(ld->cfg.ssd_dir, &lim, &sp) == HDMLP_OK) {
             ld->st.ssd_op_ns = (uint64_t)(sp.op_us * 1000.0);
             ld->st.ssd_bytes_per_s = (uint64_t)sp.bytes_per_s;
+        }
+    }
+    if (rc == HDMLP_OK && ld->tier != NULL && ld->cfg.ssd_dir != NULL) {
+        /* The stager's buffer (reserved in the budget) is open to the first loads' offers
+         * from the start. */
+        ld->stage_cap = refill_max_buffer(ld->ix);
+        ld->stage_buf = hd_map_alloc(ld->stage_cap);
+        ld->stage_box = STAGE_FREE;
+        if (ld->stage_buf == NULL) {
+            rc = hd_err(HDMLP_E_NOMEM, "loader: cannot map the SSD stager's %llu-byte buffer",
+                        (unsigned long long)ld->stage_cap);
         }
     }
     for (uint32_t i = 0; rc == HDMLP_OK && i < cfg->threads; i++) {

@@ -148,8 +148,9 @@ struct hdmlp_loader {
     int stage_done;
     /* The stager's buffer doubles as a mailbox: a worker whose whole source read is the first
      * load of an unstaged SSD chunk copies it in when the stager is free (never waits). */
-    int stage_box; /* STAGE_* */
-    uint8_t *stage_buf;
+    int stage_box;      /* STAGE_* */
+    uint8_t *stage_buf; /* stage_cap bytes, mapped at create */
+    uint64_t stage_cap;
     uint64_t stage_chunk, stage_len;
 
     /* peers */

@@ -117,10 +117,12 @@ int loader_size(const fmt_index *ix, const struct hdmlp_config *cfg, loader_sizi
     const uint64_t base = io + batches + remote_cap;
     uint64_t ram = cfg->ram_cache;
     if (ram == HDMLP_RAM_CACHE_AUTO) {
-        /* Cache every chunk when the dataset fits in half the budget and the rest still
-         * holds one abstract chunk. */
+        /* Cache every chunk when the budget holds them all (aligned), the reserve above,
+         * and abstract memory for an eighth of the dataset (at least two chunks): each chunk
+         * is then read from the source once per run. */
         const uint64_t all = aligned_chunk_bytes(ix);
-        ram = all <= cfg->memory / 2 && cfg->memory >= base + all + 2 * one_chunk ? all : 0;
+        const uint64_t rest = all / 8 > 2 * one_chunk ? all / 8 : 2 * one_chunk;
+        ram = cfg->memory >= base + all + rest ? all : 0;
     }
     const uint64_t reserve = base + ram;
     const uint64_t min_avail = one_chunk + (one_chunk + 6) / 7;

@@ -83,15 +83,10 @@ void *stage_main(void *arg)
     tier *t = ld->tier;
     uint64_t n = 0;
     const uint64_t *order = tier_ssd_order(t, &n);
-    const uint64_t cap = refill_max_buffer(ld->ix);
-    uint8_t *buf = hd_map_alloc(cap);
-    pthread_mutex_lock(&ld->lock);
-    ld->stage_buf = buf;
-    ld->stage_box = buf != NULL ? STAGE_FREE : STAGE_CLOSED;
-    pthread_mutex_unlock(&ld->lock);
+    uint8_t *buf = ld->stage_buf;
     /* Own reads: the next chunk in first-use order (none in the tests' offers-only mode,
      * which then ends at shutdown only). */
-    uint64_t next = buf != NULL && !loader_stage_offers_only ? 0 : n;
+    uint64_t next = loader_stage_offers_only ? n : 0;
     for (;;) {
         while (next < n && tier_ssd_staged(t, order[next])) {
             next++;
@@ -104,7 +99,7 @@ void *stage_main(void *arg)
             pthread_cond_wait(&ld->ready_cv, &ld->lock);
         }
         if (ld->stage_box != STAGE_FULL &&
-            (ld->shutdown || buf == NULL || (next >= n && !loader_stage_offers_only))) {
+            (ld->shutdown || (next >= n && !loader_stage_offers_only))) {
             break; /* lock held */
         }
         const int offered = ld->stage_box == STAGE_FULL;
@@ -131,11 +126,9 @@ void *stage_main(void *arg)
         pthread_mutex_unlock(&ld->lock);
     }
     ld->stage_box = STAGE_CLOSED;
-    ld->stage_buf = NULL;
     ld->stage_done = 1;
     pthread_cond_broadcast(&ld->ready_cv);
     pthread_mutex_unlock(&ld->lock);
-    hd_map_free(buf, cap);
     return NULL;
 }
 

@@ -267,9 +267,8 @@ for regime in $REGIMES; do
     ds=$MNT/ds_$x
     # The local tier's limit: the same loader reading an unthrottled copy on the root disk.
     run "$regime" local "$WORK/local/ds_$x" 25 -- --ram-cache 0
-    run "$regime" off "$ds" 25 -- --ram-cache 0
-    # SSD 0 %: hdmlp-bench rejects --ssd-capacity 0 and the API treats capacity 0 as "no SSD
-    # tier", so 0 % is the 'off' run (the report lists it as ssd0 = off).
+    # SSD 0 %: capacity 0 turns the tier off (as in the API), so this is the 'off' run.
+    run "$regime" off "$ds" 25 -- --ram-cache 0 --ssd-cache "$SSD" --ssd-capacity 0
     for pct in 25 50 100; do
         rm -rf "$SSD"
         mkdir -p "$SSD"
