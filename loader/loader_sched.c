@@ -38,6 +38,7 @@ struct sched {
     uint64_t *size;     /* N: raw sizes, copied from the index for locality */
     uint64_t occupied;
     uint64_t slot_bytes;
+    fmt_rng pick; /* policy random: the epoch's draws among eligible chunks */
 };
 
 static uint64_t raw_size(const sched *s, uint64_t x) { return s->size[x]; }
@@ -188,6 +189,7 @@ int sched_begin_epoch(sched *s, uint64_t epoch)
     }
     fmt_rng rng;
     fmt_rng_seed(&rng, s->p.seed, ~epoch);
+    fmt_rng_seed(&s->pick, s->p.seed, ~epoch ^ 0x5049434bull); /* "PICK" */
     for (uint64_t c = 0; c < s->c; c++) {
         uint64_t *u = s->unfilled + c * s->w;
         const uint32_t m = chunk_samples(s, c);
@@ -233,22 +235,37 @@ static int is_unfilled(const sched *s, uint64_t c, uint32_t t)
     return (s->unfilled[c * s->w + t / 64] >> (t % 64)) & 1;
 }
 
+/* Policy random: a uniform draw among the chunks of the group whose slot t is unfilled. */
+static uint64_t random_chunk(sched *s, const uint32_t *ord, uint64_t count, uint32_t t)
+{
+    uint64_t m = 0;
+    for (uint64_t i = 0; i < count; i++) {
+        m += (uint64_t)is_unfilled(s, ord[i], t);
+    }
+    uint64_t r = fmt_rng_below(&s->pick, m);
+    for (uint64_t i = 0;; i++) {
+        if (is_unfilled(s, ord[i], t) && r-- == 0) {
+            return ord[i];
+        }
+    }
+}
+
 /* The eligible chunk for a miss at slot t of group g: the fill-rate maximum, first in the
- * epoch's random order among ties; or simply the first for policy random. The group's
- * chunks are consecutive, so their order and masks are a few cache lines. */
-static uint64_t choose_chunk(const sched *s, uint64_t g, uint32_t t)
+ * epoch's random order among ties; or a uniform draw for policy random. The group's chunks
+ * are consecutive, so their order and masks are a few cache lines. */
+static uint64_t choose_chunk(sched *s, uint64_t g, uint32_t t)
 {
     const uint64_t *empty = s->empty + g * s->w;
     const uint32_t *ord = s->ord + group_first_chunk(s, g);
     const uint64_t count = group_chunks(s, g);
+    if (s->p.policy == HDMLP_POLICY_RANDOM) {
+        return random_chunk(s, ord, count, t);
+    }
     uint64_t i = 0;
     while (!is_unfilled(s, ord[i], t)) {
         i++; /* the caller checked that one exists */
     }
     uint64_t best = ord[i];
-    if (s->p.policy == HDMLP_POLICY_RANDOM) {
-        return best;
-    }
     uint32_t upper = 0;
     for (uint32_t j = 0; j < s->w; j++) {
         upper += (uint32_t)__builtin_popcountll(empty[j]);

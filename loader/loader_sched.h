@@ -9,17 +9,16 @@
  *   miss — pick a chunk c' of group g whose sample at slot s is unfilled this epoch,
  *          maximising the fill rate |{t : slot (g,t) empty and (c',t) unfilled}|; ties go
  *          to the first such chunk in the group's seeded random chunk order of the epoch
- *          (policy random: the first eligible chunk in that order). Every fillable sample
- *          is placed (the requested slot's sample is delivered at once), subject to the
- *          logical byte cap on valid slots: other slots are filled in increasing slot order
- *          while the cap holds. Valid slots are never evicted.
- * Relaxed mode (opt-in): a request is served by the valid slot of its abstract chunk
- * nearest its own slot (cyclically), and a refill happens only when the abstract chunk holds
- * no valid slot; it delivers the requested slot's sample when that is unfilled, else the
- * next unfilled slot's. Each request still consumes one sample of its group, so every
- * sample is delivered exactly once per epoch.
- * Decisions depend only on (index, A, policy, seed, cap) and the request sequence, so the
- * delivered order is deterministic. Not thread-safe: one caller at a time.
+ *          (policy random: a seeded uniform draw among the eligible chunks). Every fillable
+ * sample is placed (the requested slot's sample is delivered at once), subject to the logical
+ * byte cap on valid slots: other slots are filled in increasing slot order while the cap holds.
+ * Valid slots are never evicted. Relaxed mode (opt-in): a request is served by the valid slot
+ * of its abstract chunk nearest its own slot (cyclically), and a refill happens only when the
+ * abstract chunk holds no valid slot; it delivers the requested slot's sample when that is
+ * unfilled, else the next unfilled slot's. Each request still consumes one sample of its group,
+ * so every sample is delivered exactly once per epoch. Decisions depend only on (index, A,
+ * policy, seed, cap) and the request sequence, so the delivered order is deterministic. Not
+ * thread-safe: one caller at a time.
  */
 #ifndef HDMLP_LOADER_SCHED_H
 #define HDMLP_LOADER_SCHED_H
