@@ -4,7 +4,7 @@
 set -euo pipefail
 
 PKGS=(
-  build-essential cmake pkg-config gcc clang clang-format git
+  build-essential cmake pkg-config gcc clang clang-format git openssl
   libarchive-dev libzstd-dev libxxhash-dev
   libgrpc-dev protobuf-c-compiler libprotobuf-c-dev
   libopenmpi-dev openmpi-bin

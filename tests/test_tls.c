@@ -6,7 +6,8 @@
  * same sequence as without TLS; a rank whose certificate comes from another CA, and a
  * plaintext rank among TLS ones, are refused (HDMLP_E_PEER naming the rank, within a few
  * peer timeouts, no hang); unusable files fail hdmlp_loader_create naming file and role;
- * the setter takes all three files or none.
+ * the setter takes all three files or none. tls_bench prints what TLS costs the transport
+ * (connection set-up, one-at-a-time latency, 64 KiB and 1 MiB message throughput).
  * Ports come from rpc_pick_endpoint("127.0.0.1").
  */
 #include "hdmlp.h"
@@ -429,4 +430,185 @@ Test(tls_loader, single_rank_ignores_tls, .timeout = 20)
     hdmlp_loader_free(ld);
     hdmlp_config_free(cfg);
     fixture_close(&f);
+}
+
+/* ---- what TLS costs the transport ----------------------------------------------------------
+ */
+
+typedef struct counter {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    uint64_t n, errors;
+} counter;
+
+static void count_msg(void *ctx, const peer_msg *m)
+{
+    (void)m;
+    counter *c = ctx;
+    pthread_mutex_lock(&c->mu);
+    c->n++;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+}
+
+static void count_error(void *ctx, uint32_t rank, int code, const char *detail)
+{
+    (void)rank;
+    (void)code;
+    (void)detail;
+    counter *c = ctx;
+    pthread_mutex_lock(&c->mu);
+    c->errors++;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* Waits (up to 30 s) until c has seen n messages. */
+static void counter_wait(counter *c, uint64_t n)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 30;
+    pthread_mutex_lock(&c->mu);
+    while (c->n < n && c->errors == 0) {
+        if (pthread_cond_timedwait(&c->cv, &c->mu, &until) != 0) {
+            break;
+        }
+    }
+    const uint64_t got = c->n, errors = c->errors;
+    pthread_mutex_unlock(&c->mu);
+    cr_assert(got >= n && errors == 0, "%llu of %llu messages, %llu errors",
+              (unsigned long long)got, (unsigned long long)n, (unsigned long long)errors);
+}
+
+static uint64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+typedef struct cost {
+    double connect_ms, one_at_a_time_us, mb_s_64k, mb_s_1m;
+} cost;
+
+static peer_msg bench_msg(uint64_t i, const uint8_t *data, uint64_t size)
+{
+    peer_msg m;
+    memset(&m, 0, sizeof m);
+    m.from = 0;
+    m.to = 1;
+    m.epoch = 1;
+    m.position = i;
+    m.group = i % 11;
+    m.slot = (uint32_t)(i % 7);
+    if (data != NULL) {
+        m.kind = PEER_SAMPLE;
+        m.index = i;
+        m.data = data;
+        m.size = size;
+    } else {
+        m.kind = PEER_REQUEST;
+        m.free_remote = 1000;
+    }
+    return m;
+}
+
+/* Sends n messages of sz bytes 0 -> 1 keeping at most 16 MiB unacknowledged; MB/s. */
+static double stream(peer_transport *t, counter *rx, const uint8_t *d, size_t sz, uint64_t n)
+{
+    const uint64_t base = rx->n, window = (16u << 20) / sz;
+    const uint64_t t0 = now_us();
+    for (uint64_t i = 0; i < n; i++) {
+        const peer_msg m = bench_msg(i, d, sz);
+        cr_assert_eq(t->send(t, &m), HDMLP_OK, "%s", hdmlp_last_error());
+        if (i >= window) {
+            counter_wait(rx, base + i + 1 - window);
+        }
+    }
+    counter_wait(rx, base + n);
+    return (double)n * (double)sz / ((double)(now_us() - t0) / 1e6) / 1e6;
+}
+
+static void measure_cost(int tls, cost *out)
+{
+    char eps[2][64];
+    pick_endpoints(2, eps);
+    const tls_files t = tls ? good() : plain;
+    hdmlp_config *cfg[2];
+    counter c[2];
+    peer_transport *tr[2];
+    for (uint32_t r = 0; r < 2; r++) {
+        const char *ptrs[2] = {eps[0], eps[1]};
+        cr_assert_eq(hdmlp_config_create(&cfg[r]), HDMLP_OK);
+        cr_assert_eq(hdmlp_config_set_rank(cfg[r], r, 2), HDMLP_OK);
+        cr_assert_eq(hdmlp_config_set_peers(cfg[r], ptrs, 2), HDMLP_OK);
+        cr_assert_eq(hdmlp_config_set_peer_timeout(cfg[r], 10000), HDMLP_OK);
+        cr_assert_eq(t.on ? hdmlp_config_set_tls(cfg[r], t.ca, t.cert, t.key)
+                          : hdmlp_config_set_tls(cfg[r], NULL, NULL, NULL),
+                     HDMLP_OK);
+        memset(&c[r], 0, sizeof c[r]);
+        pthread_mutex_init(&c[r].mu, NULL);
+        pthread_cond_init(&c[r].cv, NULL);
+    }
+    /* Both servers up first: the first message then times connecting (and the handshake). */
+    for (uint32_t r = 0; r < 2; r++) {
+        const peer_handler h = {&c[r], count_msg, count_error};
+        cr_assert_eq(rpc_transport_create(cfg[r], &h, &tr[r]), HDMLP_OK, "%s",
+                     hdmlp_last_error());
+    }
+    uint64_t t0 = now_us();
+    peer_msg m = bench_msg(0, NULL, 0);
+    cr_assert_eq(tr[0]->send(tr[0], &m), HDMLP_OK);
+    counter_wait(&c[1], 1);
+    out->connect_ms = (double)(now_us() - t0) / 1e3;
+    const uint64_t n_seq = 2000;
+    t0 = now_us();
+    for (uint64_t i = 0; i < n_seq; i++) {
+        m = bench_msg(i, NULL, 0);
+        cr_assert_eq(tr[0]->send(tr[0], &m), HDMLP_OK);
+        counter_wait(&c[1], 2 + i);
+    }
+    out->one_at_a_time_us = (double)(now_us() - t0) / (double)n_seq;
+    uint8_t *d = malloc(1u << 20);
+    for (size_t i = 0; i < (1u << 20); i++) {
+        d[i] = (uint8_t)(i * 131u + (i >> 9));
+    }
+    out->mb_s_64k = stream(tr[0], &c[1], d, 64u << 10, 4000);
+    out->mb_s_1m = stream(tr[0], &c[1], d, 1u << 20, 256);
+    free(d);
+    for (uint32_t r = 0; r < 2; r++) {
+        tr[r]->destroy(tr[r]);
+        hdmlp_config_free(cfg[r]);
+        pthread_cond_destroy(&c[r].cv);
+        pthread_mutex_destroy(&c[r].mu);
+    }
+}
+
+/* Plaintext and TLS alternately, best of three each (the machine is shared and noisy). */
+Test(tls_bench, cost, .timeout = 60)
+{
+    cost best[2];
+    memset(best, 0, sizeof best);
+    for (int rep = 0; rep < 3; rep++) {
+        for (int tls = 0; tls < 2; tls++) {
+            cost c;
+            measure_cost(tls, &c);
+            cost *b = &best[tls];
+            if (rep == 0 || c.connect_ms < b->connect_ms) {
+                b->connect_ms = c.connect_ms;
+            }
+            if (rep == 0 || c.one_at_a_time_us < b->one_at_a_time_us) {
+                b->one_at_a_time_us = c.one_at_a_time_us;
+            }
+            b->mb_s_64k = c.mb_s_64k > b->mb_s_64k ? c.mb_s_64k : b->mb_s_64k;
+            b->mb_s_1m = c.mb_s_1m > b->mb_s_1m ? c.mb_s_1m : b->mb_s_1m;
+        }
+    }
+    for (int tls = 0; tls < 2; tls++) {
+        printf("tls_bench %-9s: first message (connect%s) %6.2f ms, one at a time %5.0f us, "
+               "64 KiB messages %6.0f MB/s, 1 MiB messages %6.0f MB/s\n",
+               tls ? "TLS" : "plaintext", tls ? " + handshake" : "", best[tls].connect_ms,
+               best[tls].one_at_a_time_us, best[tls].mb_s_64k, best[tls].mb_s_1m);
+    }
 }
