@@ -332,7 +332,10 @@ int tier_ssd_store(tier *t, uint64_t chunk, const uint8_t *buf, uint64_t len)
         const int e = errno;
         return hd_err(hd_errno_code(e), "ssd cache: cannot create %s: %s", tmp, strerror(e));
     }
-    if (write_all(fd, buf, len) != 0 || fsync(fd) != 0) {
+    /* No fsync: a cache file that a crash leaves short or stale fails the size check when
+     * adopted or the checksums when read, and falls back to the source; syncing every
+     * chunk would make the stager slower than the refills it takes chunks from. */
+    if (write_all(fd, buf, len) != 0) {
         const int e = errno;
         close(fd);
         unlink(tmp);
