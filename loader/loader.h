@@ -58,9 +58,9 @@ int loader_create_with(hdmlp_dataset *ds, const hdmlp_config *cfg,
 /* Waits until the SSD stager has gone through its chunks (tests: staging only uses idle
  * I/O capacity, so it finishes once the consumer stops asking). */
 void loader_wait_staged(hdmlp_loader *ld);
-/* Tests: the SSD stager only takes the first loads' offers (no reads of its own) and ends
- * at shutdown; set before creating a loader. */
-extern int loader_stage_offers_only;
+/* Tests: no stager thread, so only first loads stage chunks (as when I/O is never idle);
+ * set before creating a loader. */
+extern int loader_stager_off;
 
 /* Slots of abstract memory currently holding a valid sample (at the planning frontier). */
 uint64_t loader_slots_occupied(const hdmlp_loader *ld);

@@ -217,11 +217,9 @@ int loader_create_with(hdmlp_dataset *ds, const hdmlp_config *cfg,
         }
     }
     if (rc == HDMLP_OK && ld->tier != NULL && ld->cfg.ssd_dir != NULL) {
-        /* The stager's buffer (reserved in the budget) is open to the first loads' offers
-         * from the start. */
+        /* The stager's read buffer (reserved in the budget). */
         ld->stage_cap = refill_max_buffer(ld->ix);
         ld->stage_buf = hd_map_alloc(ld->stage_cap);
-        ld->stage_box = STAGE_FREE;
         if (ld->stage_buf == NULL) {
             rc = hd_err(HDMLP_E_NOMEM, "loader: cannot map the SSD stager's %llu-byte buffer",
                         (unsigned long long)ld->stage_cap);
@@ -234,7 +232,7 @@ int loader_create_with(hdmlp_dataset *ds, const hdmlp_config *cfg,
     if (rc == HDMLP_OK) {
         rc = resume_apply(ld);
     }
-    if (rc == HDMLP_OK && ld->tier != NULL && ld->cfg.ssd_dir != NULL) {
+    if (rc == HDMLP_OK && ld->tier != NULL && ld->cfg.ssd_dir != NULL && !loader_stager_off) {
         if (pthread_create(&ld->stager, NULL, stage_main, ld) != 0) {
             rc = hd_err(HDMLP_E_NOMEM, "loader: cannot start the SSD stager");
         } else {

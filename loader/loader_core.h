@@ -146,12 +146,8 @@ struct hdmlp_loader {
     pthread_t stager;
     int stager_started;
     int stage_done;
-    /* The stager's buffer doubles as a mailbox: a worker whose whole source read is the first
-     * load of an unstaged SSD chunk copies it in when the stager is free (never waits). */
-    int stage_box;      /* STAGE_* */
-    uint8_t *stage_buf; /* stage_cap bytes, mapped at create */
+    uint8_t *stage_buf; /* the stager's read buffer: stage_cap bytes, mapped at create */
     uint64_t stage_cap;
-    uint64_t stage_chunk, stage_len;
 
     /* peers */
     uint32_t rank, world;
@@ -217,11 +213,12 @@ void loader_announce_done(struct hdmlp_loader *ld);
 void loader_count_source(struct hdmlp_loader *ld, uint64_t epoch, uint64_t bytes);
 
 /* loader_stage.c: the SSD stager thread */
-enum { STAGE_CLOSED = 0, STAGE_FREE, STAGE_FILLING, STAGE_FULL, STAGE_BUSY };
 void *stage_main(void *arg);
-/* Offers a verified whole chunk (len bytes, at most its aligned length) read from the
- * source; returns 1 if the stager took a copy, 0 if it was busy (lock not held). */
-int stage_offer(struct hdmlp_loader *ld, uint64_t chunk, const uint8_t *buf, uint64_t len);
+/* An I/O thread's verified whole read of an SSD-placed chunk's first load (len bytes in
+ * buf, of cap bytes; the tail is zeroed up to the chunk's alignment) goes to the cache,
+ * unless staging stopped. Lock not held. */
+void stage_first_load(struct hdmlp_loader *ld, uint64_t chunk, uint8_t *buf, uint64_t len,
+                      uint64_t cap);
 
 /* loader_forecast.c: chunk placement for tiers from a forecast of the first epochs */
 int loader_place_tiers(const fmt_index *ix, const struct hdmlp_config *cfg,

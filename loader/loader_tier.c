@@ -17,10 +17,11 @@ struct tier {
     uint64_t *ram_len;
     uint8_t *planned; /* RAM chunks whose first (whole) load was planned */
     int *ssd_fd;      /* -1 until staged and opened */
-    uint8_t *staged;  /* 1 once the file is complete */
+    uint8_t *staged;  /* 1 once the file is complete, 2 while one thread writes it */
     uint64_t *order;  /* SSD chunks by first use */
     uint64_t n_order;
     uint64_t ram_chunks, ssd_chunks;
+    int ssd_stopped; /* a write failed (e.g. disk full): no more staging */
     char *dir;
     uint64_t dataset_id;
     pthread_mutex_t lock;
@@ -254,7 +255,7 @@ int tier_ssd_fd(tier *t, uint64_t chunk)
 {
     pthread_mutex_lock(&t->lock);
     int fd = -1;
-    if (t->place[chunk] == TIER_SSD && t->staged[chunk]) {
+    if (t->place[chunk] == TIER_SSD && t->staged[chunk] == 1) {
         if (t->ssd_fd[chunk] < 0) {
             char name[4096];
             file_name(t, chunk, name, sizeof(name), 0);
@@ -276,7 +277,7 @@ void tier_ssd_bad(tier *t, uint64_t chunk)
         close(t->ssd_fd[chunk]);
         t->ssd_fd[chunk] = -1;
     }
-    if (t->staged[chunk]) {
+    if (t->staged[chunk] == 1) {
         t->staged[chunk] = 0;
         t->ssd_chunks -= t->ssd_chunks > 0;
     }
@@ -293,10 +294,18 @@ const uint64_t *tier_ssd_order(const tier *t, uint64_t *n)
     return t->order;
 }
 
+int tier_ssd_stopped(tier *t)
+{
+    pthread_mutex_lock(&t->lock);
+    const int s = t->ssd_stopped;
+    pthread_mutex_unlock(&t->lock);
+    return s;
+}
+
 int tier_ssd_staged(tier *t, uint64_t chunk)
 {
     pthread_mutex_lock(&t->lock);
-    const int s = t->staged[chunk];
+    const int s = t->staged[chunk] == 1;
     pthread_mutex_unlock(&t->lock);
     return s;
 }
@@ -319,11 +328,21 @@ static int write_all(int fd, const uint8_t *buf, uint64_t len)
     return 0;
 }
 
-int tier_ssd_store(tier *t, uint64_t chunk, const uint8_t *buf, uint64_t len)
+/* Claims chunk for writing: 0 when it is staged, being written, not SSD-placed, or staging
+ * stopped. */
+static int claim(tier *t, uint64_t chunk)
 {
-    if (tier_ssd_staged(t, chunk)) {
-        return HDMLP_OK;
+    pthread_mutex_lock(&t->lock);
+    const int ok = t->place[chunk] == TIER_SSD && t->staged[chunk] == 0 && !t->ssd_stopped;
+    if (ok) {
+        t->staged[chunk] = 2;
     }
+    pthread_mutex_unlock(&t->lock);
+    return ok;
+}
+
+static int write_file(tier *t, uint64_t chunk, const uint8_t *buf, uint64_t len)
+{
     char tmp[4096], name[4096];
     file_name(t, chunk, tmp, sizeof(tmp), 1);
     file_name(t, chunk, name, sizeof(name), 0);
@@ -334,7 +353,7 @@ int tier_ssd_store(tier *t, uint64_t chunk, const uint8_t *buf, uint64_t len)
     }
     /* No fsync: a cache file that a crash leaves short or stale fails the size check when
      * adopted or the checksums when read, and falls back to the source; syncing every
-     * chunk would make the stager slower than the refills it takes chunks from. */
+     * chunk would make staging slower than the refills it takes chunks from. */
     if (write_all(fd, buf, len) != 0) {
         const int e = errno;
         close(fd);
@@ -347,11 +366,23 @@ int tier_ssd_store(tier *t, uint64_t chunk, const uint8_t *buf, uint64_t len)
         unlink(tmp);
         return hd_err(hd_errno_code(e), "ssd cache: cannot rename %s: %s", tmp, strerror(e));
     }
+    return HDMLP_OK;
+}
+
+int tier_ssd_store(tier *t, uint64_t chunk, const uint8_t *buf, uint64_t len)
+{
+    if (!claim(t, chunk)) {
+        return tier_ssd_stopped(t) ? HDMLP_E_NOSPC : 0;
+    }
+    const int rc = write_file(t, chunk, buf, len);
     pthread_mutex_lock(&t->lock);
-    if (t->place[chunk] == TIER_SSD) {
+    if (rc == HDMLP_OK && t->place[chunk] == TIER_SSD) {
         t->staged[chunk] = 1;
         t->ssd_chunks++;
+    } else {
+        t->staged[chunk] = 0;
+        t->ssd_stopped |= rc != HDMLP_OK;
     }
     pthread_mutex_unlock(&t->lock);
-    return HDMLP_OK;
+    return rc == HDMLP_OK ? 1 : rc;
 }

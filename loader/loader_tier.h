@@ -54,10 +54,15 @@ int tier_ssd_fd(tier *t, uint64_t chunk);
 void tier_ssd_bad(tier *t, uint64_t chunk);
 /* SSD-placed chunks in order of first use (count in *n); for the stager. */
 const uint64_t *tier_ssd_order(const tier *t, uint64_t *n);
-/* Writes chunk's bytes (len, aligned) to its cache file atomically and marks it staged.
- * HDMLP_E_NOSPC/E_IO with detail on failure. Returns HDMLP_OK if already staged. */
+/* Writes chunk's bytes (len, aligned) to its cache file atomically and marks it staged; one
+ * thread at a time per chunk. Returns 1 when it wrote the file, 0 when the chunk is staged
+ * or being written by another thread, HDMLP_E_NOSPC/E_IO with detail on failure (after
+ * which staging stops for good). */
 int tier_ssd_store(tier *t, uint64_t chunk, const uint8_t *buf, uint64_t len);
+/* 1 once the chunk's file is complete. */
 int tier_ssd_staged(tier *t, uint64_t chunk);
+/* 1 after a write failed: no more staging. */
+int tier_ssd_stopped(tier *t);
 uint64_t tier_ssd_chunks(const tier *t);
 
 #endif

@@ -220,7 +220,7 @@ static int run_job(ld_worker *w, ld_job *job)
         rc = decode_samples(w, job, w->buf, 0, seg);
     }
     if (job->first_load && place == TIER_SSD && rc == HDMLP_OK && p->whole) {
-        stage_offer(ld, job->chunk, w->buf, p->buf_len); /* the stager may take it */
+        stage_first_load(ld, job->chunk, w->buf, p->buf_len, w->buf_cap);
     }
     if (job->first_load && place == TIER_RAM) {
         /* A verified whole chunk is kept for the later loads; a bad one never is. */
