@@ -337,7 +337,7 @@ int loader_place_tiers(const fmt_index *ix, const struct hdmlp_config *cfg,
     int rc = forecast_replay(ix, cfg, sz, NULL, NULL, epochs, &st, loads, first, NULL);
     if (rc == HDMLP_OK) {
         const tier_params tp = {sz->ram_cache, cfg->ssd_dir, cfg->ssd_capacity,
-                                ix->h.dataset_id};
+                                ix->h.dataset_id, cfg->direct};
         rc = tier_create(ix, &tp, loads, first, out);
     }
     hd_free(loads);

@@ -24,6 +24,7 @@ struct tier {
     int ssd_stopped; /* a write failed (e.g. disk full): no more staging */
     char *dir;
     uint64_t dataset_id;
+    int direct;
     pthread_mutex_t lock;
     pthread_cond_t cached; /* a first load finished */
 };
@@ -93,6 +94,7 @@ int tier_create(const fmt_index *ix, const tier_params *p, const uint64_t *loads
     t->ix = ix;
     t->n_chunks = c;
     t->dataset_id = p->dataset_id;
+    t->direct = p->direct;
     pthread_mutex_init(&t->lock, NULL);
     pthread_cond_init(&t->cached, NULL);
     t->place = hd_calloc(c, 1);
@@ -259,7 +261,12 @@ int tier_ssd_fd(tier *t, uint64_t chunk)
         if (t->ssd_fd[chunk] < 0) {
             char name[4096];
             file_name(t, chunk, name, sizeof(name), 0);
-            t->ssd_fd[chunk] = open(name, O_RDONLY | O_CLOEXEC);
+            /* Files hold whole aligned chunks, so direct plans read them as they read the
+             * segments (tmpfs and the like refuse O_DIRECT: read those buffered). */
+            t->ssd_fd[chunk] = open(name, O_RDONLY | O_CLOEXEC | (t->direct ? O_DIRECT : 0));
+            if (t->ssd_fd[chunk] < 0 && t->direct && errno == EINVAL) {
+                t->ssd_fd[chunk] = open(name, O_RDONLY | O_CLOEXEC);
+            }
             if (t->ssd_fd[chunk] < 0) {
                 t->staged[chunk] = 0; /* missing: fall back to the source */
             }

@@ -20,6 +20,7 @@ typedef struct tier_params {
     const char *ssd_dir;
     uint64_t ssd_bytes;
     uint64_t dataset_id;
+    int direct; /* read cache files with O_DIRECT (where the file system allows it) */
 } tier_params;
 
 /* Places chunks: sorted by loads (descending), ties by first use; RAM while it fits, then

@@ -249,7 +249,7 @@ Test(tiers, placement_follows_load_order_and_capacities, .timeout = 30)
     fmt_chunk ch;
     fmt_index_chunk(ix, 0, &ch);
     const uint64_t one = fmt_align_up(ch.length);
-    const tier_params tp = {5 * one, NULL, 0, 1};
+    const tier_params tp = {5 * one, NULL, 0, 1, 0};
     tier *t = NULL;
     cr_assert_eq(tier_create(ix, &tp, loads, first, &t), HDMLP_OK, "%s", hdmlp_last_error());
     uint64_t min_ram = UINT64_MAX, max_rest = 0, ram_bytes = 0;

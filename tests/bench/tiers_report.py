@@ -108,7 +108,7 @@ def table(rows, meta, goal_rows):
              "the source with O_DIRECT, --ram-cache 0 unless stated; the SSD cache is emptied "
              "before each ssdN run (ssd100-reuse reuses what ssd100 staged, reuse-staged what "
              "ssd100+compute staged; +compute: --compute-ms per batch); ssd0 = off "
-             "(the CLI rejects --ssd-capacity 0, the API takes capacity 0 as no SSD tier)")
+             "(--ssd-capacity 0: no SSD tier)")
     for regime in ("A", "B"):
         rs = sorted((m for m in rows if m["regime"] == regime),
                     key=lambda m: ORDER.index(m["config"]) if m["config"] in ORDER else 99)
