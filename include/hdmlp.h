@@ -143,6 +143,23 @@ HDMLP_API int hdmlp_dataset_verify(hdmlp_dataset *ds,
                                    void *arg);
 
 /* ---------------------------------------------------------------------------------------
+ * Sizes as text, as hdmlp-bench and the Python module read them ("256M", "25%").
+ * ------------------------------------------------------------------------------------- */
+/* Parses `text` into *bytes: optional blanks, a number >= 0 (decimal digits with an optional
+ * fraction and exponent: "2", "1.5", ".5", "4e9"), optional blanks, a unit, optional blanks.
+ * Units, in any case: none or B (bytes); K, M, G, T or KiB, MiB, GiB, TiB (powers of 1024);
+ * KB, MB, GB, TB (powers of 1000). Or the number and "%": P% (P > 0) is P percent of
+ * `percent_of`. The result is rounded down to whole bytes and must be below 2^64 (and so
+ * must P / 100). `percent` is NULL or receives P for a percentage and 0 for a plain size.
+ * percent_of 0 with percent NULL refuses percentages; with percent set, a percentage is
+ * accepted and *bytes is P% of percent_of (0 if that is 0: a caller that learns the total
+ * later applies *percent itself). Returns HDMLP_OK, or HDMLP_E_INVAL with a detail naming
+ * the text (not a number, unknown unit, 0%, too large), leaving *bytes and *percent as they
+ * were. Independent of the locale; thread-safe; text is only read. */
+HDMLP_API int hdmlp_parse_size(const char *text, uint64_t percent_of, uint64_t *bytes,
+                               double *percent);
+
+/* ---------------------------------------------------------------------------------------
  * Loader configuration. A config is a plain value object: not thread-safe, may be freed
  * as soon as hdmlp_loader_create() returns. Each setter checks its range and returns
  * HDMLP_E_INVAL (naming the parameter) without changing the config on failure.

@@ -237,26 +237,20 @@ static const struct option longopts[] = {
 /* A plain size (no percentage); -1 if malformed. */
 static int size_arg(const char *arg, uint64_t *out)
 {
-    int percent = 0;
-    double unused = 0;
-    return bench_parse_size(arg, 0, out, &percent, &unused);
+    return hdmlp_parse_size(arg, 0, out, NULL) == HDMLP_OK ? 0 : -1;
 }
 
 /* One option; returns -1 to continue, else the exit status. */
 static int one_option(int c, const char *arg, char **argv, bench_opts *o)
 {
     int choice = 0;
-    int percent = 0;
-    double unused = 0;
 
     switch (c) {
     case OPT_MEMORY:
         o->memory_arg = arg;
-        if (bench_parse_size(arg, 1, &o->memory, &percent, &o->memory_pct) != 0) {
+        /* A percentage is resolved once the dataset is open (memory_pct > 0, memory 0). */
+        if (hdmlp_parse_size(arg, 0, &o->memory, &o->memory_pct) != HDMLP_OK) {
             return usage_error("--memory: invalid size '%s'", arg);
-        }
-        if (!percent) {
-            o->memory_pct = 0;
         }
         return -1;
     case OPT_BATCH:
@@ -327,7 +321,7 @@ static int one_option(int c, const char *arg, char **argv, bench_opts *o)
                    : -1;
     case OPT_BANDWIDTH: {
         uint64_t bw = 0;
-        if (bench_parse_size(arg, 0, &bw, &percent, &unused) != 0 || bw == 0) {
+        if (size_arg(arg, &bw) != 0 || bw == 0) {
             return usage_error("--bandwidth: expected bytes per second > 0, got '%s'", arg);
         }
         o->bandwidth = (double)bw;

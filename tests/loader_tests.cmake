@@ -13,3 +13,5 @@ hdmlp_add_test(NAME test_loader_random
   SOURCES test_loader_random.c support/testds.c
   LIBS m
   TIMEOUT 600)
+# hdmlp_parse_size: the size grammar of hdmlp-bench and the Python module (pure, no I/O).
+hdmlp_add_test(NAME test_units SOURCES test_units.c TIMEOUT 60)

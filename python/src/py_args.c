@@ -2,9 +2,6 @@
 #include "py_internal.h"
 
 #include <ctype.h>
-#include <math.h>
-#include <stdlib.h>
-#include <strings.h>
 
 int py_arg_u64(py_state *st, PyObject *obj, const char *param, uint64_t *out)
 {
@@ -23,71 +20,6 @@ int py_arg_u64(py_state *st, PyObject *obj, const char *param, uint64_t *out)
     return 0;
 }
 
-static const struct {
-    const char *suffix;
-    double factor;
-} units[] = {
-    {"", 1.0},
-    {"b", 1.0},
-    {"k", 1024.0},
-    {"kib", 1024.0},
-    {"kb", 1e3},
-    {"m", 1048576.0},
-    {"mib", 1048576.0},
-    {"mb", 1e6},
-    {"g", 1073741824.0},
-    {"gib", 1073741824.0},
-    {"gb", 1e9},
-    {"t", 1099511627776.0},
-    {"tib", 1099511627776.0},
-    {"tb", 1e12},
-};
-
-/* Parses s into bytes; -1 if malformed. */
-static int parse_size(const char *s, uint64_t raw_bytes, uint64_t *out)
-{
-    while (isspace((unsigned char)*s)) {
-        s++;
-    }
-    if (!(isdigit((unsigned char)s[0]) || s[0] == '.')) {
-        return -1;
-    }
-    char *end = NULL;
-    const double v = strtod(s, &end);
-    if (end == s || !isfinite(v) || v < 0) {
-        return -1;
-    }
-    while (isspace((unsigned char)*end)) {
-        end++;
-    }
-    size_t len = strlen(end);
-    while (len > 0 && isspace((unsigned char)end[len - 1])) {
-        len--;
-    }
-    if (len == 1 && end[0] == '%') {
-        if (v <= 0) {
-            return -1;
-        }
-        const double bytes = floor((double)raw_bytes * v / 100.0);
-        if (bytes >= 18446744073709551616.0) {
-            return -1;
-        }
-        *out = (uint64_t)bytes;
-        return 0;
-    }
-    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-        if (strlen(units[i].suffix) == len && strncasecmp(end, units[i].suffix, len) == 0) {
-            const double bytes = floor(v * units[i].factor);
-            if (bytes >= 18446744073709551616.0) {
-                return -1;
-            }
-            *out = (uint64_t)bytes;
-            return 0;
-        }
-    }
-    return -1;
-}
-
 int py_arg_memory(py_state *st, PyObject *obj, uint64_t raw_bytes, uint64_t *out)
 {
     if (PyUnicode_Check(obj)) {
@@ -95,7 +27,9 @@ int py_arg_memory(py_state *st, PyObject *obj, uint64_t raw_bytes, uint64_t *out
         if (s == NULL) {
             return -1;
         }
-        if (parse_size(s, raw_bytes, out) != 0) {
+        /* A percentage of raw_bytes 0 is 0 (parse_memory's default), not an error. */
+        double percent = 0;
+        if (hdmlp_parse_size(s, raw_bytes, out, &percent) != HDMLP_OK) {
             py_raise_arg(st, "memory",
                          "expected bytes as an int or a string like '256M', '1.5GiB', "
                          "'500MB' or '25%%' (of the dataset's raw bytes), got %R",
