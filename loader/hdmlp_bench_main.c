@@ -473,8 +473,11 @@ int main(int argc, char **argv)
         bench_args_free(&o);
         return BENCH_EXIT_RUNTIME;
     }
-    if (o.memory_pct > 0) {
-        o.memory = (uint64_t)((double)hdmlp_dataset_raw_bytes(ds) * o.memory_pct / 100.0);
+    if (o.memory_pct > 0 && hdmlp_parse_size(o.memory_arg, hdmlp_dataset_raw_bytes(ds),
+                                             &o.memory, NULL) != HDMLP_OK) {
+        fprintf(stderr, "hdmlp-bench: --memory: %s\n", hdmlp_last_error());
+        bench_args_free(&o);
+        return BENCH_EXIT_USAGE;
     }
     rc = hdmlp_config_create(&cfg);
     if (rc != HDMLP_OK) {

@@ -110,59 +110,6 @@ static int parse_u64(const char *s, uint64_t *out)
     return 0;
 }
 
-/* A size with an optional K/M/G/T suffix (powers of 1024, "B"/"iB" allowed after it). */
-static int parse_size(const char *s, uint64_t *out)
-{
-    if (!s || !*s || *s == '-' || *s == '+' || *s == ' ') {
-        return -1;
-    }
-    char *end;
-    errno = 0;
-    const unsigned long long v = strtoull(s, &end, 10);
-    if (errno != 0 || end == s) {
-        return -1;
-    }
-    unsigned shift = 0;
-    switch (*end) {
-    case 'k':
-    case 'K':
-        shift = 10;
-        break;
-    case 'm':
-    case 'M':
-        shift = 20;
-        break;
-    case 'g':
-    case 'G':
-        shift = 30;
-        break;
-    case 't':
-    case 'T':
-        shift = 40;
-        break;
-    case '\0':
-        break;
-    case 'b':
-    case 'B':
-        shift = 0;
-        end--; /* "123B": fall through to the suffix check below */
-        break;
-    default:
-        return -1;
-    }
-    if (*end != '\0') {
-        end++;
-        if (strcmp(end, "") != 0 && strcmp(end, "B") != 0 && strcmp(end, "iB") != 0) {
-            return -1;
-        }
-    }
-    if (shift && v > (UINT64_MAX >> shift)) {
-        return -1;
-    }
-    *out = (uint64_t)v << shift;
-    return 0;
-}
-
 static int parse_compress(const char *s, pack_opts *o)
 {
     if (strcmp(s, "none") == 0) {
@@ -397,7 +344,8 @@ static int parse_args(int argc, char **argv, args *a)
             a->pack_only = 1;
             break;
         case OPT_SEGMENT:
-            if (parse_size(optarg, &a->o.segment_size) != 0) {
+            /* The sizes hdmlp-bench and Python take (K = KiB, KB = 1000). */
+            if (hdmlp_parse_size(optarg, 0, &a->o.segment_size, NULL) != HDMLP_OK) {
                 usage_error("--segment-size must be a size such as 512M or 2G (got '%s')",
                             optarg);
                 return 2;
