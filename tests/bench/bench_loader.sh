@@ -15,93 +15,41 @@ set -u
 set -o pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
-SRC=$(cd "$HERE/../.." && pwd)
-BUILD=$SRC/build
+BENCH_NAME=bench_loader
+# shellcheck source-path=SCRIPTDIR source=bench_lib.sh
+. "$HERE/bench_lib.sh"
 OUT=$PWD/bench-loader-out
 WORK=${TMPDIR:-/var/tmp}/hdmlp-loader-bench
-PY=/usr/bin/python3
 SCALE=1
-SMALL=0
 TORCH=1
 SWEEP=1
-KEEP=0
 HDMLP_IO=direct
-
-usage() {
-    sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
-    exit "${1:-2}"
-}
 
 while [ $# -gt 0 ]; do
     case $1 in
-    --build) BUILD=${2:?}; shift ;;
-    --out) OUT=${2:?}; shift ;;
-    --work) WORK=${2:?}; shift ;;
-    --small) SMALL=1 ;;
-    --scale) SCALE=${2:?}; shift ;;
-    --hdmlp-io) HDMLP_IO=${2:?}; shift ;;
-    --no-torch) TORCH=0 ;;
-    --no-sweep) SWEEP=0 ;;
-    --keep-data) KEEP=1 ;;
-    -h | --help) usage 0 ;;
-    *) echo "bench_loader: unknown option '$1'" >&2; usage 2 ;;
+    --scale) SCALE=${2:?}; shift 2 ;;
+    --hdmlp-io) HDMLP_IO=${2:?}; shift 2 ;;
+    --no-torch) TORCH=0; shift ;;
+    --no-sweep) SWEEP=0; shift ;;
+    *) bench_option "$@"; shift "$BENCH_SHIFT" ;;
     esac
-    shift
 done
 case $HDMLP_IO in buffered | direct) ;; *) echo "bench_loader: --hdmlp-io buffered|direct" >&2; exit 2 ;; esac
 
-log() { echo "[bench_loader $(date +%H:%M:%S)] $*" >&2; }
-die() { echo "bench_loader: $*" >&2; exit 1; }
-skip() { echo "bench_loader: SKIP: $*"; exit 0; }
-
-BENCH=${HDMLP_BENCH:-$BUILD/loader/hdmlp-bench}
-PACK=${HDMLP_PACK:-$BUILD/packer/hdmlp-pack}
-[ -x "$BENCH" ] || die "no hdmlp-bench at $BENCH (build it, or pass --build DIR / set HDMLP_BENCH)"
-[ -x "$PACK" ] || die "no hdmlp-pack at $PACK (build it, or pass --build DIR / set HDMLP_PACK)"
-[ -x "$PY" ] || PY=$(command -v python3)
-"$PY" -c 'import numpy' 2>/dev/null || die "$PY cannot import numpy (apt-get install python3-numpy)"
+bench_tools
+bench_need_numpy
 if [ "$TORCH" = 1 ] && ! "$PY" -c 'import torch' 2>/dev/null; then
     log "torch not importable with $PY: the PyTorch contender is left out"
     TORCH=0
 fi
 
 # ---- the cell: cgroup v1 memory + blkio, nested under this process's own groups -------
-[ "$(id -u)" = 0 ] || skip "needs root (cgroups, drop_caches)"
-cg_dir() { echo "/sys/fs/cgroup/$1$(awk -F: -v c="$1" '$2 == c { print $3 }' /proc/self/cgroup)"; }
-MEMCG=$(cg_dir memory)
-BLKCG=$(cg_dir blkio)
-CELL=hdmlp-cell-$$
-for d in "$MEMCG" "$BLKCG"; do
-    if ! { [ -w "$d" ] && mkdir "$d/$CELL.probe" 2>/dev/null && rmdir "$d/$CELL.probe"; }; then
-        skip "cgroup v1 controller $d is not writable"
-    fi
-done
-[ -w /proc/sys/vm/drop_caches ] || skip "cannot drop caches"
-
-mkdir -p "$WORK" "$OUT/logs" || die "cannot create $WORK or $OUT"
-WORK=$(cd "$WORK" && pwd)
-OUT=$(cd "$OUT" && pwd)
-SRCDEV=$(findmnt -no SOURCE --target "$WORK" | head -1)
-[ -b "$SRCDEV" ] || skip "$WORK is not on a block device ($SRCDEV): blkio cannot throttle it"
-PARENT=$(lsblk -no PKNAME "$SRCDEV" 2>/dev/null | head -1)
-DISK=${PARENT:+/dev/$PARENT}
-DISK=${DISK:-$SRCDEV}
-DEV=$(lsblk -dno MAJ:MIN "$DISK" | tr -d ' ')
-[ -n "$DEV" ] || skip "cannot find MAJ:MIN of $DISK"
+bench_need_root "cgroups, drop_caches"
+cell_init hdmlp-cell-$$
+bench_dirs
+cell_disk "$WORK"
 log "work dir $WORK on $DISK ($DEV); output $OUT"
-
-cleanup() {
-    for d in "$MEMCG/$CELL" "$BLKCG/$CELL"; do
-        [ -d "$d" ] && rmdir "$d" 2>/dev/null
-    done
-    if [ "$KEEP" = 0 ] && [ -n "${WORK:-}" ] && [ -d "$WORK" ]; then
-        rm -rf "$WORK"
-    fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches; }
+bench_traps :
 
 # prewarm PROGRAM: runs PROGRAM once on a tiny warm-up dataset outside the cell, so that
 # its binary, libraries and (for Python) every module it imports are in the page cache:
@@ -116,49 +64,12 @@ prewarm() {
     esac >/dev/null 2>&1
 }
 
-# cell_run TAG MEM_LIMIT BPS IOPS -- CMD...: runs CMD in a fresh cell after dropping caches;
-# stdout to logs/TAG.out, stderr to logs/TAG.err; sets CELL_JSON (the cell's measurements).
-cell_run() {
-    local tag=$1 mem=$2 bps=$3 iops=$4
-    shift 5
-    local m=$MEMCG/$CELL b=$BLKCG/$CELL t0 t1 rc
-    rmdir "$m" "$b" 2>/dev/null
-    mkdir "$m" "$b" || die "cannot create cgroup $CELL"
-    echo "$mem" >"$m/memory.limit_in_bytes" || die "cannot set memory limit"
-    if [ "$bps" -gt 0 ]; then
-        echo "$DEV $bps" >"$b/blkio.throttle.read_bps_device" || die "cannot throttle $DEV"
-    fi
-    if [ "$iops" -gt 0 ]; then
-        echo "$DEV $iops" >"$b/blkio.throttle.read_iops_device" || die "cannot throttle $DEV"
-    fi
-    drop_caches
-    prewarm "$1"
-    t0=$(date +%s.%N)
-    sh -c 'echo $$ >"$1/cgroup.procs" && echo $$ >"$2/cgroup.procs" && shift 2 && exec "$@"' \
-        cell "$m" "$b" "$@" >"$OUT/logs/$tag.out" 2>"$OUT/logs/$tag.err"
-    rc=$?
-    t1=$(date +%s.%N)
-    local peak dbytes dops oom
-    peak=$(cat "$m/memory.max_usage_in_bytes")
-    dbytes=$(awk -v d="$DEV" '$1 == d && $2 == "Read" { print $3 }' "$b/blkio.throttle.io_service_bytes")
-    dops=$(awk -v d="$DEV" '$1 == d && $2 == "Read" { print $3 }' "$b/blkio.throttle.io_serviced")
-    oom=$(awk '$1 == "oom_kill" { print $2 }' "$m/memory.oom_control")
-    for _ in 1 2 3 4 5; do
-        rmdir "$m" "$b" 2>/dev/null && break
-        sleep 0.2
-    done
-    CELL_JSON="{\"rc\": $rc, \"wall_seconds\": $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.6f", b - a }'), \"memory_limit\": $mem,"
-    CELL_JSON+=" \"read_bps\": $bps, \"read_iops\": $iops, \"peak_memory\": ${peak:-0},"
-    CELL_JSON+=" \"dev_read_bytes\": ${dbytes:-0}, \"dev_read_ops\": ${dops:-0}, \"oom_kills\": ${oom:-0}}"
-    return $rc
-}
-
 # record KIND REGIME DATASET CONTENDER EXTRA_JSON: appends one line to runs.jsonl with the
 # program's JSON (last line of logs/TAG.out starting with '{', or null) and the cell's.
 RUNS=$OUT/runs.jsonl
 record() {
     local tag=$1 kind=$2 regime=$3 dataset=$4 contender=$5 extra=$6 res
-    res=$(grep '^{' "$OUT/logs/$tag.out" 2>/dev/null | tail -1)
+    res=$(last_json "$OUT/logs/$tag.out")
     echo "{\"tag\": \"$tag\", \"kind\": \"$kind\", \"regime\": \"$regime\", \"dataset\": \"$dataset\"," \
         "\"contender\": \"$contender\", $extra \"cell\": $CELL_JSON, \"result\": ${res:-null}}" >>"$RUNS"
 }
@@ -182,7 +93,6 @@ OP_US_A=6667  # 1e6 / 150: one operation's cost in regime A
 OP_US_B=100   # the library's default (this disk: ~70 us per 128 KiB op at QD1)
 THREADS=2
 SEED=1
-PACK_SEED=7
 MEM_PCT=25
 C_ALLOWANCE=$((64 * MiB))     # cell limit = 25 % of the dataset + this, for C programs
 PY_ALLOWANCE=$((1024 * MiB))  # and this for the PyTorch contender (interpreter + 2 workers)
@@ -198,40 +108,6 @@ batch_for() { case $1 in img_a* | s16_a*) echo "$BATCH_A" ;; *) echo "$BATCH" ;;
 PERFILE=$OUT/loader_perfile
 cc -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -pthread "$HERE/loader_perfile.c" -o "$PERFILE" ||
     die "cannot build loader_perfile"
-
-# gen_tree NAME COUNT MEAN SIGMA SEED
-gen_tree() {
-    local dir=$WORK/$1
-    if [ -f "$dir/sizes.json" ] && grep -q "\"count\": $2," "$dir/sizes.json"; then
-        return 0
-    fi
-    rm -rf "$dir"
-    log "generating $1: $2 files, mean $3 B, sigma $4"
-    "$PY" "$HERE/loader_gen.py" tree "$dir" --count "$2" --mean "$3" --sigma "$4" --seed "$5" ||
-        die "cannot generate $1"
-}
-# gen_subset NAME FROM COUNT
-gen_subset() {
-    local dir=$WORK/$1
-    if [ -f "$dir/sizes.json" ] && grep -q "\"count\": $3," "$dir/sizes.json"; then
-        return 0
-    fi
-    rm -rf "$dir"
-    "$PY" "$HERE/loader_gen.py" subset "$dir" --from "$WORK/$2" --count "$3" || die "cannot subset $2"
-}
-# pack NAME INPUT K: packs into WORK/NAME (kept across runs when the input is unchanged)
-pack() {
-    local dir=$WORK/$1 stamp
-    stamp="$2 K=$3 seed=$PACK_SEED $(stat -c %Y "$2")"
-    if [ -f "$dir/index" ] && [ "$(cat "$WORK/$1.stamp" 2>/dev/null)" = "$stamp" ]; then
-        return 0
-    fi
-    log "packing $1 (K=$3)"
-    "$PACK" --chunk-size "$3" --seed "$PACK_SEED" --compress none --threads 2 --quiet --force \
-        -o "$dir" "$2" >"$OUT/logs/pack-$1.log" 2>&1 || die "hdmlp-pack failed for $1: $(tail -3 "$OUT/logs/pack-$1.log")"
-    echo "$stamp" >"$WORK/$1.stamp"
-}
-raw_bytes() { awk -F'[:,]' '{ for (i = 1; i < NF; i++) if ($i ~ /"bytes"/) { gsub(/ /, "", $(i + 1)); print $(i + 1) } }' "$WORK/$1/sizes.json"; }
 
 T_START=$(date +%s)
 gen_tree img "$IMG_B" 112640 0.6 11
@@ -275,7 +151,7 @@ hdmlp_run() {
     local io_flag=""
     [ "$io" = direct ] && io_flag=--direct
     tag=$kind-$regime-$packed-$contender-m$pct
-    raw=$(raw_bytes "$ds")
+    raw=$(tree_bytes "$ds")
     local budget=$((raw * pct / 100))
     log "$tag"
     # shellcheck disable=SC2046
@@ -289,7 +165,7 @@ hdmlp_run() {
 # contenders REGIME TREE PACKED
 contenders() {
     local regime=$1 ds=$2 packed=$3 raw budget tag
-    raw=$(raw_bytes "$ds")
+    raw=$(tree_bytes "$ds")
     budget=$((raw * MEM_PCT / 100))
     tag=main-$regime-$ds-perfile
     log "$tag"
@@ -379,9 +255,9 @@ done
 
 # ---- report ---------------------------------------------------------------------------
 cat >"$OUT/meta.json" <<EOF
-{"date": "$(date -u +%FT%TZ)", "kernel": "$(uname -r)", "cpus": $(nproc),
+{$(meta_host),
  "mem_total_kib": $(awk '/MemTotal/ { print $2 }' /proc/meminfo), "device": "$DISK", "dev": "$DEV",
- "git": "$(git -C "$SRC" rev-parse --short HEAD 2>/dev/null || echo unknown)",
+ "git": "$(git_rev)",
  "small": $SMALL, "scale": $SCALE, "hdmlp_io": "$HDMLP_IO", "threads": $THREADS, "batch": $BATCH,
  "batch_a": $BATCH_A, "seed": $SEED, "pack_seed": $PACK_SEED, "memory_pct": $MEM_PCT, "read_bps": $MB400,
  "iops_a": $IOPS_A, "op_us_a": $OP_US_A, "op_us_b": $OP_US_B,

@@ -21,121 +21,38 @@ set -u
 set -o pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
-SRC=$(cd "$HERE/../.." && pwd)
-BUILD=$SRC/build
+BENCH_NAME=dist_bench
+# shellcheck source-path=SCRIPTDIR source=bench_lib.sh
+. "$HERE/bench_lib.sh"
 OUT=$PWD/dist-bench-out
 WORK=${TMPDIR:-/var/tmp}/hdmlp-dist-bench
-PY=/usr/bin/python3
 COUNT=6000
 EPOCHS=2
 RANKS="3 4"
-KEEP=0
-
-usage() {
-    sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'
-    exit "${1:-2}"
-}
 
 while [ $# -gt 0 ]; do
     case $1 in
-    --build) BUILD=${2:?}; shift ;;
-    --out) OUT=${2:?}; shift ;;
-    --work) WORK=${2:?}; shift ;;
-    --count) COUNT=${2:?}; shift ;;
-    --epochs) EPOCHS=${2:?}; shift ;;
-    --ranks) RANKS=${2:?}; shift ;;
-    --small) COUNT=2500 EPOCHS=1 ;;
-    --keep-data) KEEP=1 ;;
-    -h | --help) usage 0 ;;
-    *) echo "dist_bench: unknown option '$1'" >&2; usage 2 ;;
+    --count) COUNT=${2:?}; shift 2 ;;
+    --epochs) EPOCHS=${2:?}; shift 2 ;;
+    --ranks) RANKS=${2:?}; shift 2 ;;
+    --small) COUNT=2500 EPOCHS=1; shift ;;
+    *) bench_option "$@"; shift "$BENCH_SHIFT" ;;
     esac
-    shift
 done
 
-log() { echo "[dist_bench $(date +%H:%M:%S)] $*" >&2; }
-die() { echo "dist_bench: $*" >&2; exit 1; }
-skip() { echo "dist_bench: SKIP: $*"; exit 0; }
-
-BENCH=${HDMLP_BENCH:-$BUILD/loader/hdmlp-bench}
-PACK=${HDMLP_PACK:-$BUILD/packer/hdmlp-pack}
-[ -x "$BENCH" ] || die "no hdmlp-bench at $BENCH (build it, or pass --build DIR / set HDMLP_BENCH)"
-[ -x "$PACK" ] || die "no hdmlp-pack at $PACK (build it, or pass --build DIR / set HDMLP_PACK)"
-[ -x "$PY" ] || PY=$(command -v python3)
+bench_tools
 MPIRUN=${HDMLP_MPIRUN:-$(command -v mpirun || true)}
 [ -n "$MPIRUN" ] && [ -x "$MPIRUN" ] || skip "mpirun not found"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
 
-# ---- the cell (as tests/bench/bench_loader.sh): cgroup v1 memory + blkio -----------------
-[ "$(id -u)" = 0 ] || skip "needs root (cgroups, drop_caches)"
-cg_dir() { echo "/sys/fs/cgroup/$1$(awk -F: -v c="$1" '$2 == c { print $3 }' /proc/self/cgroup)"; }
-MEMCG=$(cg_dir memory)
-BLKCG=$(cg_dir blkio)
-CELL=hdmlp-dist-cell-$$
-for d in "$MEMCG" "$BLKCG"; do
-    if ! { [ -w "$d" ] && mkdir "$d/$CELL.probe" 2>/dev/null && rmdir "$d/$CELL.probe"; }; then
-        skip "cgroup v1 controller $d is not writable"
-    fi
-done
-[ -w /proc/sys/vm/drop_caches ] || skip "cannot drop caches"
-
-mkdir -p "$WORK" "$OUT/logs" || die "cannot create $WORK or $OUT"
-WORK=$(cd "$WORK" && pwd)
-OUT=$(cd "$OUT" && pwd)
-SRCDEV=$(findmnt -no SOURCE --target "$WORK" | head -1)
-[ -b "$SRCDEV" ] || skip "$WORK is not on a block device ($SRCDEV): blkio cannot throttle it"
-PARENT=$(lsblk -no PKNAME "$SRCDEV" 2>/dev/null | head -1)
-DISK=${PARENT:+/dev/$PARENT}
-DISK=${DISK:-$SRCDEV}
-DEV=$(lsblk -dno MAJ:MIN "$DISK" | tr -d ' ')
-[ -n "$DEV" ] || skip "cannot find MAJ:MIN of $DISK"
+# ---- the cell (bench_lib.sh, as bench_loader.sh): cgroup v1 memory + blkio ---------------
+bench_need_root "cgroups, drop_caches"
+cell_init hdmlp-dist-cell-$$
+bench_dirs
+cell_disk "$WORK"
 log "work dir $WORK on $DISK ($DEV); output $OUT"
-
-cleanup() {
-    for d in "$MEMCG/$CELL" "$BLKCG/$CELL"; do
-        [ -d "$d" ] && rmdir "$d" 2>/dev/null
-    done
-    if [ "$KEEP" = 0 ] && [ -n "${WORK:-}" ] && [ -d "$WORK" ]; then
-        rm -rf "$WORK"
-    fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches; }
-
-# cell_run TAG MEM_LIMIT BPS IOPS -- CMD...: CMD (and every process it starts) in a fresh
-# cell after dropping caches; stdout to logs/TAG.out, stderr to logs/TAG.err; sets CELL_JSON.
-cell_run() {
-    local tag=$1 mem=$2 bps=$3 iops=$4
-    shift 5
-    local m=$MEMCG/$CELL b=$BLKCG/$CELL t0 t1 rc
-    rmdir "$m" "$b" 2>/dev/null
-    mkdir "$m" "$b" || die "cannot create cgroup $CELL"
-    echo "$mem" >"$m/memory.limit_in_bytes" || die "cannot set memory limit"
-    [ "$bps" -gt 0 ] && { echo "$DEV $bps" >"$b/blkio.throttle.read_bps_device" || die "cannot throttle $DEV"; }
-    [ "$iops" -gt 0 ] && { echo "$DEV $iops" >"$b/blkio.throttle.read_iops_device" || die "cannot throttle $DEV"; }
-    drop_caches
-    prewarm
-    t0=$(date +%s.%N)
-    sh -c 'echo $$ >"$1/cgroup.procs" && echo $$ >"$2/cgroup.procs" && shift 2 && exec "$@"' \
-        cell "$m" "$b" "$@" >"$OUT/logs/$tag.out" 2>"$OUT/logs/$tag.err"
-    rc=$?
-    t1=$(date +%s.%N)
-    local peak dbytes dops oom
-    peak=$(cat "$m/memory.max_usage_in_bytes")
-    dbytes=$(awk -v d="$DEV" '$1 == d && $2 == "Read" { print $3 }' "$b/blkio.throttle.io_service_bytes")
-    dops=$(awk -v d="$DEV" '$1 == d && $2 == "Read" { print $3 }' "$b/blkio.throttle.io_serviced")
-    oom=$(awk '$1 == "oom_kill" { print $2 }' "$m/memory.oom_control")
-    for _ in 1 2 3 4 5 6 7 8 9 10; do
-        rmdir "$m" "$b" 2>/dev/null && break
-        sleep 0.3
-    done
-    CELL_JSON="{\"rc\": $rc, \"wall_seconds\": $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.6f", b - a }'), \"memory_limit\": $mem,"
-    CELL_JSON+=" \"read_bps\": $bps, \"read_iops\": $iops, \"peak_memory\": ${peak:-0},"
-    CELL_JSON+=" \"dev_read_bytes\": ${dbytes:-0}, \"dev_read_ops\": ${dops:-0}, \"oom_kills\": ${oom:-0}}"
-    return $rc
-}
+bench_traps :
 
 # prewarm: binaries, libraries and MPI's start-up files into the page cache, outside the
 # cell (the cell measures data I/O, not start-up from a throttled disk).
@@ -152,35 +69,13 @@ COST_A="--op-us 6667 --bandwidth 400MB" # regime A's cost model, as bench_loader
 ALLOWANCE=$((192 * MiB))                # per process: binary, MPI, gRPC, thread stacks
 K=16 # with K = 64 a 25 % share of a rank is below the minimum budget (chunk buffers, batch reserve)
 BATCH=4 # as bench_loader.sh's regime A (scaled-down datasets, scaled-down batch)
-PACK_SEED=7
 
 T_START=$(date +%s)
-gen() { # NAME COUNT MEAN SIGMA SEED
-    local dir=$WORK/$1
-    if [ -f "$dir/sizes.json" ] && grep -q "\"count\": $2," "$dir/sizes.json"; then
-        return 0
-    fi
-    rm -rf "$dir"
-    log "generating $1: $2 files, mean $3 B"
-    "$PY" "$HERE/loader_gen.py" tree "$dir" --count "$2" --mean "$3" --sigma "$4" --seed "$5" ||
-        die "cannot generate $1"
-}
-pack() { # NAME TREE K
-    local dir=$WORK/$1 stamp
-    stamp="$2 K=$3 seed=$PACK_SEED $(stat -c %Y "$WORK/$2/sizes.json")"
-    if [ -f "$dir/index" ] && [ "$(cat "$WORK/$1.stamp" 2>/dev/null)" = "$stamp" ]; then
-        return 0
-    fi
-    log "packing $1 (K=$3)"
-    "$PACK" --chunk-size "$3" --seed $PACK_SEED --compress none --threads 2 --quiet --force \
-        -o "$dir" "$WORK/$2/files" >"$OUT/logs/pack-$1.log" 2>&1 || die "hdmlp-pack failed for $1"
-    echo "$stamp" >"$WORK/$1.stamp"
-}
-gen img "$COUNT" 112640 0.6 21
-gen warmtree 64 4096 0 10
-pack ds img $K
-pack warm warmtree 4
-RAW=$("$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["bytes"])' "$WORK/img/sizes.json")
+gen_tree img "$COUNT" 112640 0.6 21
+gen_tree warmtree 64 4096 0 10
+pack ds "$WORK/img/files" $K
+pack warm "$WORK/warmtree/files" 4
+RAW=$(tree_bytes img)
 STORED=$(du -sb "$WORK/ds" | cut -f1)
 T_DATA=$(date +%s)
 log "dataset: $COUNT samples, $RAW raw bytes, K=$K; ready in $((T_DATA - T_START)) s"
@@ -192,7 +87,7 @@ record() { # TAG KIND WORLD BUDGET RESULT_FILES...
     shift 4
     local res=() f
     for f in "$@"; do
-        res+=("$(grep '^{' "$f" 2>/dev/null | tail -1)")
+        res+=("$(last_json "$f")")
     done
     local joined
     joined=$(printf '%s\n' "${res[@]}" | awk 'NF { printf "%s%s", sep, $0; sep = ", " }')
@@ -231,8 +126,8 @@ T_END=$(date +%s)
 log "runs done in $((T_END - T_DATA)) s"
 
 cat >"$OUT/meta.json" <<EOF
-{"date": "$(date -u +%FT%TZ)", "kernel": "$(uname -r)", "cpus": $(nproc), "device": "$DISK", "dev": "$DEV",
- "git": "$(git -C "$SRC" rev-parse --short HEAD 2>/dev/null || echo unknown)", "samples": $COUNT,
+{$(meta_host), "device": "$DISK", "dev": "$DEV",
+ "git": "$(git_rev)", "samples": $COUNT,
  "raw_bytes": $RAW, "k": $K, "batch": $BATCH, "epochs": $EPOCHS, "ranks": "$RANKS", "read_bps": $MB400,
  "read_iops": $IOPS_A, "allowance_per_process": $ALLOWANCE,
  "seconds": {"data": $((T_DATA - T_START)), "runs": $((T_END - T_DATA))}}

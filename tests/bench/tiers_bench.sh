@@ -25,99 +25,55 @@ set -u
 set -o pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
-SRC=$(cd "$HERE/../.." && pwd)
-BUILD=$SRC/build
+BENCH_NAME=tiers_bench
+# shellcheck source-path=SCRIPTDIR source=bench_lib.sh
+. "$HERE/bench_lib.sh"
 OUT=$PWD/bench-tiers-out
 WORK=${TMPDIR:-/var/tmp}/hdmlp-tiers-bench
-PY=/usr/bin/python3
-SMALL=0
 EPOCHS=5
 REGIMES="A B"
-KEEP=0
 ONLY=""
 ALLOW_MIB=64
 CMS_A=""
 CMS_B=""
 
-usage() {
-    sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'
-    exit "${1:-2}"
-}
 while [ $# -gt 0 ]; do
     case $1 in
-    --build) BUILD=${2:?}; shift ;;
-    --out) OUT=${2:?}; shift ;;
-    --work) WORK=${2:?}; shift ;;
-    --small) SMALL=1 ;;
-    --epochs) EPOCHS=${2:?}; shift ;;
-    --regimes) REGIMES=${2:?}; shift ;;
-    --keep-data) KEEP=1 ;;
-    --only) ONLY=${2:?}; shift ;;
-    --allowance) ALLOW_MIB=${2:?}; shift ;;
-    --compute-ms-a) CMS_A=${2:?}; shift ;;
-    --compute-ms-b) CMS_B=${2:?}; shift ;;
-    -h | --help) usage 0 ;;
-    *) echo "tiers_bench: unknown option '$1'" >&2; usage 2 ;;
+    --epochs) EPOCHS=${2:?}; shift 2 ;;
+    --regimes) REGIMES=${2:?}; shift 2 ;;
+    --only) ONLY=${2:?}; shift 2 ;;
+    --allowance) ALLOW_MIB=${2:?}; shift 2 ;;
+    --compute-ms-a) CMS_A=${2:?}; shift 2 ;;
+    --compute-ms-b) CMS_B=${2:?}; shift 2 ;;
+    *) bench_option "$@"; shift "$BENCH_SHIFT" ;;
     esac
-    shift
 done
 
-log() { echo "[tiers_bench $(date +%H:%M:%S)] $*" >&2; }
-die() { echo "tiers_bench: $*" >&2; exit 1; }
-skip() { echo "tiers_bench: SKIP: $*"; exit 0; }
+bench_tools
+bench_need_option --ssd-cache
+bench_need_option --plan
 
-BENCH=${HDMLP_BENCH:-$BUILD/loader/hdmlp-bench}
-PACK=${HDMLP_PACK:-$BUILD/packer/hdmlp-pack}
-[ -x "$BENCH" ] || die "no hdmlp-bench at $BENCH"
-[ -x "$PACK" ] || die "no hdmlp-pack at $PACK"
-HELP=$("$BENCH" --help 2>&1)
-case $HELP in *--ssd-cache*) ;; *) skip "$BENCH has no --ssd-cache" ;; esac
-case $HELP in *--plan*) ;; *) skip "$BENCH has no --plan" ;; esac
-[ -x "$PY" ] || PY=$(command -v python3)
-
-[ "$(id -u)" = 0 ] || skip "needs root (cgroups, loop devices, drop_caches)"
+bench_need_root "cgroups, loop devices, drop_caches"
 command -v losetup >/dev/null && command -v mkfs.ext4 >/dev/null || skip "needs losetup and mkfs.ext4"
-cg_dir() { echo "/sys/fs/cgroup/$1$(awk -F: -v c="$1" '$2 == c { print $3 }' /proc/self/cgroup)"; }
-MEMCG=$(cg_dir memory)
-BLKCG=$(cg_dir blkio)
-CELL=hdmlp-tiers-$$
-for d in "$MEMCG" "$BLKCG"; do
-    if ! { [ -w "$d" ] && mkdir "$d/$CELL.probe" 2>/dev/null && rmdir "$d/$CELL.probe"; }; then
-        skip "cgroup v1 controller $d is not writable"
-    fi
-done
-[ -w /proc/sys/vm/drop_caches ] || skip "cannot drop caches"
-
-mkdir -p "$WORK" "$OUT/logs" || die "cannot create $WORK or $OUT"
-WORK=$(cd "$WORK" && pwd)
-OUT=$(cd "$OUT" && pwd)
-ROOTSRC=$(findmnt -no SOURCE --target "$WORK" | head -1)
-ROOTPARENT=$(lsblk -no PKNAME "$ROOTSRC" 2>/dev/null | head -1)
-ROOTDISK=${ROOTPARENT:+/dev/$ROOTPARENT}
-ROOTDISK=${ROOTDISK:-$ROOTSRC}
-ROOTDEV=$(lsblk -dno MAJ:MIN "$ROOTDISK" 2>/dev/null | tr -d ' ')
+cell_init hdmlp-tiers-$$
+bench_dirs
+disk_of "$WORK"
+ROOTDISK=$DISK
+ROOTDEV=$DISK_DEV
 LOOP=""
 MNT=$WORK/src
 SSD=$WORK/ssd
 
-cleanup() {
-    for d in "$MEMCG/$CELL" "$BLKCG/$CELL"; do
-        [ -d "$d" ] && rmdir "$d" 2>/dev/null
-    done
+# the loop device and the copies (bench_cleanup then removes WORK unless --keep-data)
+cleanup_source() {
     if mountpoint -q "$MNT" 2>/dev/null; then
         umount "$MNT" 2>/dev/null || { sleep 1; umount "$MNT"; }
     fi
     [ -n "$LOOP" ] && losetup -d "$LOOP" 2>/dev/null
     rm -f "$WORK/source.img"
     rm -rf "$SSD" "$WORK/local"
-    if [ "$KEEP" = 0 ]; then
-        rm -rf "$WORK"
-    fi
 }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches; }
+bench_traps cleanup_source
 
 # ---- datasets (trees on the root disk) ---------------------------------------------------
 if [ "$SMALL" = 1 ]; then
@@ -129,25 +85,10 @@ else
 fi
 COMPUTE_MS_A=${CMS_A:-$COMPUTE_MS_A}
 COMPUTE_MS_B=${CMS_B:-$COMPUTE_MS_B}
-gen_tree() { # NAME COUNT
-    local dir=$WORK/$1
-    if [ -f "$dir/sizes.json" ] && grep -q "\"count\": $2," "$dir/sizes.json"; then
-        return 0
-    fi
-    rm -rf "$dir"
-    log "generating $1: $2 files (lognormal, mean 110 KiB, sigma 0.6)"
-    "$PY" "$HERE/loader_gen.py" tree "$dir" --count "$2" --mean 112640 --sigma 0.6 --seed 11 ||
-        die "cannot generate $1"
-}
-gen_tree tree_b "$N_B"
-if ! { [ -f "$WORK/tree_a/sizes.json" ] && grep -q "\"count\": $N_A," "$WORK/tree_a/sizes.json"; }; then
-    rm -rf "$WORK/tree_a"
-    "$PY" "$HERE/loader_gen.py" subset "$WORK/tree_a" --from "$WORK/tree_b" --count "$N_A" ||
-        die "cannot subset tree_b"
-fi
-bytes_of() { "$PY" -c "import json,sys; print(json.load(open(sys.argv[1]))['bytes'])" "$WORK/$1/sizes.json"; }
-RAW_A=$(bytes_of tree_a)
-RAW_B=$(bytes_of tree_b)
+gen_tree tree_b "$N_B" 112640 0.6 11
+gen_subset tree_a tree_b "$N_A"
+RAW_A=$(tree_bytes tree_a)
+RAW_B=$(tree_bytes tree_b)
 
 # ---- the slow source: a loop device holding the packed datasets --------------------------
 umount "$MNT" 2>/dev/null
@@ -165,8 +106,7 @@ log "source: $LOOP ($LOOPDEV, direct-io $(losetup -nO DIO "$LOOP" | tr -d ' '), 
     "SSD dir $SSD on $ROOTDISK ($ROOTDEV)"
 for x in a b; do
     log "packing ds_$x into the source (K=64)"
-    "$PACK" --chunk-size 64 --seed 7 --compress none --threads 2 --quiet --force \
-        -o "$MNT/ds_$x" "$WORK/tree_$x/files" >"$OUT/logs/pack-$x.log" 2>&1 || die "hdmlp-pack failed: $(tail -3 "$OUT/logs/pack-$x.log")"
+    pack_into "$MNT/ds_$x" "$WORK/tree_$x/files" 64 "$x"
 done
 mkdir -p "$WORK/local"
 cp -a "$MNT/ds_a" "$MNT/ds_b" "$WORK/local/" || die "cannot copy the datasets to $WORK/local"
@@ -181,43 +121,12 @@ MB400=400000000
 IOPS_A=150
 ALLOWANCE=$((ALLOW_MIB * MiB))
 
-# dev_stat FILE DEV: "bytes ops"-style value of the Read line of a blkio stat file
-dev_read() { awk -v d="$2" '$1 == d && $2 == "Read" { print $3 }' "$1"; }
+CELL_THROTTLE=$LOOPDEV                                  # only the source is throttled
+CELL_COUNTERS="source_dev=$LOOPDEV root_dev=$ROOTDEV" # reads of both disks are counted
 
-# cell_run TAG MEM_LIMIT BPS IOPS -- CMD...: fresh cell (memory limit; the loop device
-# throttled), caches dropped; sets CELL_JSON with the device counters of both disks.
-cell_run() {
-    local tag=$1 mem=$2 bps=$3 iops=$4 t0 t1 rc
-    shift 5
-    local m=$MEMCG/$CELL b=$BLKCG/$CELL
-    rmdir "$m" "$b" 2>/dev/null
-    mkdir "$m" "$b" || die "cannot create cgroup $CELL"
-    echo "$mem" >"$m/memory.limit_in_bytes" || die "cannot set the memory limit"
-    [ "$bps" -gt 0 ] && { echo "$LOOPDEV $bps" >"$b/blkio.throttle.read_bps_device" || die "cannot throttle $LOOPDEV"; }
-    [ "$iops" -gt 0 ] && { echo "$LOOPDEV $iops" >"$b/blkio.throttle.read_iops_device" || die "cannot throttle $LOOPDEV"; }
-    drop_caches
-    "$BENCH" "$WORK/local/ds_a" --memory 64M --batch 4 --ram-cache 0 --json --quiet >/dev/null 2>&1 # binaries warm
-    t0=$(date +%s.%N)
-    sh -c 'echo $$ >"$1/cgroup.procs" && echo $$ >"$2/cgroup.procs" && shift 2 && exec "$@"' \
-        cell "$m" "$b" "$@" >"$OUT/logs/$tag.out" 2>"$OUT/logs/$tag.err"
-    rc=$?
-    t1=$(date +%s.%N)
-    local peak lb lo rb ro oom
-    peak=$(cat "$m/memory.max_usage_in_bytes")
-    lb=$(dev_read "$b/blkio.throttle.io_service_bytes" "$LOOPDEV")
-    lo=$(dev_read "$b/blkio.throttle.io_serviced" "$LOOPDEV")
-    rb=$(dev_read "$b/blkio.throttle.io_service_bytes" "$ROOTDEV")
-    ro=$(dev_read "$b/blkio.throttle.io_serviced" "$ROOTDEV")
-    oom=$(awk '$1 == "oom_kill" { print $2 }' "$m/memory.oom_control")
-    for _ in 1 2 3 4 5; do
-        rmdir "$m" "$b" 2>/dev/null && break
-        sleep 0.2
-    done
-    CELL_JSON="{\"rc\": $rc, \"wall_seconds\": $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.6f", b - a }'),"
-    CELL_JSON+=" \"memory_limit\": $mem, \"read_bps\": $bps, \"read_iops\": $iops, \"peak_memory\": ${peak:-0},"
-    CELL_JSON+=" \"source_dev_read_bytes\": ${lb:-0}, \"source_dev_read_ops\": ${lo:-0},"
-    CELL_JSON+=" \"root_dev_read_bytes\": ${rb:-0}, \"root_dev_read_ops\": ${ro:-0}, \"oom_kills\": ${oom:-0}}"
-    return $rc
+# prewarm CMD...: hdmlp-bench's binary and libraries into the page cache, outside the cell.
+prewarm() {
+    "$BENCH" "$WORK/local/ds_a" --memory 64M --batch 4 --ram-cache 0 --json --quiet >/dev/null 2>&1
 }
 
 RUNS=$OUT/runs.jsonl
@@ -228,7 +137,7 @@ LOAD_LOG=$OUT/loadavg.log
 # run REGIME NAME DATASET_DIR MEM_PCT -- EXTRA_ARGS...: the run in the cell, then the same
 # configuration's forecast (--plan --json, outside the cell: metadata only).
 run() {
-    local regime=$1 name=$2 ds=$3 pct=$4 raw batch bps iops cost tag l0 l1 plan
+    local regime=$1 name=$2 ds=$3 pct=$4 raw batch bps iops cost tag l0 l1
     shift 5
     if [ -n "$ONLY" ] && ! [[ " $ONLY " == *" $name "* ]]; then
         return 0
@@ -244,17 +153,17 @@ run() {
     # shellcheck disable=SC2206
     local args=("$ds" --memory "$pct%" --batch "$batch" --threads 2 --seed 1 --epochs "$EPOCHS"
         $cost --direct "$@")
-    l0=$(cut -d' ' -f1-3 /proc/loadavg)
+    l0=$(loadavg)
     log "$tag (load $l0): ${args[*]}"
     cell_run "$tag" $((raw * pct / 100 + ALLOWANCE)) "$bps" "$iops" -- "$BENCH" "${args[@]}" --json --quiet ||
         log "  FAILED (rc $?): $(tail -2 "$OUT/logs/$tag.err")"
-    l1=$(cut -d' ' -f1-3 /proc/loadavg)
+    l1=$(loadavg)
     echo "$tag $l0 -> $l1" >>"$LOAD_LOG"
     "$BENCH" "${args[@]}" --plan --json --quiet >"$OUT/logs/$tag.plan" 2>"$OUT/logs/$tag.plan.err" ||
         log "  plan FAILED: $(tail -2 "$OUT/logs/$tag.plan.err")"
     local res pl
-    res=$(grep '^{' "$OUT/logs/$tag.out" 2>/dev/null | tail -1)
-    pl=$(grep '^{' "$OUT/logs/$tag.plan" 2>/dev/null | tail -1)
+    res=$(last_json "$OUT/logs/$tag.out")
+    pl=$(last_json "$OUT/logs/$tag.plan")
     echo "{\"tag\": \"$tag\", \"regime\": \"$regime\", \"config\": \"$name\", \"memory_pct\": $pct," \
         "\"raw_bytes\": $raw, \"segment_bytes\": $([ "$regime" = A ] && echo "$SEG_A" || echo "$SEG_B")," \
         "\"batch\": $batch, \"load_before\": \"$l0\", \"load_after\": \"$l1\", \"args\": \"${args[*]}\"," \
@@ -296,8 +205,8 @@ done
 T1=$(date +%s)
 
 cat >"$OUT/meta.json" <<EOF
-{"date": "$(date -u +%FT%TZ)", "kernel": "$(uname -r)", "cpus": $(nproc),
- "git": "$(git -C "$SRC" rev-parse --short HEAD 2>/dev/null || cat "$SRC/GITREV" 2>/dev/null || echo unknown)",
+{$(meta_host),
+ "git": "$(git_rev)",
  "bench": "$BENCH", "bench_version": "$("$BENCH" -V 2>/dev/null | head -1)",
  "small": $SMALL, "epochs": $EPOCHS, "regimes": "$REGIMES", "read_bps": $MB400, "iops_a": $IOPS_A,
  "allowance": $ALLOWANCE, "loop": "$LOOP", "loop_dev": "$LOOPDEV",
