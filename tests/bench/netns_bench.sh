@@ -7,8 +7,9 @@
 # (window 256) vs off, epoch time, remote requests, bytes received per rank, and the
 # exchange's share of the link (received bytes / epoch time / rate).
 #
-#   tests/bench/netns_bench.sh [--build DIR] [--out DIR] [--ranks R] [--rates "100mbit 1gbit"]
-#                              [--delay MS] [--count N] [--epochs E] [--memory SIZE]
+#   tests/bench/netns_bench.sh [--build DIR] [--out DIR] [--work DIR] [--keep-data]
+#                              [--ranks R] [--rates "100mbit 1gbit"] [--delay MS]
+#                              [--count N] [--epochs E] [--memory SIZE]
 #
 # Needs root, iproute2 (ip, tc with tbf/netem), /usr/bin/python3, the built hdmlp-bench and
 # hdmlp-pack (--build, default build/). Else: SKIP, exit 0. Leaves no namespace behind.
@@ -17,10 +18,11 @@ set -u
 set -o pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
-SRC=$(cd "$HERE/../.." && pwd)
-BUILD=$SRC/build
+BENCH_NAME=netns_bench
+# shellcheck source-path=SCRIPTDIR source=bench_lib.sh
+. "$HERE/bench_lib.sh"
 OUT=$PWD/netns-bench-out
-PY=/usr/bin/python3
+WORK=${TMPDIR:-/var/tmp}/hdmlp-netns-bench
 RANKS=3
 RATES="100mbit 1gbit"
 DELAY=0
@@ -30,52 +32,32 @@ MEMORY=25%
 PORT=47100
 NS=hdnb # namespace prefix
 
-usage() {
-    sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
-    exit "${1:-2}"
-}
 while [ $# -gt 0 ]; do
     case $1 in
-    --build) BUILD=${2:?}; shift ;;
-    --out) OUT=${2:?}; shift ;;
-    --ranks) RANKS=${2:?}; shift ;;
-    --rates) RATES=${2:?}; shift ;;
-    --delay) DELAY=${2:?}; shift ;;
-    --count) COUNT=${2:?}; shift ;;
-    --epochs) EPOCHS=${2:?}; shift ;;
-    --memory) MEMORY=${2:?}; shift ;;
-    -h | --help) usage 0 ;;
-    *) echo "netns_bench: unknown option '$1'" >&2; usage 2 ;;
+    --ranks) RANKS=${2:?}; shift 2 ;;
+    --rates) RATES=${2:?}; shift 2 ;;
+    --delay) DELAY=${2:?}; shift 2 ;;
+    --count) COUNT=${2:?}; shift 2 ;;
+    --epochs) EPOCHS=${2:?}; shift 2 ;;
+    --memory) MEMORY=${2:?}; shift 2 ;;
+    *) bench_option "$@"; shift "$BENCH_SHIFT" ;;
     esac
-    shift
 done
 
-BENCH=$BUILD/loader/hdmlp-bench
-PACK=$BUILD/packer/hdmlp-pack
-log() { echo "[netns_bench $(date +%T)] $*" >&2; }
-skip() { log "SKIP: $*"; exit 0; }
-die() { log "ERROR: $*"; exit 1; }
-
-[ "$(id -u)" = 0 ] || skip "needs root (network namespaces)"
+bench_need_root "network namespaces"
 command -v ip >/dev/null && command -v tc >/dev/null || skip "needs iproute2 (ip, tc)"
-[ -x "$BENCH" ] && [ -x "$PACK" ] || die "no hdmlp-bench/hdmlp-pack under $BUILD (--build)"
+bench_tools
 [ "$RANKS" -ge 2 ] || die "--ranks must be >= 2"
-
-WORK=$(mktemp -d "${TMPDIR:-/var/tmp}/hdmlp-netns-bench.XXXXXX")
-mkdir -p "$OUT/logs"
+bench_dirs
 : >"$OUT/runs.jsonl"
 
-cleanup() {
+remove_namespaces() {
     for ((r = 0; r < RANKS; r++)); do ip netns del "$NS$r" 2>/dev/null; done
     ip netns del "${NS}sw" 2>/dev/null
-    rm -rf "$WORK"
+    return 0
 }
-trap cleanup EXIT
-cleanup_ns_only() {
-    for ((r = 0; r < RANKS; r++)); do ip netns del "$NS$r" 2>/dev/null; done
-    ip netns del "${NS}sw" 2>/dev/null
-}
-cleanup_ns_only
+bench_traps remove_namespaces
+remove_namespaces
 
 # ---- the network: switch namespace with a bridge, one namespace and veth pair per rank ----
 ip netns add "${NS}sw" || skip "cannot create network namespaces here"
@@ -111,12 +93,8 @@ shape() {
 }
 
 # ---- the dataset: ~110 KiB samples (like ImageNet), packed K=64, read from the page cache --
-log "generating $COUNT files"
-"$PY" "$HERE/loader_gen.py" tree "$WORK/tree" --count "$COUNT" --mean 112640 --sigma 0.6 \
-    --seed 21 >/dev/null || die "cannot generate the dataset"
-"$PACK" --chunk-size 64 --seed 1 --compress none --threads 2 --quiet -o "$WORK/ds" \
-    "$WORK/tree/files" || die "hdmlp-pack failed"
-rm -rf "$WORK/tree"
+gen_tree tree "$COUNT" 112640 0.6 21
+pack ds "$WORK/tree/files" 64
 cat "$WORK/ds"/* >/dev/null
 RAW=$(du -sb "$WORK/ds" | cut -f1)
 
