@@ -11,9 +11,7 @@
 
 typedef struct rank_run {
     hdmlp_loader *ld;
-    uint64_t *seq; /* delivered indices, all epochs */
-    uint64_t n_seq, cap;
-    uint64_t *epoch_of;
+    testds_seq seq; /* delivered indices and their epochs, all epochs */
     int rc;
     hdmlp_stats st;
 } rank_run;
@@ -33,22 +31,7 @@ typedef struct dist_params {
 static void *consume(void *arg)
 {
     rank_run *r = arg;
-    hdmlp_batch *b;
-    int rc;
-    while ((rc = hdmlp_loader_next(r->ld, &b)) == HDMLP_OK) {
-        const hdmlp_sample_view *v = hdmlp_batch_samples(b);
-        for (size_t i = 0; i < hdmlp_batch_size(b); i++) {
-            if (r->n_seq == r->cap) {
-                r->cap = r->cap ? r->cap * 2 : 1024;
-                r->seq = realloc(r->seq, r->cap * sizeof(uint64_t));
-                r->epoch_of = realloc(r->epoch_of, r->cap * sizeof(uint64_t));
-            }
-            r->epoch_of[r->n_seq] = hdmlp_batch_epoch(b);
-            r->seq[r->n_seq++] = v[i].index;
-        }
-        hdmlp_batch_release(b);
-    }
-    r->rc = rc;
+    r->rc = testds_drain(r->ld, &r->seq);
     hdmlp_loader_stats(r->ld, &r->st);
     hdmlp_loader_free(r->ld);
     r->ld = NULL;
@@ -100,8 +83,7 @@ static rank_run *run_world(const char *dir, const dist_params *p)
 static void free_runs(rank_run *runs, uint32_t world)
 {
     for (uint32_t r = 0; r < world; r++) {
-        free(runs[r].seq);
-        free(runs[r].epoch_of);
+        testds_seq_free(&runs[r].seq);
     }
     free(runs);
 }
@@ -119,11 +101,12 @@ static void check_exactly_once(const rank_run *runs, const dist_params *p)
                       (unsigned long long)runs[r].st.peak_memory_bytes,
                       (unsigned long long)runs[r].st.memory_budget);
         const uint64_t expect = (p->n / p->world + (r < p->n % p->world)) * p->epochs;
-        cr_assert_eq(runs[r].n_seq, expect, "rank %u delivered %llu, expected %llu", r,
-                     (unsigned long long)runs[r].n_seq, (unsigned long long)expect);
-        for (uint64_t i = 0; i < runs[r].n_seq; i++) {
-            const uint64_t e = runs[r].epoch_of[i];
-            const uint64_t x = runs[r].seq[i];
+        const testds_seq *q = &runs[r].seq;
+        cr_assert_eq(q->n, expect, "rank %u delivered %llu, expected %llu", r,
+                     (unsigned long long)q->n, (unsigned long long)expect);
+        for (uint64_t i = 0; i < q->n; i++) {
+            const uint64_t e = q->ep[i];
+            const uint64_t x = q->idx[i];
             cr_assert_lt(x, p->n);
             cr_assert_eq(seen[e * p->n + x], 0, "sample %llu twice in epoch %llu",
                          (unsigned long long)x, (unsigned long long)e);
@@ -166,8 +149,8 @@ Test(distributed, sequences_are_deterministic_with_and_without_prefetch, .timeou
         rank_run *a = run_world(dir, &p);
         rank_run *b = run_world(dir, &p);
         for (uint32_t r = 0; r < 3; r++) {
-            cr_assert_eq(a[r].n_seq, b[r].n_seq);
-            cr_assert_eq(memcmp(a[r].seq, b[r].seq, a[r].n_seq * sizeof(uint64_t)), 0,
+            cr_assert_eq(a[r].seq.n, b[r].seq.n);
+            cr_assert_eq(memcmp(a[r].seq.idx, b[r].seq.idx, a[r].seq.n * sizeof(uint64_t)), 0,
                          "rank %u's sequence differs between identical runs (prefetch %d)", r,
                          pf);
         }

@@ -1204,8 +1204,7 @@ Test(rpc_bench, round_trip, .timeout = 120)
 
 typedef struct e2e_rank {
     hdmlp_loader *ld;
-    uint64_t *idx, *ep;
-    uint64_t n, cap;
+    testds_seq seq;
     int rc;
     char err[256];
     hdmlp_stats st;
@@ -1214,22 +1213,7 @@ typedef struct e2e_rank {
 static void *e2e_consume(void *arg)
 {
     e2e_rank *r = arg;
-    hdmlp_batch *b;
-    int rc;
-    while ((rc = hdmlp_loader_next(r->ld, &b)) == HDMLP_OK) {
-        const hdmlp_sample_view *v = hdmlp_batch_samples(b);
-        for (size_t i = 0; i < hdmlp_batch_size(b); i++) {
-            if (r->n == r->cap) {
-                r->cap = r->cap ? 2 * r->cap : 1024;
-                r->idx = realloc(r->idx, r->cap * sizeof *r->idx);
-                r->ep = realloc(r->ep, r->cap * sizeof *r->ep);
-            }
-            r->ep[r->n] = hdmlp_batch_epoch(b);
-            r->idx[r->n++] = v[i].index;
-        }
-        hdmlp_batch_release(b);
-    }
-    r->rc = rc;
+    r->rc = testds_drain(r->ld, &r->seq);
     snprintf(r->err, sizeof r->err, "%s", hdmlp_last_error());
     hdmlp_loader_stats(r->ld, &r->st);
     hdmlp_loader_free(r->ld);
@@ -1274,18 +1258,18 @@ static void e2e_run(uint32_t world, uint32_t prefetch, uint64_t epochs)
     for (uint32_t r = 0; r < world; r++) {
         cr_assert_eq(runs[r].rc, HDMLP_END, "rank %u: %s: %s", r, hdmlp_err_name(runs[r].rc),
                      runs[r].err);
-        for (uint64_t i = 0; i < runs[r].n; i++) {
-            cr_assert_lt(runs[r].idx[i], n);
-            uint8_t *s = &seen[runs[r].ep[i] * n + runs[r].idx[i]];
-            cr_assert_eq(*s, 0, "sample %llu twice", (unsigned long long)runs[r].idx[i]);
+        const testds_seq *q = &runs[r].seq;
+        for (uint64_t i = 0; i < q->n; i++) {
+            cr_assert_lt(q->idx[i], n);
+            uint8_t *s = &seen[q->ep[i] * n + q->idx[i]];
+            cr_assert_eq(*s, 0, "sample %llu twice", (unsigned long long)q->idx[i]);
             *s = 1;
             total++;
         }
         remote += runs[r].st.remote_requests;
         hits += runs[r].st.remote_hits;
         bytes += runs[r].st.net_bytes_in;
-        free(runs[r].idx);
-        free(runs[r].ep);
+        testds_seq_free(&runs[r].seq);
     }
     cr_assert_eq(total, n * epochs);
     printf("rpc_loader: world %u prefetch %u: %llu samples, %llu remote requests, %llu remote "

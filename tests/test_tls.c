@@ -68,8 +68,7 @@ static const tls_files plain = {0, "", "", ""};
 
 typedef struct rank_run {
     hdmlp_loader *ld;
-    uint64_t *idx, *ep;
-    uint64_t n, cap;
+    testds_seq seq;
     int rc;
     char err[512];
     uint64_t ms; /* create to the end of hdmlp_loader_free */
@@ -79,22 +78,7 @@ typedef struct rank_run {
 static void *consume(void *arg)
 {
     rank_run *r = arg;
-    hdmlp_batch *b;
-    int rc;
-    while ((rc = hdmlp_loader_next(r->ld, &b)) == HDMLP_OK) {
-        const hdmlp_sample_view *v = hdmlp_batch_samples(b);
-        for (size_t i = 0; i < hdmlp_batch_size(b); i++) {
-            if (r->n == r->cap) {
-                r->cap = r->cap ? 2 * r->cap : 1024;
-                r->idx = realloc(r->idx, r->cap * sizeof *r->idx);
-                r->ep = realloc(r->ep, r->cap * sizeof *r->ep);
-            }
-            r->ep[r->n] = hdmlp_batch_epoch(b);
-            r->idx[r->n++] = v[i].index;
-        }
-        hdmlp_batch_release(b);
-    }
-    r->rc = rc;
+    r->rc = testds_drain(r->ld, &r->seq);
     snprintf(r->err, sizeof r->err, "%s", hdmlp_last_error());
     hdmlp_loader_free(r->ld);
     r->ld = NULL;
@@ -180,8 +164,7 @@ static void run_world(const fixture *f, uint32_t world, const tls_files *t, uint
 static void runs_free(rank_run *runs, uint32_t world)
 {
     for (uint32_t r = 0; r < world; r++) {
-        free(runs[r].idx);
-        free(runs[r].ep);
+        testds_seq_free(&runs[r].seq);
     }
 }
 
@@ -193,11 +176,12 @@ static void check_exactly_once(const rank_run *runs, uint32_t world)
     for (uint32_t r = 0; r < world; r++) {
         cr_assert_eq(runs[r].rc, HDMLP_END, "rank %u: %s: %s", r, hdmlp_err_name(runs[r].rc),
                      runs[r].err);
-        for (uint64_t i = 0; i < runs[r].n; i++) {
-            cr_assert_lt(runs[r].idx[i], N_SAMPLES);
-            cr_assert_lt(runs[r].ep[i], 2);
-            uint8_t *s = &seen[runs[r].ep[i] * N_SAMPLES + runs[r].idx[i]];
-            cr_assert_eq(*s, 0, "sample %llu twice", (unsigned long long)runs[r].idx[i]);
+        const testds_seq *q = &runs[r].seq;
+        for (uint64_t i = 0; i < q->n; i++) {
+            cr_assert_lt(q->idx[i], N_SAMPLES);
+            cr_assert_lt(q->ep[i], 2);
+            uint8_t *s = &seen[q->ep[i] * N_SAMPLES + q->idx[i]];
+            cr_assert_eq(*s, 0, "sample %llu twice", (unsigned long long)q->idx[i]);
             *s = 1;
             total++;
         }
@@ -221,16 +205,17 @@ static void same_sequence_as_plaintext(uint32_t world)
     check_exactly_once(a, world);
     check_exactly_once(b, world);
     for (uint32_t r = 0; r < world; r++) {
-        cr_assert_eq(a[r].n, b[r].n, "rank %u: %llu samples with TLS, %llu without", r,
-                     (unsigned long long)a[r].n, (unsigned long long)b[r].n);
-        for (uint64_t i = 0; i < a[r].n; i++) {
-            cr_assert(a[r].idx[i] == b[r].idx[i] && a[r].ep[i] == b[r].ep[i],
+        const testds_seq *qa = &a[r].seq, *qb = &b[r].seq;
+        cr_assert_eq(qa->n, qb->n, "rank %u: %llu samples with TLS, %llu without", r,
+                     (unsigned long long)qa->n, (unsigned long long)qb->n);
+        for (uint64_t i = 0; i < qa->n; i++) {
+            cr_assert(qa->idx[i] == qb->idx[i] && qa->ep[i] == qb->ep[i],
                       "rank %u position %llu: sample %llu with TLS, %llu without", r,
-                      (unsigned long long)i, (unsigned long long)a[r].idx[i],
-                      (unsigned long long)b[r].idx[i]);
+                      (unsigned long long)i, (unsigned long long)qa->idx[i],
+                      (unsigned long long)qb->idx[i]);
         }
         printf("tls: world %u rank %u: %llu samples, %llu ms with TLS, %llu ms without\n",
-               world, r, (unsigned long long)a[r].n, (unsigned long long)a[r].ms,
+               world, r, (unsigned long long)qa->n, (unsigned long long)a[r].ms,
                (unsigned long long)b[r].ms);
     }
     runs_free(a, world);
@@ -270,11 +255,11 @@ static void check_failed(const rank_run *runs, uint32_t r, uint32_t timeout)
            runs[r].err);
 }
 
-Test(tls_loader, other_ca_refused_two_ranks, .timeout = 20)
+/* Two ranks with files t[0] and t[1] that cannot talk: each fails, naming the other. */
+static void two_ranks_refused(const tls_files t[2])
 {
     fixture f;
     fixture_open(&f);
-    const tls_files t[2] = {good(), rogue()};
     rank_run runs[2];
     run_world(&f, 2, t, 1000, runs);
     for (uint32_t r = 0; r < 2; r++) {
@@ -284,6 +269,12 @@ Test(tls_loader, other_ca_refused_two_ranks, .timeout = 20)
     }
     runs_free(runs, 2);
     fixture_close(&f);
+}
+
+Test(tls_loader, other_ca_refused_two_ranks, .timeout = 20)
+{
+    const tls_files t[2] = {good(), rogue()};
+    two_ranks_refused(t);
 }
 
 /* Ranks 0 and 1 trust each other; both fail because of rank 2 (one of them may instead
@@ -307,18 +298,8 @@ Test(tls_loader, other_ca_refused_three_ranks, .timeout = 20)
 
 Test(tls_loader, plaintext_peer_refused, .timeout = 20)
 {
-    fixture f;
-    fixture_open(&f);
     const tls_files t[2] = {good(), plain};
-    rank_run runs[2];
-    run_world(&f, 2, t, 1000, runs);
-    for (uint32_t r = 0; r < 2; r++) {
-        check_failed(runs, r, 1000);
-        cr_assert(names_rank(&runs[r], 1 - r), "rank %u does not name rank %u: %s", r, 1 - r,
-                  runs[r].err);
-    }
-    runs_free(runs, 2);
-    fixture_close(&f);
+    two_ranks_refused(t);
 }
 
 /* hdmlp_loader_create of rank 0 of 2 with files t: returns its status, message in err. */
@@ -441,14 +422,20 @@ typedef struct counter {
     uint64_t n, errors;
 } counter;
 
+/* Adds one to *field of c (c->n or c->errors) and wakes counter_wait. */
+static void counter_add(counter *c, uint64_t *field)
+{
+    pthread_mutex_lock(&c->mu);
+    (*field)++;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+}
+
 static void count_msg(void *ctx, const peer_msg *m)
 {
     (void)m;
     counter *c = ctx;
-    pthread_mutex_lock(&c->mu);
-    c->n++;
-    pthread_cond_broadcast(&c->cv);
-    pthread_mutex_unlock(&c->mu);
+    counter_add(c, &c->n);
 }
 
 static void count_error(void *ctx, uint32_t rank, int code, const char *detail)
@@ -457,10 +444,7 @@ static void count_error(void *ctx, uint32_t rank, int code, const char *detail)
     (void)code;
     (void)detail;
     counter *c = ctx;
-    pthread_mutex_lock(&c->mu);
-    c->errors++;
-    pthread_cond_broadcast(&c->cv);
-    pthread_mutex_unlock(&c->mu);
+    counter_add(c, &c->errors);
 }
 
 /* Waits (up to 30 s) until c has seen n messages. */

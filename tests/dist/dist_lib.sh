@@ -131,3 +131,56 @@ for _ in range(int(sys.argv[1])):
 print(" ".join(str(s.getsockname()[1]) for s in socks))
 EOF
 }
+
+# peer_list N: a --peers list of N free ports on 127.0.0.1 ("127.0.0.1:P1,127.0.0.1:P2,...").
+peer_list() {
+    free_ports "$1" |
+        awk '{ for (i = 1; i <= NF; i++) printf "%s127.0.0.1:%s", (i > 1 ? "," : ""), $i }'
+}
+
+# peers_run TAG SECONDS DATASET ARGS...: hdmlp-bench DATASET in 3 processes, rank r with
+# --peers (a fresh peer_list 3) --rank r ARGS, each under a time limit of SECONDS; rank r
+# writes $T/TAG.r.out and $T/TAG.r.err. Where the script defines a function peer_args,
+# `peer_args R` may set the array PEER_ARGS to options for rank R alone (given before ARGS).
+# Sets RCS ("rc0 rc1 rc2"), LAST_CMD and LAST_ERR (rank 0's).
+peers_run() {
+    local tag=$1 secs=$2 data=$3 list r pids=()
+    shift 3
+    list=$(peer_list 3)
+    for r in 0 1 2; do
+        PEER_ARGS=()
+        if declare -F peer_args >/dev/null; then
+            peer_args $r
+        fi
+        timeout -k 5 "$secs" "$BENCH" "$data" --peers "$list" --rank $r "${PEER_ARGS[@]}" "$@" \
+            >"$T/$tag.$r.out" 2>"$T/$tag.$r.err" &
+        pids+=($!)
+    done
+    RCS=""
+    for r in 0 1 2; do
+        wait "${pids[$r]}"
+        RCS="$RCS $?"
+    done
+    RCS=${RCS# }
+    LAST_CMD="hdmlp-bench --peers $list --rank R $*"
+    LAST_ERR=$T/$tag.0.err
+}
+
+# peers_all_ok TAG [WHAT]: every process of the last peers_run TAG exited 0 (else fail,
+# with rank 1's stderr and WHAT before the message).
+peers_all_ok() {
+    local tag=$1 what=${2:-}
+    [ "$RCS" = "0 0 0" ] || { LAST_ERR=$T/$tag.1.err; fail "${what:+$what: }exit statuses $RCS"; }
+}
+
+# peers_all_failed TAG WHAT: every process of the last peers_run TAG exited 1 and its stderr
+# names HDMLP_E_PEER; the failure messages start with WHAT.
+peers_all_failed() {
+    local tag=$1 what=$2 r rc
+    for r in 0 1 2; do
+        LAST_ERR=$T/$tag.$r.err
+        rc=$(echo "$RCS" | cut -d' ' -f$((r + 1)))
+        [ "$rc" = 1 ] || fail "$what: rank $r exited $rc, expected 1"
+        grep -q 'HDMLP_E_PEER' "$T/$tag.$r.err" || fail "$what: rank $r does not name HDMLP_E_PEER"
+    done
+}

@@ -9,30 +9,9 @@ N=2003
 EPOCHS=3
 make_synthetic "$T/syn" $N 16 3
 
-# peers_run TAG SECONDS ARGS...: 3 processes; sets RCS ("rc0 rc1 rc2").
-peers_run() {
-    local tag=$1 secs=$2 ports list r pids=()
-    shift 2
-    ports=$(free_ports 3)
-    list=$(echo "$ports" | awk '{ printf "127.0.0.1:%s,127.0.0.1:%s,127.0.0.1:%s", $1, $2, $3 }')
-    for r in 0 1 2; do
-        timeout -k 5 "$secs" "$BENCH" "$T/syn" --peers "$list" --rank $r "$@" \
-            >"$T/$tag.$r.out" 2>"$T/$tag.$r.err" &
-        pids+=($!)
-    done
-    RCS=""
-    for r in 0 1 2; do
-        wait "${pids[$r]}"
-        RCS="$RCS $?"
-    done
-    RCS=${RCS# }
-    LAST_CMD="hdmlp-bench --peers $list --rank R $*"
-    LAST_ERR=$T/$tag.0.err
-}
-
-peers_run ok 120 --memory 25% --epochs $EPOCHS --seed 4 --batch 16 --token 4242 \
+peers_run ok 120 "$T/syn" --memory 25% --epochs $EPOCHS --seed 4 --batch 16 --token 4242 \
     --ids "$T/ok.ids" --json
-[ "$RCS" = "0 0 0" ] || { LAST_ERR=$T/ok.1.err; fail "exit statuses $RCS"; }
+peers_all_ok ok
 ok
 $CHECK union $N $EPOCHS 3 "$T/ok.ids" || fail "exactly-once across the peer-list ranks"
 ok
@@ -48,34 +27,22 @@ rq=$($CHECK sum remote_requests "$T/ok.0.out" "$T/ok.1.out" "$T/ok.2.out")
 note "3 peer-list ranks: $total samples, $rq remote requests"
 
 # The same seed again: the same per-rank sequences (other ports, other token).
-peers_run again 120 --memory 25% --epochs $EPOCHS --seed 4 --batch 16 --token 7 \
+peers_run again 120 "$T/syn" --memory 25% --epochs $EPOCHS --seed 4 --batch 16 --token 7 \
     --ids "$T/again.ids" --quiet
-[ "$RCS" = "0 0 0" ] || { LAST_ERR=$T/again.1.err; fail "exit statuses $RCS"; }
+peers_all_ok again
 $CHECK same "$T/ok.ids" "$T/again.ids" 3 || fail "same seed, different per-rank sequences"
 ok
 
 # A rank with another job's token: nobody succeeds, every rank names HDMLP_E_PEER, the token
 # is named, and all exit within a few peer timeouts.
-ports=$(free_ports 3)
-list=$(echo "$ports" | awk '{ printf "127.0.0.1:%s,127.0.0.1:%s,127.0.0.1:%s", $1, $2, $3 }')
+peer_args() {
+    if [ "$1" = 2 ]; then PEER_ARGS=(--token 98); else PEER_ARGS=(--token 99); fi
+}
 t0=$(date +%s%N)
-pids=()
-for r in 0 1 2; do
-    tok=99
-    [ $r = 2 ] && tok=98
-    timeout -k 5 60 "$BENCH" "$T/syn" --peers "$list" --rank $r --token $tok --memory 25% \
-        --epochs 2 --seed 4 --batch 16 --peer-timeout 1000 --quiet \
-        >"$T/tok.$r.out" 2>"$T/tok.$r.err" &
-    pids+=($!)
-done
-for r in 0 1 2; do
-    wait "${pids[$r]}"
-    rc=$?
-    LAST_ERR=$T/tok.$r.err
-    [ $rc = 1 ] || fail "wrong token: rank $r exited $rc, expected 1"
-    grep -q 'HDMLP_E_PEER' "$T/tok.$r.err" || fail "wrong token: rank $r does not name HDMLP_E_PEER"
-done
+peers_run tok 60 "$T/syn" --memory 25% --epochs 2 --seed 4 --batch 16 --peer-timeout 1000 \
+    --quiet
 ms=$((($(date +%s%N) - t0) / 1000000))
+peers_all_failed tok "wrong token"
 grep -qi 'token' "$T"/tok.*.err || fail "wrong token: no rank's message names the token"
 [ $ms -lt 15000 ] || fail "wrong token: took $ms ms to fail"
 note "wrong token: all 3 ranks failed with HDMLP_E_PEER in $ms ms"

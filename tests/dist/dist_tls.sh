@@ -13,63 +13,48 @@ N=2003
 EPOCHS=2
 make_synthetic "$T/syn" $N 16 3
 
-# peers_run TAG SECONDS TLS_RANKS ARGS...: 3 processes, those in TLS_RANKS (e.g. "012")
-# with TLS; sets RCS ("rc0 rc1 rc2").
-peers_run() {
-    local tag=$1 secs=$2 tls_ranks=$3 ports list r pids=() extra
-    shift 3
-    ports=$(free_ports 3)
-    list=$(echo "$ports" | awk '{ printf "127.0.0.1:%s,127.0.0.1:%s,127.0.0.1:%s", $1, $2, $3 }')
-    for r in 0 1 2; do
-        extra=()
-        case $tls_ranks in *$r*) extra=("${TLS[@]}") ;; esac
-        timeout -k 5 "$secs" "$BENCH" "$T/syn" --peers "$list" --rank $r "${extra[@]}" "$@" \
-            >"$T/$tag.$r.out" 2>"$T/$tag.$r.err" &
-        pids+=($!)
-    done
-    RCS=""
-    for r in 0 1 2; do
-        wait "${pids[$r]}"
-        RCS="$RCS $?"
-    done
-    RCS=${RCS# }
-    LAST_CMD="hdmlp-bench --peers $list --rank R (TLS on ranks $tls_ranks) $*"
-    LAST_ERR=$T/$tag.0.err
+# The ranks named in TLS_RANKS (e.g. "012") get the TLS options (peer_args, for peers_run).
+TLS_RANKS=
+peer_args() {
+    case $TLS_RANKS in *$1*) PEER_ARGS=("${TLS[@]}") ;; esac
 }
 
-peers_run tls 120 012 --memory 25% --epochs $EPOCHS --seed 4 --batch 16 --token 4242 \
+# tls_run TAG SECONDS TLS_RANKS ARGS...: peers_run on $T/syn with TLS on TLS_RANKS.
+tls_run() {
+    local tag=$1 secs=$2
+    TLS_RANKS=$3
+    shift 3
+    peers_run "$tag" "$secs" "$T/syn" "$@"
+    LAST_CMD="$LAST_CMD (TLS on ranks $TLS_RANKS)"
+}
+
+tls_run tls 120 012 --memory 25% --epochs $EPOCHS --seed 4 --batch 16 --token 4242 \
     --ids "$T/tls.ids" --json
-[ "$RCS" = "0 0 0" ] || { LAST_ERR=$T/tls.1.err; fail "TLS: exit statuses $RCS"; }
+peers_all_ok tls TLS
 $CHECK union $N $EPOCHS 3 "$T/tls.ids" || fail "TLS: exactly-once across the ranks"
 [ "$($CHECK get "$T/tls.0.out" config.tls)" = True ] || fail "TLS: the JSON does not say \"tls\": true"
 ok
 rq=$($CHECK sum remote_requests "$T/tls.0.out" "$T/tls.1.out" "$T/tls.2.out")
 note "3 TLS peer-list ranks: exactly once, $rq remote requests"
 
-peers_run plain 120 "" --memory 25% --epochs $EPOCHS --seed 4 --batch 16 --token 4242 \
+tls_run plain 120 "" --memory 25% --epochs $EPOCHS --seed 4 --batch 16 --token 4242 \
     --ids "$T/plain.ids" --quiet
-[ "$RCS" = "0 0 0" ] || { LAST_ERR=$T/plain.1.err; fail "plaintext: exit statuses $RCS"; }
+peers_all_ok plain plaintext
 $CHECK same "$T/tls.ids" "$T/plain.ids" 3 || fail "TLS and plaintext: different sequences"
 ok
 
 # Rank 2 without TLS: nobody succeeds, every rank names HDMLP_E_PEER, within a few timeouts.
 t0=$(date +%s%N)
-peers_run mixed 60 01 --memory 25% --epochs $EPOCHS --seed 4 --batch 16 --peer-timeout 1000 \
+tls_run mixed 60 01 --memory 25% --epochs $EPOCHS --seed 4 --batch 16 --peer-timeout 1000 \
     --quiet
 ms=$((($(date +%s%N) - t0) / 1000000))
-for r in 0 1 2; do
-    LAST_ERR=$T/mixed.$r.err
-    rc=$(echo "$RCS" | cut -d' ' -f$((r + 1)))
-    [ "$rc" = 1 ] || fail "mixed: rank $r exited $rc, expected 1"
-    grep -q 'HDMLP_E_PEER' "$T/mixed.$r.err" || fail "mixed: rank $r does not name HDMLP_E_PEER"
-done
+peers_all_failed mixed mixed
 [ $ms -lt 15000 ] || fail "mixed: took $ms ms to fail"
 note "TLS ranks 0, 1 and plaintext rank 2: all failed with HDMLP_E_PEER in $ms ms"
 ok
 
 # A missing key file: exit 1 naming the file.
-ports=$(free_ports 2)
-list=$(echo "$ports" | awk '{ printf "127.0.0.1:%s,127.0.0.1:%s", $1, $2 }')
+list=$(peer_list 2)
 LAST_ERR=$T/nokey.err
 "$BENCH" "$T/syn" --memory 25% --peers "$list" --rank 0 --tls-ca "$CERTS/ca.pem" \
     --tls-cert "$CERTS/rank.pem" --tls-key "$T/missing.key" >/dev/null 2>"$T/nokey.err"

@@ -113,6 +113,56 @@ void testds_reseal_index(uint8_t *buf, size_t len)
     }
 }
 
+/* Doubles s's room (1024 to start). On failure cap is unchanged (idx may have grown). */
+static int seq_grow(testds_seq *s)
+{
+    const uint64_t cap = s->cap ? 2 * s->cap : 1024;
+    uint64_t *idx = realloc(s->idx, cap * sizeof *idx);
+    if (idx != NULL) {
+        s->idx = idx;
+    }
+    uint64_t *ep = idx != NULL ? realloc(s->ep, cap * sizeof *ep) : NULL;
+    if (ep == NULL) {
+        return hd_err(HDMLP_E_NOMEM, "testds_drain: out of memory after %llu samples",
+                      (unsigned long long)s->n);
+    }
+    s->ep = ep;
+    s->cap = cap;
+    return HDMLP_OK;
+}
+
+int testds_drain(hdmlp_loader *ld, testds_seq *s)
+{
+    hdmlp_batch *b;
+    int rc;
+    while ((rc = hdmlp_loader_next(ld, &b)) == HDMLP_OK) {
+        const hdmlp_sample_view *v = hdmlp_batch_samples(b);
+        for (size_t i = 0; i < hdmlp_batch_size(b) && rc == HDMLP_OK; i++) {
+            if (s->n == s->cap) {
+                rc = seq_grow(s);
+            }
+            if (rc == HDMLP_OK) {
+                s->ep[s->n] = hdmlp_batch_epoch(b);
+                s->idx[s->n++] = v[i].index;
+            }
+        }
+        hdmlp_batch_release(b);
+        if (rc != HDMLP_OK) {
+            break;
+        }
+    }
+    return rc;
+}
+
+void testds_seq_free(testds_seq *s)
+{
+    if (s != NULL) {
+        free(s->idx);
+        free(s->ep);
+        memset(s, 0, sizeof *s);
+    }
+}
+
 int testds_mkdtemp(const char *tag, char *buf, size_t cap)
 {
     const char *base = getenv("HDMLP_TEST_TMP");

@@ -1,9 +1,12 @@
 /*
  * Test-dataset writer: small deterministic packed datasets written with the format/
- * functions, for format, dataset and loader tests. Not part of the library.
+ * functions, for format, dataset and loader tests, and testds_drain, which records what a
+ * loader delivers. Not part of the library.
  */
 #ifndef HDMLP_TESTDS_H
 #define HDMLP_TESTDS_H
+
+#include "hdmlp.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -42,5 +45,20 @@ int testds_read_file(const char *path, uint8_t **buf, size_t *len);
 int testds_write_file(const char *path, const void *buf, size_t len);
 /* Recomputes an index buffer's trailing checksum after a deliberate edit. */
 void testds_reseal_index(uint8_t *buf, size_t len);
+
+/* What a loader delivered, in order: sample index idx[i] of epoch ep[i], i < n (both
+ * arrays malloc'd with room for cap). Start from all zeros. */
+typedef struct testds_seq {
+    uint64_t *idx, *ep;
+    uint64_t n, cap;
+} testds_seq;
+
+/* Appends every sample ld delivers to s, releasing each batch, until hdmlp_loader_next
+ * returns something other than HDMLP_OK, and returns that code (HDMLP_END after the last
+ * epoch). When s cannot grow it stops with HDMLP_E_NOMEM and detail in hdmlp_last_error().
+ * Runs on the calling thread; ld stays the caller's. */
+int testds_drain(hdmlp_loader *ld, testds_seq *s);
+/* Frees s's arrays and zeroes it (NULL accepted). */
+void testds_seq_free(testds_seq *s);
 
 #endif
