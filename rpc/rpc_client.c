@@ -76,22 +76,43 @@ static rpc_item *fifo_pop(rpc_fifo *q)
     return it;
 }
 
+/* A lane has one call in flight, so an answer queued meanwhile waits for it: the prefetches
+ * a call carries are limited to what the lane delivers in this time (at least 64 KiB). */
+#define PREFETCH_CALL_NS 5000000.0
+#define PREFETCH_CALL_MIN (64u << 10)
+
+static size_t prefetch_budget(const rpc_tr *t, const rpc_lane *l)
+{
+    if (l->bytes_per_s <= 0) {
+        return t->o.batch_bytes;
+    }
+    const double b = l->bytes_per_s * PREFETCH_CALL_NS / 1e9;
+    return b < PREFETCH_CALL_MIN          ? PREFETCH_CALL_MIN
+           : b > (double)t->o.batch_bytes ? t->o.batch_bytes
+                                          : (size_t)b;
+}
+
 rpc_start rpc_lane_take(rpc_tr *t, rpc_lane *l, int probe)
 {
     rpc_start s = {NULL, NULL, NULL};
     rpc_call *c = hd_calloc(1, sizeof *c);
-    /* Count the messages of this call: urgent first, then prefetches, up to batch_bytes. */
+    /* Count the messages of this call: urgent first, then prefetches, up to batch_bytes in
+     * all and the prefetch budget for prefetches. */
     size_t n = 0, bytes = 0;
     if (!probe) {
+        const size_t pre_cap = prefetch_budget(t, l);
+        size_t pre = 0;
         for (int pass = 0; pass < 2; pass++) {
             for (const rpc_item *it = pass == 0 ? l->urgent.head : l->prefetch.head;
                  it != NULL && n < RPC_MAX_MSGS; it = it->next) {
-                if (n > 0 && bytes + it->len > t->o.batch_bytes) {
+                if (n > 0 && (bytes + it->len > t->o.batch_bytes ||
+                              (pass == 1 && pre + it->len > pre_cap))) {
                     pass = 2;
                     break;
                 }
                 n++;
                 bytes += it->len;
+                pre += pass == 1 ? it->len : 0;
             }
         }
     }
@@ -120,6 +141,7 @@ rpc_start rpc_lane_take(rpc_tr *t, rpc_lane *l, int probe)
     c->n_msgs = n;
     c->bytes = hlen + bytes;
     c->probe = probe;
+    c->start_ns = rpc_now_ns();
     grpc_metadata_array_init(&c->init_md);
     grpc_metadata_array_init(&c->trailing_md);
     c->details = grpc_empty_slice();
@@ -204,6 +226,12 @@ static void call_done(rpc_tr *t, rpc_call *c)
     t->in_flight--;
     if (c->status == GRPC_STATUS_OK) {
         l->last_ok_ns = rpc_now_ns();
+        /* Calls of a few messages measure round trips, not the link: only larger ones
+         * update the lane's rate. */
+        if (!c->probe && c->bytes >= PREFETCH_CALL_MIN && l->last_ok_ns > c->start_ns) {
+            const double r = (double)c->bytes * 1e9 / (double)(l->last_ok_ns - c->start_ns);
+            l->bytes_per_s = l->bytes_per_s > 0 ? 0.7 * l->bytes_per_s + 0.3 * r : r;
+        }
         t->st.calls_sent++;
         t->st.probes_sent += c->probe != 0;
         t->st.msgs_sent += c->n_msgs;

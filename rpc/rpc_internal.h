@@ -38,6 +38,7 @@ typedef struct rpc_call {
     size_t n_msgs;
     size_t bytes;
     int probe;
+    uint64_t start_ns;
 } rpc_call;
 
 /* Everything about one peer, guarded by the transport lock (ch and method are fixed). */
@@ -50,6 +51,7 @@ typedef struct rpc_lane {
     uint64_t queued;     /* packed bytes waiting in the two queues */
     rpc_call *call;      /* in flight, or NULL */
     uint64_t last_ok_ns; /* when the last call completed OK (0: never) */
+    double bytes_per_s;  /* delivery rate of recent calls (moving average; 0: unknown) */
     int failed;
     int reported; /* on_error delivered (or suppressed by destroy) */
     char why[256];
