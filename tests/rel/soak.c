@@ -355,7 +355,7 @@ typedef struct budget_run {
     uint32_t threads;
     hdmlp_engine engine;
     int one_arena; /* mallopt(M_ARENA_MAX, 1) */
-    int ram_auto;  /* RAM chunk cache AUTO on a dataset that fits half the budget */
+    int ram_auto;  /* RAM chunk cache AUTO on a dataset that fits the budget */
 } budget_run;
 
 static int budget_child(const char *dir, const budget_run *r, uint64_t memory, int strict)
