@@ -5,6 +5,8 @@ Environment (set by ctest, see python/CMakeLists.txt):
   HDMLP_PACK          hdmlp-pack binary          HDMLP_BENCH   hdmlp-bench binary
   HDMLP_TEST_SLOWIO   LD_PRELOAD shim (slowio.c) HDMLP_TEST_TMP scratch directory
   HDMLP_SOURCE_DIR    source tree (header, examples)
+  HDMLP_TEST_SHORT=1  smaller data where a test's time grows with it (tests/run.sh sets it
+                      for the ASan pass)
 """
 import os
 import random
@@ -20,6 +22,7 @@ SOURCE_DIR = os.environ.get("HDMLP_SOURCE_DIR",
                             os.path.dirname(os.path.dirname(os.path.dirname(
                                 os.path.abspath(__file__)))))
 SEED = 20240611  # fixed and printed: every generated file derives from it
+SHORT = os.environ.get("HDMLP_TEST_SHORT") == "1"
 
 
 def tool(name):
@@ -86,6 +89,19 @@ def small_ds(tmp_root):
     src = os.path.join(tmp_root, "small-src")
     files = write_tree(src, 2000, lambda r, i: 0 if i % 37 == 5 else r.randint(1, 3000))
     out = pack(src, os.path.join(tmp_root, "small.hdmlp"), "--chunk-size", "16",
+               "--seed", "11", "--segment-size", "64K")
+    return Packed(out, files, 16)
+
+
+@pytest.fixture(scope="session")
+def worker_ds(tmp_root, small_ds):
+    """For tests whose batches cross processes (DataLoader workers), which costs per batch:
+    small_ds, or with HDMLP_TEST_SHORT=1 the same kind of data with 1200 samples."""
+    if not SHORT:
+        return small_ds
+    src = os.path.join(tmp_root, "worker-src")
+    files = write_tree(src, 1200, lambda r, i: 0 if i % 37 == 5 else r.randint(1, 3000))
+    out = pack(src, os.path.join(tmp_root, "worker.hdmlp"), "--chunk-size", "16",
                "--seed", "11", "--segment-size", "64K")
     return Packed(out, files, 16)
 

@@ -36,27 +36,27 @@ def reference(small_ds, memory, epochs, batch_size=32, seed=5):
 
 
 @pytest.mark.parametrize("workers", [0, 1, 2])
-def test_dataloader_exactly_once_and_deterministic(small_ds, workers):
-    ds = ht.HdmlpIterableDataset(small_ds.path, 32, MEM, seed=5, with_indices=True)
-    assert len(ds) == (small_ds.n + 31) // 32
+def test_dataloader_exactly_once_and_deterministic(worker_ds, workers):
+    ds = ht.HdmlpIterableDataset(worker_ds.path, 32, MEM, seed=5, with_indices=True)
+    assert len(ds) == (worker_ds.n + 31) // 32
     run1 = dl_epochs(ds, workers, 2)
-    labels_of = hdmlp.Dataset(small_ds.path).labels
+    labels_of = hdmlp.Dataset(worker_ds.path).labels
     for seq, labels in run1:
-        assert sorted(seq) == list(range(small_ds.n))
+        assert sorted(seq) == list(range(worker_ds.n))
         assert labels == [labels_of[i] for i in seq]
     assert run1[0][0] != run1[1][0]
-    ds2 = ht.HdmlpIterableDataset(small_ds.path, 32, MEM, seed=5, with_indices=True)
+    ds2 = ht.HdmlpIterableDataset(worker_ds.path, 32, MEM, seed=5, with_indices=True)
     assert dl_epochs(ds2, workers, 2) == run1
     # W workers deliver exactly the sequence of one loader with memory/W
-    memory = hdmlp.parse_memory(MEM, hdmlp.Dataset(small_ds.path).raw_bytes)
-    assert [s for s, _ in run1] == reference(small_ds, memory // max(1, workers), 2)
+    memory = hdmlp.parse_memory(MEM, hdmlp.Dataset(worker_ds.path).raw_bytes)
+    assert [s for s, _ in run1] == reference(worker_ds, memory // max(1, workers), 2)
 
 
-def test_persistent_workers_advance_epochs_by_themselves(small_ds):
-    ds = ht.HdmlpIterableDataset(small_ds.path, 32, MEM, seed=5, with_indices=True)
+def test_persistent_workers_advance_epochs_by_themselves(worker_ds):
+    ds = ht.HdmlpIterableDataset(worker_ds.path, 32, MEM, seed=5, with_indices=True)
     run = dl_epochs(ds, 2, 3, set_epoch=False, persistent_workers=True)
-    memory = hdmlp.parse_memory(MEM, hdmlp.Dataset(small_ds.path).raw_bytes)
-    assert [s for s, _ in run] == reference(small_ds, memory // 2, 3)
+    memory = hdmlp.parse_memory(MEM, hdmlp.Dataset(worker_ds.path).raw_bytes)
+    assert [s for s, _ in run] == reference(worker_ds, memory // 2, 3)
 
 
 def test_main_process_advances_epochs_and_honours_set_epoch(small_ds):
@@ -190,10 +190,16 @@ def test_two_ranks_with_torch_distributed(small_ds):
                                       env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                       text=True))
     results = []
-    for p in procs:
-        out, err = p.communicate(timeout=120)
-        assert p.returncode == 0, err
-        results.append(json.loads(out.strip().splitlines()[-1]))
+    try:
+        for p in procs:
+            out, err = p.communicate(timeout=120)
+            assert p.returncode == 0, err
+            results.append(json.loads(out.strip().splitlines()[-1]))
+    finally:  # a failed rank must not leave the other one waiting for it
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
     results.sort(key=lambda r: r["rank"])
     for workers in ("0", "2"):
         for epoch in range(2):
