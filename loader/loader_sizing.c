@@ -4,11 +4,11 @@
  * Budget split (all of it accounted): two whole-chunk read buffers (one more for the SSD
  * stager; buffers of further I/O threads are charged to the lookahead share), the two batches'
  * worth of the largest samples (so the consumer can always progress while it holds one batch)
- * and the RAM chunk cache are reserved; the remote-memory cap (world > 1) is set aside for
- * samples peers push ahead of need; of the rest, 1/8 is lookahead room (samples planned ahead
- * and refills in flight) and 7/8 caps the bytes held in valid slots. Each rank gets A_r = that
- * cap / (K × mean raw sample size) abstract chunks; there are A = min(C, world × A_r) in all,
- * and rank r owns the groups g with g % world
+ * and the RAM chunk cache are reserved; with peers (world > 1), one more batch for answers to
+ * them and the remote-memory cap for samples they push ahead of need; of the rest, 1/8 is
+ * lookahead room (samples planned ahead and refills in flight) and 7/8 caps the bytes held in
+ * valid slots. Each rank gets A_r = that cap / (K × mean raw sample size) abstract chunks;
+ * there are A = min(C, world × A_r) in all, and rank r owns the groups g with g % world
  * == r.
  */
 #include "loader_sizing.h"
@@ -114,7 +114,10 @@ int loader_size(const fmt_index *ix, const struct hdmlp_config *cfg, loader_sizi
     const uint64_t one_batch = largest_sum(ix, batch);
     const uint64_t batches = one_batch == UINT64_MAX ? UINT64_MAX : 2 * one_batch;
     const uint64_t one_chunk = (uint64_t)k * mean;
-    const uint64_t base = io + batches + remote_cap;
+    /* With peers, planning also leaves room for one batch of answers to them (plan_limit
+     * below); reserving it keeps a held batch plus the one being assembled admissible. */
+    const uint64_t answers = cfg->world > 1 && one_batch != UINT64_MAX ? one_batch : 0;
+    const uint64_t base = io + batches + remote_cap + answers;
     uint64_t ram = cfg->ram_cache;
     if (ram == HDMLP_RAM_CACHE_AUTO) {
         /* Cache every chunk when the budget holds them all (aligned), the reserve above,

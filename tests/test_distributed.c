@@ -13,6 +13,7 @@ typedef struct rank_run {
     hdmlp_loader *ld;
     testds_seq seq; /* delivered indices and their epochs, all epochs */
     int rc;
+    int hold;
     hdmlp_stats st;
 } rank_run;
 
@@ -26,12 +27,41 @@ typedef struct dist_params {
     uint64_t seed;
     uint32_t batch;
     int kill_rank; /* -1: none */
+    int hold;      /* the consumer keeps its last batch while asking for the next */
 } dist_params;
+
+/* Like a DataLoader worker: the previous batch is released only once the next has come. */
+static int drain_holding(hdmlp_loader *ld, testds_seq *s)
+{
+    hdmlp_batch *held = NULL, *b;
+    int rc;
+    while ((rc = hdmlp_loader_next(ld, &b)) == HDMLP_OK) {
+        if (held != NULL) {
+            hdmlp_batch_release(held);
+        }
+        const hdmlp_sample_view *v = hdmlp_batch_samples(b);
+        for (size_t i = 0; i < hdmlp_batch_size(b); i++) {
+            if (s->n == s->cap) {
+                s->cap = s->cap ? 2 * s->cap : 1024;
+                s->idx = realloc(s->idx, s->cap * sizeof(uint64_t));
+                s->ep = realloc(s->ep, s->cap * sizeof(uint64_t));
+                cr_assert(s->idx != NULL && s->ep != NULL);
+            }
+            s->ep[s->n] = hdmlp_batch_epoch(b);
+            s->idx[s->n++] = v[i].index;
+        }
+        held = b;
+    }
+    if (held != NULL) {
+        hdmlp_batch_release(held);
+    }
+    return rc;
+}
 
 static void *consume(void *arg)
 {
     rank_run *r = arg;
-    r->rc = testds_drain(r->ld, &r->seq);
+    r->rc = r->hold ? drain_holding(r->ld, &r->seq) : testds_drain(r->ld, &r->seq);
     hdmlp_loader_stats(r->ld, &r->st);
     hdmlp_loader_free(r->ld);
     r->ld = NULL;
@@ -63,6 +93,7 @@ static rank_run *run_world(const char *dir, const dist_params *p)
         hdmlp_config_set_peer_timeout(cfg, 2000);
         const int rc = loader_create_with(ds, cfg, fakenet_factory, &runs[r].ld);
         cr_assert_eq(rc, HDMLP_OK, "rank %u: %s", r, hdmlp_last_error());
+        runs[r].hold = p->hold;
         hdmlp_config_free(cfg);
     }
     pthread_t th[8];
@@ -131,7 +162,7 @@ Test(distributed, exactly_once_for_two_three_and_four_ranks, .timeout = 120)
     make_ds(dir, sizeof(dir), 5003, 16);
     for (uint32_t world = 2; world <= 4; world++) {
         for (int pf = 0; pf < 2; pf++) {
-            const dist_params p = {5003, 16, world, 0.25, pf ? 64 : 0, 3, 11, 32, -1};
+            const dist_params p = {5003, 16, world, 0.25, pf ? 64 : 0, 3, 11, 32, -1, 0};
             rank_run *runs = run_world(dir, &p);
             check_exactly_once(runs, &p);
             free_runs(runs, world);
@@ -140,12 +171,52 @@ Test(distributed, exactly_once_for_two_three_and_four_ranks, .timeout = 120)
     testds_rm_rf(dir);
 }
 
+/* A consumer that holds one batch while it asks for the next (as a DataLoader worker does)
+ * must never run out of budget, down to the smallest budget a rank accepts. */
+Test(distributed, holding_a_batch_never_exhausts_the_smallest_budgets, .timeout = 120)
+{
+    char dir[512];
+    make_ds(dir, sizeof(dir), 1200, 16);
+    hdmlp_dataset *ds = NULL;
+    cr_assert_eq(hdmlp_dataset_open(dir, &ds), HDMLP_OK);
+    const uint64_t raw = hdmlp_dataset_raw_bytes(ds);
+    /* The smallest budget (in 1 % steps) two ranks with batch 32 accept. */
+    double lo = 0.01;
+    for (; lo < 2.0; lo += 0.01) {
+        hdmlp_config *cfg = NULL;
+        hdmlp_config_create(&cfg);
+        hdmlp_config_set_memory(cfg, (uint64_t)(raw * lo));
+        hdmlp_config_set_batch_size(cfg, 32);
+        hdmlp_config_set_epochs(cfg, 1);
+        hdmlp_config_set_rank(cfg, 0, 2);
+        const char *peers[2] = {"127.0.0.1:1", "127.0.0.1:1"};
+        hdmlp_config_set_peers(cfg, peers, 2);
+        hdmlp_stats st;
+        const int ok = hdmlp_loader_forecast(ds, cfg, &st, NULL, NULL, NULL) == HDMLP_OK;
+        hdmlp_config_free(cfg);
+        if (ok) {
+            break;
+        }
+    }
+    hdmlp_dataset_close(ds);
+    for (int step = 0; step < 4; step++) {
+        for (int pf = 0; pf < 2; pf++) {
+            dist_params p = {1200, 16, 2, lo + 0.01 * step, pf ? 64 : 0, 2, 5, 32, -1, 1};
+            rank_run *runs = run_world(dir, &p);
+            check_exactly_once(runs, &p);
+            free_runs(runs, 2);
+        }
+    }
+    printf("holding a batch: budgets from %.0f %% of the dataset per rank\n", lo * 100);
+    testds_rm_rf(dir);
+}
+
 Test(distributed, sequences_are_deterministic_with_and_without_prefetch, .timeout = 120)
 {
     char dir[512];
     make_ds(dir, sizeof(dir), 3000, 8);
     for (int pf = 0; pf < 2; pf++) {
-        const dist_params p = {3000, 8, 3, 0.3, pf ? 128 : 0, 2, 5, 16, -1};
+        const dist_params p = {3000, 8, 3, 0.3, pf ? 128 : 0, 2, 5, 16, -1, 0};
         rank_run *a = run_world(dir, &p);
         rank_run *b = run_world(dir, &p);
         for (uint32_t r = 0; r < 3; r++) {
@@ -166,7 +237,7 @@ Test(distributed, prefetch_cuts_remote_requests, .timeout = 120)
     make_ds(dir, sizeof(dir), 8000, 16);
     uint64_t req[2] = {0, 0}, hits = 0;
     for (int pf = 0; pf < 2; pf++) {
-        const dist_params p = {8000, 16, 4, 0.25, pf ? 256 : 0, 1, 3, 32, -1};
+        const dist_params p = {8000, 16, 4, 0.25, pf ? 256 : 0, 1, 3, 32, -1, 0};
         rank_run *runs = run_world(dir, &p);
         check_exactly_once(runs, &p);
         for (uint32_t r = 0; r < 4; r++) {
@@ -189,7 +260,7 @@ Test(distributed, dead_peer_fails_the_others_with_peer_error, .timeout = 60)
 {
     char dir[512];
     make_ds(dir, sizeof(dir), 4000, 8);
-    const dist_params p = {4000, 8, 3, 0.25, 0, 5, 9, 16, 1};
+    const dist_params p = {4000, 8, 3, 0.25, 0, 5, 9, 16, 1, 0};
     rank_run *runs = run_world(dir, &p);
     int peer_errors = 0;
     for (uint32_t r = 0; r < 3; r++) {
