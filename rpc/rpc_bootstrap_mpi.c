@@ -44,6 +44,20 @@ static int mpi_fail(int code, int mpi_rc, const char *what)
     return hd_err(code, "bootstrap_mpi: %s failed: %s", what, s);
 }
 
+/* A private duplicate of MPI_COMM_WORLD whose errors return (the caller frees it), and this
+ * process's rank and the world size in it. */
+static int own_comm(MPI_Comm *comm, int *rank, int *world)
+{
+    const int rc = MPI_Comm_dup(MPI_COMM_WORLD, comm);
+    if (rc != MPI_SUCCESS) {
+        return mpi_fail(HDMLP_E_PEER, rc, "MPI_Comm_dup");
+    }
+    MPI_Comm_set_errhandler(*comm, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(*comm, rank);
+    MPI_Comm_size(*comm, world);
+    return HDMLP_OK;
+}
+
 static int random_token(uint64_t *out)
 {
     const int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
@@ -83,14 +97,11 @@ int hdmlp_config_bootstrap_mpi(hdmlp_config *cfg, const char *bind_host)
         }
     }
     MPI_Comm comm;
-    int rc = MPI_Comm_dup(MPI_COMM_WORLD, &comm);
-    if (rc != MPI_SUCCESS) {
-        return mpi_fail(HDMLP_E_PEER, rc, "MPI_Comm_dup");
-    }
-    MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
     int rank = 0, world = 0;
-    MPI_Comm_rank(comm, &rank);
-    MPI_Comm_size(comm, &world);
+    int rc = own_comm(&comm, &rank, &world);
+    if (rc != HDMLP_OK) {
+        return rc;
+    }
 
     /* 1. Endpoints. */
     char host[256];
@@ -191,14 +202,11 @@ int hdmlp_mpi_gather_stats(const hdmlp_stats *mine, hdmlp_stats *all_on_rank0)
                       fin ? "already finalised" : "not initialised");
     }
     MPI_Comm comm;
-    int rc = MPI_Comm_dup(MPI_COMM_WORLD, &comm);
-    if (rc != MPI_SUCCESS) {
-        return mpi_fail(HDMLP_E_PEER, rc, "MPI_Comm_dup");
-    }
-    MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
     int rank = 0, world = 0;
-    MPI_Comm_rank(comm, &rank);
-    MPI_Comm_size(comm, &world);
+    int rc = own_comm(&comm, &rank, &world);
+    if (rc != HDMLP_OK) {
+        return rc;
+    }
     /* Rank 0 without a buffer still takes part (the others are already in the collective). */
     hdmlp_stats *scratch = NULL;
     hdmlp_stats *dst = all_on_rank0;
