@@ -1,5 +1,6 @@
 # Scheduler, sampler and refill-plan tests (pure policy, no I/O).
 hdmlp_add_test(NAME test_sched SOURCES test_sched.c TIMEOUT 180)
+hdmlp_add_test(NAME test_costmodel SOURCES test_costmodel.c LIBS m TIMEOUT 60)
 hdmlp_add_test(NAME test_forecast
   SOURCES test_forecast.c support/testds.c support/fakenet.c TIMEOUT 300)
 
