@@ -209,7 +209,13 @@ HDMLP_API int hdmlp_config_set_rank(hdmlp_config *cfg, uint32_t rank, uint32_t w
 /* I/O worker threads, 1..64. Default 2. */
 HDMLP_API int hdmlp_config_set_threads(hdmlp_config *cfg, uint32_t n);
 HDMLP_API int hdmlp_config_set_engine(hdmlp_config *cfg, hdmlp_engine engine);
-/* Read segments with O_DIRECT (bypassing the page cache). Default 0. */
+/* How segments are read: 1 = O_DIRECT (bypassing the page cache), 0 = buffered (through
+ * the page cache, readahead off so each read fetches exactly its bytes), or
+ * HDMLP_DIRECT_IO_AUTO (the default): O_DIRECT when this rank's share of the dataset is more
+ * than half of the memory the page cache can use (MemAvailable, and the limit of the
+ * process's memory cgroup less its other memory), buffered otherwise or when the file
+ * system refuses O_DIRECT. The choice is in the stats (direct_io). */
+#define HDMLP_DIRECT_IO_AUTO 2
 HDMLP_API int hdmlp_config_set_direct_io(hdmlp_config *cfg, int on);
 /* Most requests the scheduler may plan ahead of the consumer; 0 = as far as memory
  * allows. Default 0. */
@@ -217,10 +223,21 @@ HDMLP_API int hdmlp_config_set_lookahead(hdmlp_config *cfg, uint64_t requests);
 HDMLP_API int hdmlp_config_set_policy(hdmlp_config *cfg, hdmlp_policy policy);
 HDMLP_API int hdmlp_config_set_refill(hdmlp_config *cfg, hdmlp_refill refill);
 /* Storage cost model for HDMLP_REFILL_AUTO and range merging: cost of one read operation
- * in microseconds (0..10^7) and sequential bandwidth in bytes per second (> 0).
- * Defaults: 100 us and 1 GB/s. */
+ * in microseconds (0..10^7) and sequential bandwidth in bytes per second (> 0). Set this
+ * way, the model is fixed: the loader does not learn (below). Defaults: 100 us and 1 GB/s,
+ * as the start of the learnt model. */
 HDMLP_API int hdmlp_config_set_storage_cost(hdmlp_config *cfg, double op_us,
                                             double bytes_per_s);
+/* Cost learning (default 1): the loader fits the model to its own reads while it runs
+ * (service time of each read against its operations and bytes, recent reads weighing most;
+ * changes of the storage are followed within a few dozen reads) and plans every refill with
+ * the current estimate; now and then, when the model cannot tell which plan is cheaper, it
+ * reads a refill the other way to learn (at most ~2 % of the predicted read time). The
+ * delivered order never depends on it: only which bytes are read. With 0 the configured
+ * (or calibrated) figures are used as they are, and hdmlp_loader_forecast predicts bytes
+ * and operations exactly; with learning, the forecast's bytes and operations use the
+ * starting figures (loads, hits, misses and the order stay exact). */
+HDMLP_API int hdmlp_config_set_cost_learning(hdmlp_config *cfg, int on);
 
 /* What a corrupt or unreadable sample does: fail the loader (default: hdmlp_loader_next
  * returns HDMLP_E_CORRUPT / HDMLP_E_IO naming segment, chunk and sample from then on), or
@@ -408,6 +425,24 @@ typedef struct hdmlp_stats {
     uint64_t ssd_bytes_per_s;
     uint64_t calibrated;      /* 1 if the source figures were measured */
     uint64_t skipped_samples; /* corrupt samples left out (HDMLP_CORRUPT_SKIP) */
+    /* the cost model: source_op_ns / source_bytes_per_s above are its current estimate */
+    uint64_t cost_learning;     /* 1 if it follows the reads (hdmlp_config_set_cost_learning) */
+    uint64_t cost_reads;        /* reads it has learnt from */
+    uint64_t cost_changes;      /* changes of the storage it detected */
+    uint64_t cost_explorations; /* refills read the other way to learn */
+    uint64_t source_op_ns_start; /* its start (default, configured or calibrated) */
+    uint64_t source_bytes_per_s_start;
+    uint64_t direct_io; /* 1 if segments are read with O_DIRECT */
+    uint64_t
+        page_cache_room; /* memory the page cache could use (HDMLP_DIRECT_IO_AUTO), else 0 */
+    /* where the memory budget went (bytes; they add up to memory_budget) */
+    uint64_t budget_read_buffers; /* two chunk read buffers (+ the SSD stager's) */
+    uint64_t budget_batches;      /* two batches of the largest samples (+ answers to peers) */
+    uint64_t budget_remote;       /* samples peers push ahead of need */
+    uint64_t budget_ram_cache;    /* the RAM chunk cache */
+    uint64_t
+        budget_lookahead; /* lookahead room beyond the batches (it also uses what they leave) */
+    uint64_t budget_slots; /* cap on bytes in valid slots (A = this / (K x mean size)) */
 } hdmlp_stats;
 
 HDMLP_API int hdmlp_loader_stats(hdmlp_loader *ld, hdmlp_stats *out);
@@ -430,6 +465,17 @@ HDMLP_API void hdmlp_loader_last_skip(hdmlp_loader *ld, char *buf, size_t cap);
  * sets *count to the number of epochs known (which may exceed n). Any thread. */
 HDMLP_API int hdmlp_loader_epoch_source_bytes(hdmlp_loader *ld, uint64_t *out, size_t n,
                                               size_t *count);
+
+/* The cost model's estimate over the run so far, log-spaced (a point every r reads, r
+ * doubling as the run grows; at most 32 points, the start first): fills out[0..n) and sets
+ * *count to the number of points (which may exceed n). Any thread. */
+typedef struct hdmlp_cost_point {
+    uint64_t reads; /* reads learnt from when this estimate held */
+    double op_us;
+    double bytes_per_s;
+} hdmlp_cost_point;
+HDMLP_API int hdmlp_loader_cost_history(hdmlp_loader *ld, hdmlp_cost_point *out, size_t n,
+                                        size_t *count);
 
 /* Predicts what a loader made with (ds, cfg) would do over cfg's epochs (which must be
  * bounded), without reading sample data: a metadata-only replay of the same decisions.

@@ -33,11 +33,15 @@ void bench_usage(FILE *f)
         "                       left out and counted (skipped_samples)\n"
         "  --state FILE         resume from FILE when it exists (FILE.<rank> with peers)\n"
         "  --resume-after N     stop after N batches and save the position to --state FILE\n"
-        "  --direct             read segments with O_DIRECT\n"
+        "  --direct             read segments with O_DIRECT (default: O_DIRECT when the\n"
+        "                       page cache cannot hold this rank's share of the dataset)\n"
+        "  --buffered           read segments through the page cache\n"
         "  --lookahead N        most requests planned ahead; 0 = as memory allows (default)\n"
         "  --op-us US           storage cost model: microseconds per read operation\n"
         "  --bandwidth RATE     storage cost model: bytes per second (SIZE suffixes apply)\n"
         "  --calibrate          measure the storage cost model at start-up (a short probe)\n"
+        "  --no-cost-learning   keep the cost model fixed (default: learnt from the reads;\n"
+        "                       --op-us/--bandwidth also fix it)\n"
         "  --ram-cache SIZE     RAM chunk cache within the budget: SIZE, auto (the default:\n"
         "                       everything when the dataset fits with 1/8 to spare) or 0\n"
         "  --ssd-cache DIR      local chunk cache directory (needs --ssd-capacity)\n"
@@ -160,6 +164,8 @@ enum {
     OPT_STATE,
     OPT_RESUME_AFTER,
     OPT_DIRECT,
+    OPT_BUFFERED,
+    OPT_NO_COST_LEARNING,
     OPT_LOOKAHEAD,
     OPT_OP_US,
     OPT_BANDWIDTH,
@@ -203,6 +209,8 @@ static const struct option longopts[] = {
     {"state", required_argument, NULL, OPT_STATE},
     {"resume-after", required_argument, NULL, OPT_RESUME_AFTER},
     {"direct", no_argument, NULL, OPT_DIRECT},
+    {"buffered", no_argument, NULL, OPT_BUFFERED},
+    {"no-cost-learning", no_argument, NULL, OPT_NO_COST_LEARNING},
     {"lookahead", required_argument, NULL, OPT_LOOKAHEAD},
     {"op-us", required_argument, NULL, OPT_OP_US},
     {"bandwidth", required_argument, NULL, OPT_BANDWIDTH},
@@ -309,7 +317,14 @@ static int one_option(int c, const char *arg, char **argv, bench_opts *o)
                    ? usage_error("--resume-after: invalid batch count '%s'", arg)
                    : -1;
     case OPT_DIRECT:
-        o->direct = 1;
+    case OPT_BUFFERED:
+        if (o->direct != HDMLP_DIRECT_IO_AUTO) {
+            return usage_error("--direct and --buffered exclude each other%s", "");
+        }
+        o->direct = c == OPT_DIRECT;
+        return -1;
+    case OPT_NO_COST_LEARNING:
+        o->no_cost_learning = 1;
         return -1;
     case OPT_LOOKAHEAD:
         return bench_parse_u64(arg, &o->lookahead) != 0
@@ -552,6 +567,9 @@ int bench_configure(const bench_opts *o, hdmlp_config *cfg)
                                                                         : HDMLP_CORRUPT_FAIL),
                        "--on-corrupt");
     st = st ? st : rejected(hdmlp_config_set_calibrate(cfg, o->calibrate), "--calibrate");
+    st = st ? st
+            : rejected(hdmlp_config_set_cost_learning(cfg, !o->no_cost_learning),
+                       "--no-cost-learning");
     if (o->op_us >= 0 || o->bandwidth > 0) {
         st = st ? st
                 : rejected(hdmlp_config_set_storage_cost(cfg, op_us, bandwidth),

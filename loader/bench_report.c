@@ -210,6 +210,35 @@ static void json_stats(bench_json *j, const hdmlp_stats *st, int plan)
     run_u64(j, "ssd_op_ns", st->ssd_op_ns, plan);
     run_u64(j, "ssd_bytes_per_s", st->ssd_bytes_per_s, plan);
     run_u64(j, "calibrated", st->calibrated, plan);
+    bench_json_u64(j, "cost_learning", st->cost_learning);
+    run_u64(j, "cost_reads", st->cost_reads, plan);
+    run_u64(j, "cost_changes", st->cost_changes, plan);
+    run_u64(j, "cost_explorations", st->cost_explorations, plan);
+    bench_json_u64(j, "source_op_ns_start", st->source_op_ns_start);
+    bench_json_u64(j, "source_bytes_per_s_start", st->source_bytes_per_s_start);
+    bench_json_u64(j, "direct_io", st->direct_io);
+    bench_json_u64(j, "page_cache_room", st->page_cache_room);
+    run_u64(j, "budget_read_buffers", st->budget_read_buffers, plan);
+    run_u64(j, "budget_batches", st->budget_batches, plan);
+    run_u64(j, "budget_remote", st->budget_remote, plan);
+    run_u64(j, "budget_ram_cache", st->budget_ram_cache, plan);
+    run_u64(j, "budget_lookahead", st->budget_lookahead, plan);
+    run_u64(j, "budget_slots", st->budget_slots, plan);
+}
+
+/* The cost model's estimate over the run: reads learnt from, us per op, bytes/s. */
+static void json_cost_history(bench_json *j, const bench_rank *r)
+{
+    uint64_t reads[32];
+    double op[32], bw[32];
+    for (size_t i = 0; i < r->cost_points; i++) {
+        reads[i] = r->cost_history[i].reads;
+        op[i] = r->cost_history[i].op_us;
+        bw[i] = r->cost_history[i].bytes_per_s;
+    }
+    bench_json_u64_array(j, "cost_history_reads", reads, r->cost_points);
+    bench_json_double_array(j, "cost_history_op_us", op, r->cost_points);
+    bench_json_double_array(j, "cost_history_bytes_per_s", bw, r->cost_points);
 }
 
 /* One rank's (or the total's) members. */
@@ -219,6 +248,9 @@ static void json_rank(bench_json *j, const bench_opts *o, const bench_rank *r, d
     const uint64_t span = bench_span(o);
 
     json_stats(j, &r->st, o->plan);
+    if (!o->plan) {
+        json_cost_history(j, r);
+    }
     if (r->epoch_source_bytes != NULL) {
         bench_json_u64_array(j, "epoch_source_bytes", r->epoch_source_bytes, (size_t)span);
     }
@@ -380,20 +412,48 @@ static void text_header(const bench_opts *o, hdmlp_dataset *ds)
     }
     printf(", seed %" PRIu64 ", threads %" PRIu64 ", engine %s, policy %s, refill %s%s%s\n",
            o->seed, o->threads, bench_engine_names[o->engine], bench_policy_names[o->policy],
-           bench_refill_names[o->refill], o->direct ? ", O_DIRECT" : "",
+           bench_refill_names[o->refill],
+           o->direct == HDMLP_DIRECT_IO_AUTO ? ", I/O auto"
+           : o->direct                       ? ", O_DIRECT"
+                                             : ", buffered",
            o->relaxed ? ", relaxed" : "");
 }
 
 /* The summary lines of one rank or of the total; share as in derive(). */
-static void cost_line(const hdmlp_stats *st)
+static void cost_line(const hdmlp_stats *st, int plan)
 {
-    printf("cost model %.1f us per op, %.1f MB/s (%s)", (double)st->source_op_ns / 1e3,
-           (double)st->source_bytes_per_s / 1e6, st->calibrated ? "measured" : "configured");
+    printf("cost model %.1f us per op, %.1f MB/s", (double)st->source_op_ns / 1e3,
+           (double)st->source_bytes_per_s / 1e6);
+    if (st->cost_learning && !plan) {
+        printf(" (learnt from %" PRIu64 " reads, %" PRIu64 " changes, %" PRIu64
+               " explorations; started at %.1f us, %.1f MB/s, %s)",
+               st->cost_reads, st->cost_changes, st->cost_explorations,
+               (double)st->source_op_ns_start / 1e3, (double)st->source_bytes_per_s_start / 1e6,
+               st->calibrated ? "measured" : "defaults");
+    } else if (st->cost_learning) {
+        printf(" (the start of the learnt model: bytes and read ops are estimates)");
+    } else {
+        printf(" (%s)", st->calibrated ? "measured" : "configured");
+    }
     if (st->ssd_bytes_per_s > 0) {
         printf("; SSD cache %.1f us per op, %.1f MB/s", (double)st->ssd_op_ns / 1e3,
                (double)st->ssd_bytes_per_s / 1e6);
     }
     printf("\n");
+}
+
+/* Where the memory budget went. */
+static void budget_line(const hdmlp_stats *st)
+{
+    char b[6][32];
+    printf("budget     slots %s, lookahead %s, batches %s, read buffers %s, RAM cache %s, "
+           "remote %s\n",
+           human((double)st->budget_slots, b[0], sizeof(b[0])),
+           human((double)st->budget_lookahead, b[1], sizeof(b[1])),
+           human((double)st->budget_batches, b[2], sizeof(b[2])),
+           human((double)st->budget_read_buffers, b[3], sizeof(b[3])),
+           human((double)st->budget_ram_cache, b[4], sizeof(b[4])),
+           human((double)st->budget_remote, b[5], sizeof(b[5])));
 }
 
 /* nsum: how many ranks r sums (stall time is a sum, the seconds the slowest rank's). */
@@ -442,7 +502,7 @@ static void text_body(const bench_opts *o, const bench_rank *r, double share, in
     if (o->plan && st->source_bytes_per_s == 0) {
         printf("cost model (not part of the forecast)\n");
     } else {
-        cost_line(st);
+        cost_line(st, o->plan);
     }
     printf("fill rate ");
     for (int i = 0; i < 11; i++) {
@@ -471,6 +531,13 @@ static void text_body(const bench_opts *o, const bench_rank *r, double share, in
            human((double)st->peak_memory_bytes, b1, sizeof(b1)),
            human((double)st->memory_budget, b2, sizeof(b2)), st->abstract_chunks,
            human((double)r->peak_rss_bytes, b3, sizeof(b3)));
+    budget_line(st);
+    printf("reads      %s", st->direct_io ? "O_DIRECT" : "buffered");
+    if (st->page_cache_room > 0) {
+        printf(" (auto: page cache room %s)",
+               human((double)st->page_cache_room, b1, sizeof(b1)));
+    }
+    printf("\n");
     if (r->have_random) {
         printf("randomness same-chunk distance %.3f (1.0 = as a permutation), epoch position "
                "correlation %.3f\n",

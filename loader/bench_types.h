@@ -21,7 +21,8 @@ typedef struct bench_opts {
     hdmlp_engine engine;
     hdmlp_policy policy;
     hdmlp_refill refill;
-    int direct;
+    int direct; /* 0, 1 or HDMLP_DIRECT_IO_AUTO */
+    int no_cost_learning;
     uint64_t lookahead;
     double op_us;     /* < 0: library default */
     double bandwidth; /* < 0: library default */
@@ -79,7 +80,9 @@ typedef struct bench_rank {
     uint64_t consumer_bytes;
     int have_random; /* the randomness figures were computed */
     bench_random_fig random;
-    double *epoch_seconds;        /* span entries: epochs start_epoch..epochs-1 */
+    double *epoch_seconds;             /* span entries: epochs start_epoch..epochs-1 */
+    hdmlp_cost_point cost_history[32]; /* the cost model over the run */
+    size_t cost_points;
     uint64_t *epoch_source_bytes; /* span entries, the same epochs */
 } bench_rank;
 

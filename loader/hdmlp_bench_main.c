@@ -310,6 +310,10 @@ static int run(const bench_opts *o, hdmlp_dataset *ds, const hdmlp_config *cfg, 
     }
     if (status == 0) {
         rc = hdmlp_loader_stats(ld, &r->st);
+        if (rc == HDMLP_OK) {
+            rc = hdmlp_loader_cost_history(ld, r->cost_history, 32, &r->cost_points);
+            r->cost_points = r->cost_points < 32 ? r->cost_points : 32;
+        }
         if (rc != HDMLP_OK) {
             status = runtime_error("stats", rc);
         }
@@ -450,6 +454,7 @@ int main(int argc, char **argv)
         .engine = HDMLP_ENGINE_AUTO,
         .policy = HDMLP_POLICY_FILL_RATE,
         .refill = HDMLP_REFILL_AUTO,
+        .direct = HDMLP_DIRECT_IO_AUTO,
         .op_us = -1,
         .bandwidth = -1,
     };

@@ -4,6 +4,7 @@
  * Memory sizing is in loader_sizing.c.
  */
 #include "loader_core.h"
+#include "loader_iomode.h"
 #include "loader_probe.h"
 #include "loader_sampler.h"
 
@@ -16,6 +17,8 @@
 static void loader_destroy(hdmlp_loader *ld)
 {
     pthread_mutex_destroy(&ld->lock);
+    cost_clock_destroy(&ld->src_clock);
+    cost_clock_destroy(&ld->ssd_clock);
     pthread_cond_destroy(&ld->work_cv);
     pthread_cond_destroy(&ld->ready_cv);
     config_clear(&ld->cfg);
@@ -144,6 +147,12 @@ int loader_create_with(hdmlp_dataset *ds, const hdmlp_config *cfg,
     if (rc != HDMLP_OK) {
         return rc;
     }
+    int direct = 0;
+    uint64_t cache_room = 0;
+    rc = iomode_resolve(ds, cfg, &direct, &cache_room);
+    if (rc != HDMLP_OK) {
+        return rc;
+    }
     /* Storage calibration: measured figures replace the defaults (not an explicit cost). */
     probe_limits lim;
     probe_limits_default(&lim);
@@ -151,7 +160,7 @@ int loader_create_with(hdmlp_dataset *ds, const hdmlp_config *cfg,
     probe_result cal;
     int calibrated = 0;
     if (cfg->calibrate && !cfg->cost_set) {
-        const int prc = probe_dataset(ds, cfg->direct, &lim, &cal);
+        const int prc = probe_dataset(ds, direct, &lim, &cal);
         if (prc == HDMLP_OK) {
             calibrated = 1;
         } else if (prc != HDMLP_E_RANGE) { /* E_RANGE: too small to measure, keep defaults */
@@ -175,11 +184,18 @@ int loader_create_with(hdmlp_dataset *ds, const hdmlp_config *cfg,
         ld->cfg.op_us = cal.op_us;
         ld->cfg.bytes_per_s = cal.bytes_per_s;
     }
+    ld->cfg.direct = direct;
     ld->cost = (refill_cost){ld->cfg.op_us, ld->cfg.bytes_per_s};
+    ld->learn = cfg->learn && !cfg->cost_set;
+    cost_model_init(&ld->src_model, &ld->cost);
+    cost_model_init(&ld->ssd_model, &(refill_cost){100.0, 1e9});
+    cost_history_init(&ld->src_hist, &ld->cost);
     ld->refs = 1;
     ld->plan_epoch = cfg->start_epoch;
     ld->deliver_epoch = cfg->start_epoch;
     pthread_mutex_init(&ld->lock, NULL);
+    cost_clock_init(&ld->src_clock);
+    cost_clock_init(&ld->ssd_clock);
     pthread_cond_init(&ld->work_cv, NULL);
     pthread_cond_init(&ld->ready_cv, NULL);
 
@@ -204,6 +220,19 @@ int loader_create_with(hdmlp_dataset *ds, const hdmlp_config *cfg,
     ld->st.source_op_ns = (uint64_t)(ld->cfg.op_us * 1000.0);
     ld->st.source_bytes_per_s = (uint64_t)ld->cfg.bytes_per_s;
     ld->st.calibrated = (uint64_t)calibrated;
+    ld->st.source_op_ns_start = ld->st.source_op_ns;
+    ld->st.source_bytes_per_s_start = ld->st.source_bytes_per_s;
+    ld->st.cost_learning = (uint64_t)ld->learn;
+    ld->st.direct_io = (uint64_t)direct;
+    ld->st.page_cache_room = cache_room;
+    if (rc == HDMLP_OK) {
+        ld->st.budget_read_buffers = sz.read_buffers;
+        ld->st.budget_batches = sz.batches;
+        ld->st.budget_remote = sz.remote_cap;
+        ld->st.budget_ram_cache = sz.ram_cache;
+        ld->st.budget_lookahead = sz.lookahead;
+        ld->st.budget_slots = sz.slot_cap;
+    }
     ld->st.abstract_chunks = a;
     ld->st.chunk_groups = a;
     if (rc == HDMLP_OK && (sz.ram_cache > 0 || ld->cfg.ssd_dir != NULL)) {
@@ -214,6 +243,7 @@ int loader_create_with(hdmlp_dataset *ds, const hdmlp_config *cfg,
         if (probe_directory(ld->cfg.ssd_dir, &lim, &sp) == HDMLP_OK) {
             ld->st.ssd_op_ns = (uint64_t)(sp.op_us * 1000.0);
             ld->st.ssd_bytes_per_s = (uint64_t)sp.bytes_per_s;
+            cost_model_init(&ld->ssd_model, &(refill_cost){sp.op_us, sp.bytes_per_s});
         }
     }
     if (rc == HDMLP_OK && ld->tier != NULL && ld->cfg.ssd_dir != NULL) {
@@ -402,6 +432,21 @@ uint64_t hdmlp_batch_epoch(const hdmlp_batch *batch) { return batch ? batch->epo
 const hdmlp_sample_view *hdmlp_batch_samples(const hdmlp_batch *batch)
 {
     return batch ? batch->views : NULL;
+}
+
+int hdmlp_loader_cost_history(hdmlp_loader *ld, hdmlp_cost_point *out, size_t n, size_t *count)
+{
+    if (ld == NULL || count == NULL || (out == NULL && n > 0)) {
+        return hd_err(HDMLP_E_INVAL, "loader_cost_history: loader and count are required");
+    }
+    pthread_mutex_lock(&ld->lock);
+    const cost_history *h = &ld->src_hist;
+    for (size_t i = 0; i < n && i < h->n; i++) {
+        out[i] = (hdmlp_cost_point){h->p[i].reads, h->p[i].op_us, h->p[i].bytes_per_s};
+    }
+    *count = h->n;
+    pthread_mutex_unlock(&ld->lock);
+    return HDMLP_OK;
 }
 
 int hdmlp_loader_stats(hdmlp_loader *ld, hdmlp_stats *out)

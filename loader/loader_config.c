@@ -16,7 +16,8 @@ void config_defaults(struct hdmlp_config *cfg)
     cfg->world = 1;
     cfg->threads = 2;
     cfg->engine = HDMLP_ENGINE_AUTO;
-    cfg->direct = 0;
+    cfg->direct = HDMLP_DIRECT_IO_AUTO;
+    cfg->learn = 1;
     cfg->lookahead = 0;
     cfg->policy = HDMLP_POLICY_FILL_RATE;
     cfg->refill = HDMLP_REFILL_AUTO;
@@ -221,10 +222,21 @@ int hdmlp_config_set_engine(hdmlp_config *cfg, hdmlp_engine engine)
 int hdmlp_config_set_direct_io(hdmlp_config *cfg, int on)
 {
     CHECK_CFG(cfg);
-    if (on != 0 && on != 1) {
-        return hd_err(HDMLP_E_INVAL, "direct_io: %d is not 0 or 1", on);
+    if (on != 0 && on != 1 && on != HDMLP_DIRECT_IO_AUTO) {
+        return hd_err(HDMLP_E_INVAL, "direct_io: %d is not 0, 1 or HDMLP_DIRECT_IO_AUTO (%d)",
+                      on, HDMLP_DIRECT_IO_AUTO);
     }
     cfg->direct = on;
+    return HDMLP_OK;
+}
+
+int hdmlp_config_set_cost_learning(hdmlp_config *cfg, int on)
+{
+    CHECK_CFG(cfg);
+    if (on != 0 && on != 1) {
+        return hd_err(HDMLP_E_INVAL, "cost_learning: %d is not 0 or 1", on);
+    }
+    cfg->learn = on;
     return HDMLP_OK;
 }
 

@@ -10,6 +10,7 @@
 #define HDMLP_LOADER_CORE_H
 
 #include "loader.h"
+#include "loader_costmodel.h"
 #include "loader_dataset.h"
 #include "loader_io.h"
 #include "loader_peer.h"
@@ -109,7 +110,14 @@ struct hdmlp_loader {
     const fmt_index *ix;
     struct hdmlp_config cfg;
     sched *sch;
-    refill_cost cost;
+    refill_cost cost; /* the source's cost model now (lock held): planning reads it */
+
+    /* cost learning (lock held; the clocks have their own locks) */
+    int learn;
+    cost_model src_model, ssd_model;
+    cost_explorer explorer;
+    cost_history src_hist;
+    cost_clock src_clock, ssd_clock;
 
     pthread_mutex_t lock;
     pthread_cond_t work_cv;  /* jobs queued or shutdown */
@@ -211,6 +219,11 @@ void loader_announce_done(struct hdmlp_loader *ld);
 
 /* Adds bytes read from the dataset directory in planned epoch `epoch` (lock held). */
 void loader_count_source(struct hdmlp_loader *ld, uint64_t epoch, uint64_t bytes);
+/* A completed read (whole chunk or ranges) of `ops` operations and `bytes` from the source or
+ * the SSD tier took `service_us` of the storage's time: the cost model learns from it (lock
+ * held). */
+void loader_learn(struct hdmlp_loader *ld, int tier_kind, int whole, uint32_t ops,
+                  uint64_t bytes, double service_us);
 
 /* loader_stage.c: the SSD stager thread */
 void *stage_main(void *arg);

@@ -36,7 +36,9 @@ void cost_model_init(cost_model *m, const refill_cost *start)
     m->changes = 0;
     m->surprises = 0;
     m->surprise_sign = 0;
-    m->follow = 0;
+    m->follow = 4 * COST_CHANGE; /* the start is a guess: the first reads count in full */
+    m->bin[0] = m->bin[1] = (cost_bin){0, 0, 0, 0};
+    m->reads = 0;
 }
 
 double cost_model_predict(const cost_model *m, double ops, double bytes)
@@ -106,6 +108,26 @@ void cost_model_observe(cost_model *m, double ops, double bytes, double service_
     m->observations++;
 }
 
+void cost_model_add_read(cost_model *m, int whole, double ops, double bytes, double service_us)
+{
+    if (!(service_us >= 0.0) || !isfinite(service_us) || !(ops >= 1.0)) {
+        return;
+    }
+    cost_bin *b = &m->bin[whole ? 1 : 0];
+    b->ops += ops;
+    b->bytes += bytes;
+    b->us += service_us;
+    b->reads++;
+    m->reads++;
+    /* Bins grow over the first observations: the start is only a guess, so the first reads
+     * teach at once. */
+    const double grow = m->observations < 8 ? (double)(m->observations + 1) / 8.0 : 1.0;
+    if (b->us >= grow * COST_BIN_US || b->reads >= grow * COST_BIN_READS) {
+        cost_model_observe(m, b->ops, b->bytes, b->us);
+        *b = (cost_bin){0, 0, 0, 0};
+    }
+}
+
 void cost_model_get(const cost_model *m, refill_cost *out)
 {
     out->op_us = m->theta[0];
@@ -132,9 +154,11 @@ int cost_explore(cost_explorer *e, const cost_model *m, double ops_c, double byt
     }
     const double extra = other > chosen ? other - chosen : 0.0;
     const double se = cost_model_diff_stderr(m, ops_c, bytes_c, ops_o, bytes_o);
-    if (extra < 2.0 * se && e->budget_us >= extra) {
+    e->since++;
+    if (e->since >= COST_EXPLORE_GAP && extra < 2.0 * se && e->budget_us >= extra) {
         e->budget_us -= extra;
         e->explored++;
+        e->since = 0;
         return 1;
     }
     return 0;
@@ -188,7 +212,7 @@ double cost_clock_end(cost_clock *c, double token)
 
 void cost_history_init(cost_history *h, const refill_cost *start)
 {
-    h->p[0] = (cost_point){0, start->op_us, start->bytes_per_s};
+    h->p[0] = (cost_point){0, 0, start->op_us, start->bytes_per_s};
     h->n = 1;
     h->every = 1;
 }
@@ -211,5 +235,5 @@ void cost_history_note(cost_history *h, const cost_model *m)
     }
     refill_cost c;
     cost_model_get(m, &c);
-    h->p[h->n++] = (cost_point){obs, c.op_us, c.bytes_per_s};
+    h->p[h->n++] = (cost_point){obs, m->reads, c.op_us, c.bytes_per_s};
 }

@@ -26,7 +26,8 @@
  * read and cannot tell operation cost from bandwidth; the forgetting lets that uncertainty
  * grow, and when the predicted difference between the two plans is within two standard
  * errors of the model's uncertainty, the other plan is tried, paid from a budget of 2 % of
- * the predicted cost of the plans chosen so far (so exploration costs at most about 2 %).
+ * the predicted cost of the plans chosen so far (so exploration costs at most about 2 %), and
+ * at most one refill in COST_EXPLORE_GAP.
  *
  * Not thread-safe: the loader guards a model with its lock; cost_clock has its own mutex.
  */
@@ -42,6 +43,19 @@
 #define COST_CLIP 3.0
 #define COST_CHANGE 3
 
+/* Reads of one plan kind (whole or ranged) summed until they hold COST_BIN_US of service
+ * time or COST_BIN_READS reads: one observation. Single reads are too noisy on storage that
+ * serves in bursts (a throttled device or a network store lets a few reads through at once,
+ * then none for a while); sums of about a tenth of a second are not, and a kind's sums keep
+ * its shape (ops per byte), so the two kinds still tell operation cost from bandwidth. The
+ * first 8 observations use smaller bins (1/8, 2/8, ... of the limits), to learn at once. */
+#define COST_BIN_US 100000.0
+#define COST_BIN_READS 32
+typedef struct cost_bin {
+    double ops, bytes, us;
+    uint32_t reads;
+} cost_bin;
+
 typedef struct cost_model {
     double theta[2]; /* us per operation, us per MB (10^6 bytes) */
     double p[2][2];  /* covariance of theta (relative-error units) */
@@ -52,13 +66,18 @@ typedef struct cost_model {
     uint64_t clipped; /* observations whose residual was clipped */
     uint64_t changes; /* changes of the storage detected (COST_CHANGE surprises in a row) */
     int surprises, surprise_sign;
-    int follow; /* reads left that are not clipped, after a change */
+    int follow;      /* reads left that are not clipped, after a change */
+    cost_bin bin[2]; /* ranged, whole */
+    uint64_t reads;  /* reads added (cost_model_add_read) */
 } cost_model;
 
 /* Starts from `start` (op_us >= 0, bytes_per_s > 0), uncertain by about a factor of ten. */
 void cost_model_init(cost_model *m, const refill_cost *start);
-/* Adds one completed read: `ops` operations (>= 1), `bytes`, `service_us` (> 0; an
- * observation with service_us <= 0 or ops == 0 is ignored). */
+/* Adds one completed read of a whole chunk (whole = 1) or of ranges to its kind's bin, and
+ * the bin to the fit when it is full. */
+void cost_model_add_read(cost_model *m, int whole, double ops, double bytes, double service_us);
+/* Adds one observation to the fit: `ops` operations (>= 1), `bytes`, `service_us` (> 0; an
+ * observation with service_us <= 0 or ops < 1 is ignored). */
 void cost_model_observe(cost_model *m, double ops, double bytes, double service_us);
 /* The current estimate. */
 void cost_model_get(const cost_model *m, refill_cost *out);
@@ -72,7 +91,9 @@ double cost_model_diff_stderr(const cost_model *m, double ops_a, double bytes_a,
 typedef struct cost_explorer {
     double budget_us; /* accumulated 2 % of chosen plans' predicted cost, less explorations */
     uint64_t explored;
+    uint64_t since; /* refills since the last exploration (at most one in COST_EXPLORE_GAP) */
 } cost_explorer;
+#define COST_EXPLORE_GAP 16
 
 /* Given the chosen plan (ops_c, bytes_c) and the other one (ops_o, bytes_o), returns 1 when
  * the other should be read instead, to learn (and charges its predicted extra cost). */
@@ -98,7 +119,8 @@ double cost_clock_end(cost_clock *c, double token);
  * observations; when full, every other point is dropped and `every` doubles. */
 #define COST_HISTORY 32
 typedef struct cost_point {
-    uint64_t observations;
+    uint64_t observations; /* fit updates (bins) */
+    uint64_t reads;        /* reads added */
     double op_us;
     double bytes_per_s;
 } cost_point;

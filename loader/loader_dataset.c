@@ -57,6 +57,11 @@ int ds_segment_fd(hdmlp_dataset *ds, uint32_t s, int direct)
             }
             return hd_err(hd_errno_code(err), "%s: open: %s", path, strerror(err));
         }
+        if (!direct) {
+            /* No readahead: a read fetches exactly its bytes, in requests as large as the
+             * device takes, whatever the device's readahead is set to. */
+            (void)posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
+        }
         *slot = fd;
     }
     pthread_mutex_unlock(&ds->fd_lock);

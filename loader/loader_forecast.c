@@ -4,6 +4,7 @@
  * depend on I/O timing, so the forecast equals what a run reports.
  */
 #include "loader_core.h"
+#include "loader_iomode.h"
 #include "loader_sampler.h"
 
 #include <pthread.h>
@@ -345,19 +346,27 @@ int loader_place_tiers(const fmt_index *ix, const struct hdmlp_config *cfg,
     return rc;
 }
 
-int hdmlp_loader_forecast(hdmlp_dataset *ds, const hdmlp_config *cfg, hdmlp_stats *out,
+int hdmlp_loader_forecast(hdmlp_dataset *ds, const hdmlp_config *given, hdmlp_stats *out,
                           uint64_t *chunk_loads, uint64_t *first_use,
                           uint64_t *epoch_source_bytes)
 {
-    if (ds == NULL || cfg == NULL || out == NULL) {
+    if (ds == NULL || given == NULL || out == NULL) {
         return hd_err(HDMLP_E_INVAL, "forecast: dataset, config and out are required");
     }
-    if (cfg->epochs == 0) {
+    if (given->epochs == 0) {
         return hd_err(HDMLP_E_INVAL, "forecast: needs a bounded number of epochs");
     }
+    /* Buffered or direct as a loader made now would read (alignment changes bytes). */
+    struct hdmlp_config resolved = *given;
+    uint64_t room;
+    int rc = iomode_resolve(ds, given, &resolved.direct, &room);
+    if (rc != HDMLP_OK) {
+        return rc;
+    }
+    const struct hdmlp_config *cfg = &resolved;
     const fmt_index *ix = &ds->ix;
     loader_sizing sz;
-    int rc = loader_size(ix, cfg, &sz);
+    rc = loader_size(ix, cfg, &sz);
     if (rc != HDMLP_OK) {
         return rc;
     }
@@ -383,6 +392,13 @@ int hdmlp_loader_forecast(hdmlp_dataset *ds, const hdmlp_config *cfg, hdmlp_stat
     }
     if (rc == HDMLP_OK && t == NULL) {
         out->source_bytes = out->bytes_read;
+    }
+    if (rc == HDMLP_OK) {
+        out->direct_io = (uint64_t)cfg->direct;
+        out->page_cache_room = room;
+        out->cost_learning = (uint64_t)(cfg->learn && !cfg->cost_set);
+        out->source_op_ns = out->source_op_ns_start = (uint64_t)(cfg->op_us * 1000.0);
+        out->source_bytes_per_s = out->source_bytes_per_s_start = (uint64_t)cfg->bytes_per_s;
     }
     tier_free(t);
     hd_free(first_of);

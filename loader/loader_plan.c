@@ -63,6 +63,50 @@ static int ring_push(struct hdmlp_loader *ld, const ld_item *item)
     return HDMLP_OK;
 }
 
+/* Auto refill with a learnt model: the plan the model prefers, or (cost_explore) the
+ * other one when the model cannot tell them apart and the exploration budget allows. */
+static hdmlp_refill plan_explore(struct hdmlp_loader *ld, uint64_t chunk, const uint32_t *slots,
+                                 uint32_t n)
+{
+    refill_shape whole, ranges;
+    refill_plan_shape(ld->ix, chunk, slots, n, HDMLP_REFILL_WHOLE, &ld->cost, ld->cfg.direct,
+                      &whole);
+    refill_plan_shape(ld->ix, chunk, slots, n, HDMLP_REFILL_RANGES, &ld->cost, ld->cfg.direct,
+                      &ranges);
+    const int prefer_whole = refill_prefers_whole(&ld->cost, &whole, &ranges);
+    const refill_shape *c = prefer_whole ? &whole : &ranges;
+    const refill_shape *o = prefer_whole ? &ranges : &whole;
+    if (cost_explore(&ld->explorer, &ld->src_model, c->n_ranges, (double)c->buf_len,
+                     o->n_ranges, (double)o->buf_len)) {
+        ld->st.cost_explorations++;
+        return prefer_whole ? HDMLP_REFILL_RANGES : HDMLP_REFILL_WHOLE;
+    }
+    return prefer_whole ? HDMLP_REFILL_WHOLE : HDMLP_REFILL_RANGES;
+}
+
+void loader_learn(struct hdmlp_loader *ld, int tier_kind, int whole, uint32_t ops,
+                  uint64_t bytes, double service_us)
+{
+    if (!ld->learn) {
+        return;
+    }
+    if (tier_kind == TIER_SSD) {
+        cost_model_add_read(&ld->ssd_model, whole, ops, (double)bytes, service_us);
+        refill_cost c;
+        cost_model_get(&ld->ssd_model, &c);
+        ld->st.ssd_op_ns = (uint64_t)(c.op_us * 1000.0);
+        ld->st.ssd_bytes_per_s = (uint64_t)c.bytes_per_s;
+        return;
+    }
+    cost_model_add_read(&ld->src_model, whole, ops, (double)bytes, service_us);
+    cost_model_get(&ld->src_model, &ld->cost);
+    cost_history_note(&ld->src_hist, &ld->src_model);
+    ld->st.source_op_ns = (uint64_t)(ld->cost.op_us * 1000.0);
+    ld->st.source_bytes_per_s = (uint64_t)ld->cost.bytes_per_s;
+    ld->st.cost_reads = ld->src_model.reads;
+    ld->st.cost_changes = ld->src_model.changes;
+}
+
 /* Builds the refill job of a miss: samples for the delivered slot and every filled slot,
  * in slot order, and the read plan. Not yet charged or queued. */
 int plan_job(struct hdmlp_loader *ld, uint64_t chunk, const uint32_t *slots, uint32_t n,
@@ -95,7 +139,10 @@ int plan_job(struct hdmlp_loader *ld, uint64_t chunk, const uint32_t *slots, uin
     job->n = n;
     /* The first load of a RAM- or SSD-placed chunk reads it whole, to fill its cache. */
     job->first_load = ld->tier != NULL && tier_first_plan(ld->tier, chunk);
-    const hdmlp_refill mode = job->first_load ? HDMLP_REFILL_WHOLE : ld->cfg.refill;
+    hdmlp_refill mode = job->first_load ? HDMLP_REFILL_WHOLE : ld->cfg.refill;
+    if (mode == HDMLP_REFILL_AUTO && ld->learn && n > 0) {
+        mode = plan_explore(ld, chunk, job->slots, n);
+    }
     job->epoch = ld->plan_epoch;
     const int rc = refill_plan_build(ld->ix, chunk, job->slots, n, mode, &ld->cost,
                                      ld->cfg.direct, &job->plan);

@@ -10,6 +10,14 @@ static double plan_cost(const refill_cost *cost, uint64_t ops, uint64_t bytes)
     return (double)ops * cost->op_us + (double)bytes * 1e6 / cost->bytes_per_s;
 }
 
+int refill_prefers_whole(const refill_cost *cost, const refill_shape *whole,
+                         const refill_shape *ranges)
+{
+    /* Within 1 %, whole wins: it also verifies the chunk header. */
+    return plan_cost(cost, whole->n_ranges, whole->buf_len) <=
+           1.01 * plan_cost(cost, ranges->n_ranges, ranges->buf_len);
+}
+
 uint64_t refill_max_buffer(const fmt_index *ix)
 {
     uint64_t max = 0;
@@ -86,8 +94,8 @@ static int plan_shape(const fmt_index *ix, const fmt_chunk *ch, uint64_t chunk,
     const uint64_t whole_len = direct ? fmt_align_up(ch->length) : ch->length;
     int whole = mode == HDMLP_REFILL_WHOLE || n == 0;
     if (mode == HDMLP_REFILL_AUTO && n > 0) {
-        /* Within 1 %, whole wins: it also verifies the chunk header. */
-        whole = plan_cost(cost, 1, whole_len) <= 1.01 * plan_cost(cost, a->n, a->buf_len);
+        const refill_shape w = {1, 1, whole_len}, r = {0, a->n, a->buf_len};
+        whole = refill_prefers_whole(cost, &w, &r);
     }
     if (whole) {
         a->last = (refill_range){ch->offset, whole_len, 0};

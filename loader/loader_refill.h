@@ -49,6 +49,10 @@ typedef struct refill_shape {
 void refill_plan_shape(const fmt_index *ix, uint64_t chunk, const uint32_t *slots, uint32_t n,
                        hdmlp_refill mode, const refill_cost *cost, int direct,
                        refill_shape *out);
+/* The `auto` rule on two shapes of one refill: 1 when whole costs at most 1 % more than
+ * ranges under `cost` (whole also verifies the chunk header). */
+int refill_prefers_whole(const refill_cost *cost, const refill_shape *whole,
+                         const refill_shape *ranges);
 /* Largest buffer any plan of this index can need (a whole chunk, aligned). */
 uint64_t refill_max_buffer(const fmt_index *ix);
 

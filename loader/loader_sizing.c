@@ -2,12 +2,14 @@
  * Memory sizing: how a budget becomes abstract memory (the loader and the forecast use it).
  *
  * Budget split (all of it accounted): two whole-chunk read buffers (one more for the SSD
- * stager; buffers of further I/O threads are charged to the lookahead share), the two batches'
- * worth of the largest samples (so the consumer can always progress while it holds one batch)
- * and the RAM chunk cache are reserved; with peers (world > 1), one more batch for answers to
- * them and the remote-memory cap for samples they push ahead of need; of the rest, 1/8 is
- * lookahead room (samples planned ahead and refills in flight) and 7/8 caps the bytes held in
- * valid slots. Each rank gets A_r = that cap / (K × mean raw sample size) abstract chunks;
+ * stager), the RAM chunk cache and, with peers (world > 1), the remote-memory cap for samples
+ * they push ahead of need are fixed. Of the rest, a shared part holds whatever is out of the
+ * slots: the two batches' worth of the largest samples (so the consumer can always progress
+ * while it holds one batch), with peers one more batch for answers to them, the read buffers
+ * of I/O threads beyond two, and lookahead (samples planned ahead, refills in flight) in
+ * whatever the batches leave; it is that worst case, or 1/8 of the rest when that is more.
+ * What remains caps the bytes held in valid slots. Each rank gets A_r = that cap / (K × mean
+ * raw sample size) abstract chunks;
  * there are A = min(C, world × A_r) in all, and rank r owns the groups g with g % world
  * == r.
  */
@@ -127,10 +129,17 @@ int loader_size(const fmt_index *ix, const struct hdmlp_config *cfg, loader_sizi
         const uint64_t rest = all / 8 > 2 * one_chunk ? all / 8 : 2 * one_chunk;
         ram = cfg->memory >= base + all + rest ? all : 0;
     }
-    const uint64_t reserve = base + ram;
-    const uint64_t min_avail = one_chunk + (one_chunk + 6) / 7;
-    const uint64_t minimum = reserve + (min_avail > 8 * extra_io ? min_avail : 8 * extra_io);
-    if (batches == UINT64_MAX || reserve < ram || cfg->memory < minimum) {
+    /* Samples out of slots that must always fit (the batches, answers to peers) and the
+     * read buffers of I/O threads beyond two share one part of the budget with the
+     * lookahead: at least an eighth of what the fixed parts leave, and at least the worst
+     * case of what is held, so the consumer always progresses, and lookahead uses what the
+     * batches do not. */
+    const uint64_t fixed = io + remote_cap + ram;
+    const uint64_t hold = batches == UINT64_MAX ? UINT64_MAX : batches + answers + extra_io;
+    const uint64_t min_flex = (hold == UINT64_MAX ? 0 : hold) + one_chunk;
+    const uint64_t min_flex8 = one_chunk + (one_chunk + 6) / 7;
+    const uint64_t minimum = fixed + (min_flex > min_flex8 ? min_flex : min_flex8);
+    if (hold == UINT64_MAX || fixed < ram || cfg->memory < minimum) {
         char have[32], need[32];
         fmt_bytes(have, sizeof(have), cfg->memory);
         fmt_bytes(need, sizeof(need), minimum);
@@ -148,8 +157,9 @@ int loader_size(const fmt_index *ix, const struct hdmlp_config *cfg, loader_sizi
      * (the remote cap) may bring in at any time. */
     out->plan_limit = cfg->memory - remote_cap - (cfg->world > 1 ? one_batch : 0);
     out->ram_cache = ram;
-    const uint64_t avail = cfg->memory - reserve;
-    const uint64_t slot_cap = avail - avail / 8;
+    const uint64_t flex = cfg->memory - fixed;
+    const uint64_t shared = hold > flex / 8 ? hold : flex / 8;
+    const uint64_t slot_cap = flex - shared;
     uint64_t a = slot_cap / one_chunk;
     a = a < 1 ? 1 : a;
     a = a > ix->h.n_chunks / cfg->world ? ix->h.n_chunks / cfg->world : a;
@@ -162,6 +172,9 @@ int loader_size(const fmt_index *ix, const struct hdmlp_config *cfg, loader_sizi
             (unsigned long long)ix->h.n_chunks, cfg->world);
     }
     out->abstract_chunks = a;
+    out->read_buffers = io;
+    out->batches = batches + answers;
+    out->lookahead = shared - batches - answers;
     out->slot_cap = slot_cap;
     out->remote_cap = remote_cap;
     return HDMLP_OK;

@@ -11,6 +11,10 @@ typedef struct loader_sizing {
     uint64_t ram_cache;       /* RAM chunk cache bytes (resolved from AUTO) */
     uint64_t extra_io;        /* read buffers of I/O threads beyond two, charged up front */
     uint64_t plan_limit;      /* accounted bytes planning may reach */
+    /* the rest of the budget's split (with remote_cap, ram_cache and slot_cap: the budget) */
+    uint64_t read_buffers; /* two chunk read buffers (+ the SSD stager's) */
+    uint64_t batches;      /* two batches of the largest samples (+ one of answers to peers) */
+    uint64_t lookahead;    /* samples planned ahead, refills in flight */
 } loader_sizing;
 
 /* HDMLP_E_RANGE naming the minimum budget when cfg->memory is too small. */

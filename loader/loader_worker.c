@@ -143,10 +143,16 @@ static int read_plan(ld_worker *w, ld_job *job, int fd, uint64_t chunk_base, con
     return rc;
 }
 
-/* Counts bytes read by tier, per planned epoch for the source (lock taken here). */
-static void count_read(struct hdmlp_loader *ld, int tier_kind, uint64_t epoch, uint64_t bytes)
+/* Counts bytes read by tier, per planned epoch for the source, and (ops > 0) teaches the
+ * tier's cost model a read that took service_us (lock taken here). */
+static void count_read(struct hdmlp_loader *ld, int tier_kind, uint64_t epoch,
+                       const refill_plan *p, uint32_t ops, double service_us)
 {
+    const uint64_t bytes = p->buf_len;
     pthread_mutex_lock(&ld->lock);
+    if (ops > 0) {
+        loader_learn(ld, tier_kind, p->whole, ops, bytes, service_us);
+    }
     if (tier_kind == TIER_RAM) {
         ld->st.ram_cache_bytes += bytes;
     } else if (tier_kind == TIER_SSD) {
@@ -167,7 +173,7 @@ static int run_job(ld_worker *w, ld_job *job)
         /* Waits while the chunk's first (caching) load is still running. */
         const uint8_t *ram = tier_ram_wait(t, job->chunk);
         if (ram != NULL) {
-            count_read(ld, TIER_RAM, job->epoch, p->buf_len);
+            count_read(ld, TIER_RAM, job->epoch, p, 0, 0.0);
             return job_result(ld, decode_samples(w, job, ram, 1, "RAM chunk cache"));
         }
     }
@@ -189,12 +195,14 @@ static int run_job(ld_worker *w, ld_job *job)
     if (place == TIER_SSD) {
         const int fd = tier_ssd_fd(t, job->chunk);
         if (fd >= 0) {
+            const double token = cost_clock_start(&ld->ssd_clock);
             int rc = read_plan(w, job, fd, 0, "SSD chunk cache");
+            const double us = cost_clock_end(&ld->ssd_clock, token);
             if (rc == HDMLP_OK) {
                 rc = decode_samples(w, job, w->buf, 0, "SSD chunk cache");
             }
             if (rc == HDMLP_OK) {
-                count_read(ld, TIER_SSD, job->epoch, p->buf_len);
+                count_read(ld, TIER_SSD, job->epoch, p, p->n_ranges, us);
                 return HDMLP_OK;
             }
             /* A bad cache file is never served: drop it and read the dataset. */
@@ -213,9 +221,11 @@ static int run_job(ld_worker *w, ld_job *job)
     }
     fmt_chunk ch;
     fmt_index_chunk(ld->ix, job->chunk, &ch);
+    const double token = cost_clock_start(&ld->src_clock);
     int rc = read_plan(w, job, fd, ch.offset, seg);
-    count_read(ld, TIER_SOURCE, job->epoch, p->buf_len);
+    const double us = cost_clock_end(&ld->src_clock, token);
     const int read_failed = rc != HDMLP_OK;
+    count_read(ld, TIER_SOURCE, job->epoch, p, read_failed ? 0 : p->n_ranges, us);
     if (rc == HDMLP_OK) {
         rc = decode_samples(w, job, w->buf, 0, seg);
     }

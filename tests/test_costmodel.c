@@ -169,7 +169,7 @@ Test(costmodel, exploration_is_rare_and_budgeted)
     feed(&m, &s, 60, 0.3, 6667.0, 400e6, 0.05);
     /* A loader reading whole chunks (chosen) where ranges of 10 samples are the other plan:
      * far costlier here, so once the model knows, exploring is rare. */
-    cost_explorer e = {0, 0};
+    cost_explorer e = {0, 0, 0};
     int explored = 0;
     double spent = 0, chosen = 0;
     for (int i = 0; i < 1000; i++) {
@@ -187,7 +187,7 @@ Test(costmodel, exploration_is_rare_and_budgeted)
     cr_expect_leq(spent, 0.021 * chosen, "exploration spent %.0f of %.0f us", spent, chosen);
     cr_expect_lt(explored, 20, "explored %d times", explored);
     /* Near a tie the decision is uncertain and the budget allows trying the other plan. */
-    cost_explorer e2 = {0, 0};
+    cost_explorer e2 = {0, 0, 0};
     int near = 0;
     for (int i = 0; i < 400; i++) {
         near += cost_explore(&e2, &m, 1, 7e6, 1, 6.9e6);

@@ -1,0 +1,157 @@
+/* Buffered or direct segment reads, from the page cache's room (see loader_iomode.h). */
+#include "loader_iomode.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* The first number in FILE (UINT64_MAX when FILE is missing or says "max"). */
+static uint64_t read_u64_file(const char *path)
+{
+    FILE *f = fopen(path, "re");
+    if (f == NULL) {
+        return UINT64_MAX;
+    }
+    unsigned long long v = 0;
+    const int ok = fscanf(f, "%llu", &v) == 1;
+    fclose(f);
+    return ok ? (uint64_t)v : UINT64_MAX;
+}
+
+/* The value of `key` (e.g. "MemAvailable:" in kB, or "total_cache " in bytes) in a
+ * key-value file, times `unit`; UINT64_MAX when absent. */
+static uint64_t read_key(const char *path, const char *key, uint64_t unit)
+{
+    FILE *f = fopen(path, "re");
+    if (f == NULL) {
+        return UINT64_MAX;
+    }
+    char line[256];
+    uint64_t v = UINT64_MAX;
+    const size_t klen = strlen(key);
+    while (fgets(line, sizeof(line), f) != NULL) {
+        unsigned long long x;
+        if (strncmp(line, key, klen) == 0 && sscanf(line + klen, "%llu", &x) == 1) {
+            v = (uint64_t)x * unit;
+            break;
+        }
+    }
+    fclose(f);
+    return v;
+}
+
+/* Room of one cgroup directory: limit less the memory that is not page cache. */
+static uint64_t group_room(const char *dir, int v2)
+{
+    char p[4200];
+    snprintf(p, sizeof(p), "%s/%s", dir, v2 ? "memory.max" : "memory.limit_in_bytes");
+    const uint64_t limit = read_u64_file(p);
+    if (limit == UINT64_MAX || limit >= (UINT64_C(1) << 60)) {
+        return UINT64_MAX; /* no limit */
+    }
+    snprintf(p, sizeof(p), "%s/%s", dir, v2 ? "memory.current" : "memory.usage_in_bytes");
+    const uint64_t usage = read_u64_file(p);
+    snprintf(p, sizeof(p), "%s/memory.stat", dir);
+    uint64_t cache = read_key(p, v2 ? "file " : "total_cache ", 1);
+    if (usage == UINT64_MAX) {
+        return limit;
+    }
+    cache = cache == UINT64_MAX || cache > usage ? 0 : cache;
+    const uint64_t used = usage - cache;
+    return used < limit ? limit - used : 0;
+}
+
+/* The smallest room over the process's memory cgroup and its ancestors. */
+static uint64_t cgroup_room(void)
+{
+    FILE *f = fopen("/proc/self/cgroup", "re");
+    if (f == NULL) {
+        return UINT64_MAX;
+    }
+    char line[2048], rel[2048] = "";
+    int v2 = -1;
+    while (fgets(line, sizeof(line), f) != NULL) {
+        line[strcspn(line, "\n")] = '\0';
+        char *a = strchr(line, ':');
+        char *b = a != NULL ? strchr(a + 1, ':') : NULL;
+        if (b == NULL) {
+            continue;
+        }
+        *b = '\0';
+        const char *ctrls = a + 1;
+        if (strcmp(ctrls, "memory") == 0 || strstr(ctrls, "memory,") == ctrls ||
+            strstr(ctrls, ",memory") != NULL) {
+            snprintf(rel, sizeof(rel), "%s", b + 1);
+            v2 = 0;
+            break;
+        }
+        if (line[0] == '0' && ctrls[0] == '\0' && v2 < 0) {
+            snprintf(rel, sizeof(rel), "%s", b + 1);
+            v2 = 1;
+        }
+    }
+    fclose(f);
+    if (v2 < 0) {
+        return UINT64_MAX;
+    }
+    uint64_t room = UINT64_MAX;
+    char dir[4096];
+    for (;;) {
+        snprintf(dir, sizeof(dir), "/sys/fs/cgroup%s%s%s", v2 ? "" : "/memory",
+                 rel[0] == '/' || rel[0] == '\0' ? "" : "/", rel);
+        const uint64_t r = group_room(dir, v2);
+        room = r < room ? r : room;
+        char *slash = strrchr(rel, '/');
+        if (slash == NULL || rel[0] == '\0' || strcmp(rel, "/") == 0) {
+            break;
+        }
+        *slash = '\0';
+        if (rel[0] == '\0') {
+            /* the root group: no limit of its own worth reading */
+            break;
+        }
+    }
+    return room;
+}
+
+uint64_t iomode_cache_room(void)
+{
+    const uint64_t avail = read_key("/proc/meminfo", "MemAvailable:", 1024);
+    const uint64_t cg = cgroup_room();
+    return cg < avail ? cg : avail;
+}
+
+/* This rank's share of the dataset's stored chunk bytes (aligned). */
+static uint64_t rank_share(const fmt_index *ix, uint32_t world)
+{
+    uint64_t total = 0;
+    for (uint64_t c = 0; c < ix->h.n_chunks; c++) {
+        fmt_chunk ch;
+        fmt_index_chunk(ix, c, &ch);
+        total += fmt_align_up(ch.length);
+    }
+    return total / (world ? world : 1);
+}
+
+int iomode_resolve(hdmlp_dataset *ds, const struct hdmlp_config *cfg, int *direct,
+                   uint64_t *room)
+{
+    *room = 0;
+    if (cfg->direct != HDMLP_DIRECT_IO_AUTO) {
+        *direct = cfg->direct;
+        return HDMLP_OK;
+    }
+    *room = iomode_cache_room();
+    *direct = 0;
+    if (ds->ix.h.n_segments == 0 || rank_share(&ds->ix, cfg->world) <= *room / 2) {
+        return HDMLP_OK;
+    }
+    const int fd = ds_segment_fd(ds, 0, 1);
+    if (fd == HDMLP_E_UNSUPPORTED) {
+        return HDMLP_OK; /* the file system refuses O_DIRECT: buffered */
+    }
+    if (fd < 0) {
+        return fd;
+    }
+    *direct = 1;
+    return HDMLP_OK;
+}
