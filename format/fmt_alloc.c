@@ -63,6 +63,13 @@ void *hd_map_alloc(size_t n)
     return p;
 }
 
+void hd_map_release_pages(void *p, size_t n)
+{
+    if (p != NULL) {
+        (void)madvise(p, map_len(n ? n : 1), MADV_DONTNEED);
+    }
+}
+
 void hd_map_free(void *p, size_t n)
 {
     if (p != NULL) {

@@ -59,6 +59,9 @@ void hd_free(void *p);
  * hd_map_free(p, n) using the same n. */
 void *hd_map_alloc(size_t n);
 void hd_map_free(void *p, size_t n);
+/* Gives the pages of a mapping from hd_map_alloc(n) back to the system (they read as zero
+ * afterwards); the mapping stays valid. */
+void hd_map_release_pages(void *p, size_t n);
 
 /* ---- little-endian codec -------------------------------------------------------------- */
 static inline uint16_t fmt_ld16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }

@@ -432,17 +432,15 @@ typedef struct hdmlp_stats {
     uint64_t cost_explorations; /* refills read the other way to learn */
     uint64_t source_op_ns_start; /* its start (default, configured or calibrated) */
     uint64_t source_bytes_per_s_start;
-    uint64_t direct_io; /* 1 if segments are read with O_DIRECT */
-    uint64_t
-        page_cache_room; /* memory the page cache could use (HDMLP_DIRECT_IO_AUTO), else 0 */
+    uint64_t direct_io;       /* 1 if segments are read with O_DIRECT */
+    uint64_t page_cache_room; /* room of the page cache (HDMLP_DIRECT_IO_AUTO), else 0 */
     /* where the memory budget went (bytes; they add up to memory_budget) */
     uint64_t budget_read_buffers; /* two chunk read buffers (+ the SSD stager's) */
     uint64_t budget_batches;      /* two batches of the largest samples (+ answers to peers) */
     uint64_t budget_remote;       /* samples peers push ahead of need */
     uint64_t budget_ram_cache;    /* the RAM chunk cache */
-    uint64_t
-        budget_lookahead; /* lookahead room beyond the batches (it also uses what they leave) */
-    uint64_t budget_slots; /* cap on bytes in valid slots (A = this / (K x mean size)) */
+    uint64_t budget_lookahead;    /* room beyond the batches (lookahead also uses theirs) */
+    uint64_t budget_slots;        /* cap on bytes in valid slots (A = this / (K x mean)) */
 } hdmlp_stats;
 
 HDMLP_API int hdmlp_loader_stats(hdmlp_loader *ld, hdmlp_stats *out);

@@ -207,8 +207,10 @@ int loader_create_with(hdmlp_dataset *ds, const hdmlp_config *cfg,
         ld->slot_cap = sz.slot_cap;
         ld->remote_cap = sz.remote_cap;
         ld->plan_limit = sz.plan_limit;
-        /* The workers' read buffers, held for the loader's life. */
-        ld->charged = refill_max_buffer(ld->ix) * cfg->threads;
+        /* The reserved workers' read buffers, held for the loader's life (the others are
+         * charged per job). */
+        ld->charged = refill_max_buffer(ld->ix) *
+                      (cfg->threads < LOADER_IO_RESERVED ? cfg->threads : LOADER_IO_RESERVED);
         ld->st.peak_memory_bytes = ld->charged;
         const sched_params sp = {a, cfg->policy, cfg->seed, ld->slot_cap, cfg->relaxed};
         rc = sched_create(ld->ix, &sp, &ld->sch);
@@ -338,6 +340,7 @@ void hdmlp_loader_free(hdmlp_loader *ld)
     pthread_mutex_lock(&ld->lock);
     ld->shutdown = 1;
     pthread_cond_broadcast(&ld->work_cv);
+    pthread_cond_broadcast(&ld->ready_cv); /* I/O threads beyond two may wait there */
     pthread_mutex_unlock(&ld->lock);
     for (uint32_t i = 0; i < ld->n_workers; i++) {
         if (ld->workers[i].started) {

@@ -5,8 +5,8 @@
  * stager), the RAM chunk cache and, with peers (world > 1), the remote-memory cap for samples
  * they push ahead of need are fixed. Of the rest, a shared part holds whatever is out of the
  * slots: the two batches' worth of the largest samples (so the consumer can always progress
- * while it holds one batch), with peers one more batch for answers to them, the read buffers
- * of I/O threads beyond two, and lookahead (samples planned ahead, refills in flight) in
+ * while it holds one batch), with peers one more batch for answers to them, and lookahead
+ * (samples planned ahead, refills in flight, read buffers of I/O threads beyond two) in
  * whatever the batches leave; it is that worst case, or 1/8 of the rest when that is more.
  * What remains caps the bytes held in valid slots. Each rank gets A_r = that cap / (K × mean
  * raw sample size) abstract chunks;
@@ -107,10 +107,11 @@ int loader_size(const fmt_index *ix, const struct hdmlp_config *cfg, loader_sizi
         remote_cap = cfg->remote_memory ? cfg->remote_memory : cfg->memory / 10;
     }
     const uint64_t max_buf = refill_max_buffer(ix);
-    /* Two read buffers and the stager's are reserved; buffers of further I/O threads come
-     * out of the lookahead share, so the thread count never changes A (nor the order). */
-    const uint64_t io = max_buf * (2u + (cfg->ssd_dir != NULL ? 1u : 0u));
-    const uint64_t extra_io = max_buf * (cfg->threads > 2 ? cfg->threads - 2u : 0u);
+    /* Two read buffers and the stager's are reserved; buffers of further I/O threads are
+     * charged while they run a job, so the thread count never changes A (nor the order). */
+    const uint64_t io = max_buf * (LOADER_IO_RESERVED + (cfg->ssd_dir != NULL ? 1u : 0u));
+    const uint64_t extra_io =
+        max_buf * (cfg->threads > LOADER_IO_RESERVED ? cfg->threads - LOADER_IO_RESERVED : 0u);
     /* The batch the consumer holds and the one being assembled: possibly the same samples
      * in two epochs, so twice the largest batch. */
     const uint64_t one_batch = largest_sum(ix, batch);
@@ -129,16 +130,18 @@ int loader_size(const fmt_index *ix, const struct hdmlp_config *cfg, loader_sizi
         const uint64_t rest = all / 8 > 2 * one_chunk ? all / 8 : 2 * one_chunk;
         ram = cfg->memory >= base + all + rest ? all : 0;
     }
-    /* Samples out of slots that must always fit (the batches, answers to peers) and the
-     * read buffers of I/O threads beyond two share one part of the budget with the
-     * lookahead: at least an eighth of what the fixed parts leave, and at least the worst
-     * case of what is held, so the consumer always progresses, and lookahead uses what the
-     * batches do not. */
+    /* Samples out of slots that must always fit (the batches, answers to peers) share one
+     * part of the budget with the lookahead: at least an eighth of what the fixed parts
+     * leave, and at least the worst case of what is held, so the consumer always
+     * progresses, and lookahead uses what the batches do not. */
     const uint64_t fixed = io + remote_cap + ram;
-    const uint64_t hold = batches == UINT64_MAX ? UINT64_MAX : batches + answers + extra_io;
-    const uint64_t min_flex = (hold == UINT64_MAX ? 0 : hold) + one_chunk;
-    const uint64_t min_flex8 = one_chunk + (one_chunk + 6) / 7;
-    const uint64_t minimum = fixed + (min_flex > min_flex8 ? min_flex : min_flex8);
+    const uint64_t hold = batches == UINT64_MAX ? UINT64_MAX : batches + answers;
+    /* The shared part is max(hold, flex / 8); the thread count never changes it (nor A, nor
+     * the order): read buffers of threads beyond two are charged per job, when there is
+     * room (loader_worker.c). */
+    const uint64_t min_a = (hold == UINT64_MAX ? 0 : hold) + one_chunk;
+    const uint64_t min_b = one_chunk + (one_chunk + 6) / 7;
+    const uint64_t minimum = fixed + (min_a > min_b ? min_a : min_b);
     if (hold == UINT64_MAX || fixed < ram || cfg->memory < minimum) {
         char have[32], need[32];
         fmt_bytes(have, sizeof(have), cfg->memory);
@@ -146,11 +149,11 @@ int loader_size(const fmt_index *ix, const struct hdmlp_config *cfg, loader_sizi
         return hd_err(
             HDMLP_E_RANGE,
             "memory budget %s (%llu bytes) is too small for this dataset: at least %s "
-            "(%llu bytes) is needed for one abstract chunk of %u samples, chunk read "
-            "buffers for %u I/O threads, two batches of the largest samples, the remote "
-            "memory and the RAM chunk cache (%llu bytes)",
+            "(%llu bytes) is needed for one abstract chunk of %u samples, two chunk read "
+            "buffers, two batches of the largest samples, the remote memory and the RAM "
+            "chunk cache (%llu bytes)",
             have, (unsigned long long)cfg->memory, need, (unsigned long long)minimum, k,
-            cfg->threads, (unsigned long long)ram);
+            (unsigned long long)ram);
     }
     out->extra_io = extra_io;
     /* Planning may fill the budget except what peers' answers (one batch) and prefetches

@@ -4,12 +4,16 @@
 
 #include "loader.h"
 
+/* I/O threads whose read buffers are reserved in the budget; further threads charge theirs
+ * while they run a job (loader_worker.c). */
+#define LOADER_IO_RESERVED 2u
+
 typedef struct loader_sizing {
     uint64_t abstract_chunks; /* A, over all ranks */
     uint64_t slot_cap;        /* cap on raw bytes in this rank's valid slots */
     uint64_t remote_cap;      /* cap on samples received ahead of need */
     uint64_t ram_cache;       /* RAM chunk cache bytes (resolved from AUTO) */
-    uint64_t extra_io;        /* read buffers of I/O threads beyond two, charged up front */
+    uint64_t extra_io;        /* read buffers of I/O threads beyond two (charged per job) */
     uint64_t plan_limit;      /* accounted bytes planning may reach */
     /* the rest of the budget's split (with remote_cap, ram_cache and slot_cap: the budget) */
     uint64_t read_buffers; /* two chunk read buffers (+ the SSD stager's) */

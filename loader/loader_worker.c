@@ -246,17 +246,40 @@ static int run_job(ld_worker *w, ld_job *job)
     return read_failed ? rc : job_result(ld, rc);
 }
 
+/* I/O threads beyond the first two charge their read buffer only while they run a job,
+ * when the budget has room (loader_sizing.c reserves two buffers), and give its pages back
+ * after it, so neither the order nor the budget depends on the thread count. */
+static int extra_worker(const ld_worker *w) { return w - w->ld->workers >= LOADER_IO_RESERVED; }
+
 void *worker_main(void *arg)
 {
     ld_worker *w = arg;
     struct hdmlp_loader *ld = w->ld;
+    const int extra = extra_worker(w);
     pthread_mutex_lock(&ld->lock);
     for (;;) {
-        while (!ld->shutdown && ld->q_head == NULL) {
-            pthread_cond_wait(&ld->work_cv, &ld->lock);
+        for (;;) {
+            if (ld->shutdown) {
+                break;
+            }
+            if (ld->q_head == NULL) {
+                pthread_cond_wait(&ld->work_cv, &ld->lock);
+            } else if (extra && ld->charged + w->buf_cap > ld->plan_limit) {
+                /* Leave the job to another thread: pass on the wake-up this one took. */
+                pthread_cond_signal(&ld->work_cv);
+                pthread_cond_wait(&ld->ready_cv, &ld->lock);
+            } else {
+                break;
+            }
         }
         if (ld->shutdown) {
             break;
+        }
+        if (extra) {
+            ld->charged += w->buf_cap;
+            if (ld->charged > ld->st.peak_memory_bytes) {
+                ld->st.peak_memory_bytes = ld->charged;
+            }
         }
         ld_job *job = ld->q_head;
         ld->q_head = job->next;
@@ -268,6 +291,9 @@ void *worker_main(void *arg)
         const int rc = run_job(w, job);
         if (job->first_load) {
             tier_first_done(ld->tier, job->chunk); /* however it went: release waiters */
+        }
+        if (extra) {
+            hd_map_release_pages(w->buf, w->buf_cap);
         }
 
         pthread_mutex_lock(&ld->lock);
@@ -284,6 +310,9 @@ void *worker_main(void *arg)
             }
         }
         ld->inflight--;
+        if (extra) {
+            ld->charged -= w->buf_cap; /* its pages went back before the lock was taken */
+        }
         pthread_cond_broadcast(&ld->ready_cv);
         job_free(job);
         if (ld->net != NULL) {

@@ -47,6 +47,9 @@ static hdmlp_config *config(hdmlp_dataset *ds, double frac, hdmlp_refill refill,
     hdmlp_config_set_refill(cfg, refill);
     hdmlp_config_set_drop_last(cfg, drop_last);
     hdmlp_config_set_threads(cfg, 2);
+    /* A fixed cost model: bytes and operations are then exact too (see below for a
+     * learning loader). */
+    hdmlp_config_set_cost_learning(cfg, 0);
     return cfg;
 }
 
@@ -174,6 +177,43 @@ Test(forecast, refuses_unbounded_epochs)
     hdmlp_config_set_epochs(cfg, 1);
     cr_assert_eq(hdmlp_loader_forecast(ds, cfg, &st, NULL, NULL, NULL), HDMLP_OK);
     cr_assert_eq(st.samples, 100);
+    hdmlp_config_free(cfg);
+    hdmlp_dataset_close(ds);
+    testds_rm_rf(dir);
+}
+
+/* With cost learning (the default), plans follow the live estimate: the order, loads, hits,
+ * misses and fills are still exact; bytes and operations are the forecast's estimate. */
+Test(forecast, a_learning_loader_keeps_order_and_loads, .timeout = 120)
+{
+    char dir[512];
+    cr_assert_eq(testds_mkdtemp("forecast_learn", dir, sizeof(dir)), 0);
+    const testds_spec spec = {3001, 32, 3, 8, 100, 3000, 1, 0, 7};
+    cr_assert_eq(testds_write(dir, &spec), HDMLP_OK, "%s", hdmlp_last_error());
+    hdmlp_dataset *ds = NULL;
+    cr_assert_eq(hdmlp_dataset_open(dir, &ds), HDMLP_OK);
+    hdmlp_config *cfg = config(ds, 0.3, HDMLP_REFILL_AUTO, 0);
+    hdmlp_config_set_cost_learning(cfg, 1);
+    hdmlp_stats fc, actual;
+    cr_assert_eq(hdmlp_loader_forecast(ds, cfg, &fc, NULL, NULL, NULL), HDMLP_OK, "%s",
+                 hdmlp_last_error());
+    cr_expect_eq(fc.cost_learning, 1);
+    hdmlp_loader *ld = NULL;
+    cr_assert_eq(hdmlp_loader_create(ds, cfg, &ld), HDMLP_OK, "%s", hdmlp_last_error());
+    run_to_end(ld, &actual);
+    hdmlp_loader_free(ld);
+    cr_expect_eq(actual.cost_learning, 1);
+    cr_expect_gt(actual.cost_reads, 0, "the model learnt from no read");
+    cr_expect_eq(actual.cost_reads, actual.chunk_loads, "every refill read teaches it");
+    cr_expect_eq(fc.samples, actual.samples);
+    cr_expect_eq(fc.requests, actual.requests);
+    cr_expect_eq(fc.hits, actual.hits);
+    cr_expect_eq(fc.misses, actual.misses);
+    cr_expect_eq(fc.chunk_loads, actual.chunk_loads);
+    cr_expect_eq(fc.samples_filled, actual.samples_filled);
+    for (int i = 0; i < 11; i++) {
+        cr_expect_eq(fc.fill_hist[i], actual.fill_hist[i]);
+    }
     hdmlp_config_free(cfg);
     hdmlp_dataset_close(ds);
     testds_rm_rf(dir);

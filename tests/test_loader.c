@@ -258,14 +258,26 @@ Test(config, engine_accepts_known_engines_rejects_others)
     hdmlp_config_free(cfg);
 }
 
-Test(config, direct_io_accepts_0_1_rejects_others)
+Test(config, direct_io_accepts_0_1_auto_rejects_others)
 {
     hdmlp_config *cfg = NULL;
     cr_assert_eq(hdmlp_config_create(&cfg), HDMLP_OK);
     EXPECT_OK(hdmlp_config_set_direct_io(cfg, 0));
     EXPECT_OK(hdmlp_config_set_direct_io(cfg, 1));
-    EXPECT_INVAL(hdmlp_config_set_direct_io(cfg, 2), "direct");
+    EXPECT_OK(hdmlp_config_set_direct_io(cfg, HDMLP_DIRECT_IO_AUTO));
+    EXPECT_INVAL(hdmlp_config_set_direct_io(cfg, 3), "direct");
     EXPECT_INVAL(hdmlp_config_set_direct_io(cfg, -1), "direct");
+    hdmlp_config_free(cfg);
+}
+
+Test(config, cost_learning_accepts_0_1_rejects_others)
+{
+    hdmlp_config *cfg = NULL;
+    cr_assert_eq(hdmlp_config_create(&cfg), HDMLP_OK);
+    EXPECT_OK(hdmlp_config_set_cost_learning(cfg, 0));
+    EXPECT_OK(hdmlp_config_set_cost_learning(cfg, 1));
+    EXPECT_INVAL(hdmlp_config_set_cost_learning(cfg, 2), "cost_learning");
+    EXPECT_INVAL(hdmlp_config_set_cost_learning(NULL, 1), "");
     hdmlp_config_free(cfg);
 }
 

@@ -205,7 +205,12 @@ int py_loader_configure(py_state *st, hdmlp_dataset *ds, hdmlp_config *cfg, PyOb
     p->rank = (uint32_t)rank;
     p->world = (uint32_t)world;
     p->drop_last = a[6] != NULL ? PyObject_IsTrue(a[6]) : 0;
-    const int direct = a[12] != NULL ? PyObject_IsTrue(a[12]) : 0;
+    /* direct_io: None or 'auto' (the default) lets the library choose; else a truth value. */
+    int direct = HDMLP_DIRECT_IO_AUTO;
+    if (a[12] != NULL && a[12] != Py_None &&
+        !(PyUnicode_Check(a[12]) && PyUnicode_CompareWithASCIIString(a[12], "auto") == 0)) {
+        direct = PyObject_IsTrue(a[12]);
+    }
     if (p->drop_last < 0 || direct < 0) {
         return -1;
     }

@@ -699,7 +699,7 @@ PyDoc_STRVAR(
     loader_doc,
     "Loader(dataset, batch_size, memory, *, seed=None, epochs=None, rank=0, world=1,\n"
     "       drop_last=False, threads=2, refill='auto', policy='fill-rate', engine='auto',\n"
-    "       lookahead=0, direct_io=False, storage_cost=None, peers=None, listen=None,\n"
+    "       lookahead=0, direct_io='auto', storage_cost=None, peers=None, listen=None,\n"
     "       job_token=None, remote_memory=None, prefetch=None, peer_timeout=None,\n"
     "       on_corrupt='fail', tls=None, state=None)\n\n"
     "Batches in a globally random order, each sample once per epoch, within `memory` bytes\n"

@@ -53,15 +53,16 @@ expect_rc 0 "--ssd-capacity 0"
 [ -z "$(ls -A "$T/ssd0" 2>/dev/null)" ] || fail "--ssd-capacity 0 wrote into the cache directory"
 ok
 
-# With a capacity the tier fills, and --plan --json forecasts the same loads and bytes.
-bk "$DS" --memory 80% --batch 4 --threads 1 --epochs 2 --ram-cache 0 --ssd-cache "$T/ssd" --ssd-capacity 1G --json --quiet
+# With a capacity the tier fills, and --plan --json forecasts the same loads and bytes (a
+# fixed cost model: with learning, bytes follow the live estimate).
+bk "$DS" --memory 80% --batch 4 --threads 1 --epochs 2 --ram-cache 0 --ssd-cache "$T/ssd" --ssd-capacity 1G --no-cost-learning --json --quiet
 expect_rc 0 "--ssd-capacity 1G"
 [ "$(json_field ssd_staged_chunks)" -gt 0 ] || fail "no chunk staged with --ssd-capacity 1G"
 run_loads=$(json_field chunk_loads)
 run_read=$(json_field bytes_read)
 ok
 rm -rf "$T/ssd"
-bk "$DS" --memory 80% --batch 4 --threads 1 --epochs 2 --ram-cache 0 --ssd-cache "$T/ssd" --ssd-capacity 1G --plan --json --quiet
+bk "$DS" --memory 80% --batch 4 --threads 1 --epochs 2 --ram-cache 0 --ssd-cache "$T/ssd" --ssd-capacity 1G --no-cost-learning --plan --json --quiet
 expect_rc 0 "--plan"
 [ "$(json_field chunk_loads)" = "$run_loads" ] || fail "--plan chunk_loads $(json_field chunk_loads) vs run $run_loads"
 [ "$(json_field bytes_read)" = "$run_read" ] || fail "--plan bytes_read $(json_field bytes_read) vs run $run_read"

@@ -1,6 +1,7 @@
 #!/bin/bash
 # hdmlp-bench --plan against real runs, and the randomness figures' sanity.
-#  - --plan --json predicts a run field by field under the same keys (single rank with
+#  - --plan --json predicts a run field by field under the same keys, the cost model fixed
+#    (--no-cost-learning: with learning, bytes follow the live estimate) (single rank with
 #    prefetch/async I/O on, RAM cache, start epoch, relaxed; and every rank of an
 #    mpirun -np 3 job with prefetch on and off); --plan --rank R --world W alone gives
 #    rank R's forecast without peers.
@@ -21,9 +22,9 @@ run_pair() { # TAG ARGS...
     shift
     LAST_CMD="hdmlp-bench $*"
     LAST_ERR=$T/$tag.err
-    timeout -k 5 60 "$BENCH" "$T/syn" "$@" --json >"$T/$tag.run.json" 2>"$LAST_ERR" ||
+    timeout -k 5 60 "$BENCH" "$T/syn" "$@" --no-cost-learning --json >"$T/$tag.run.json" 2>"$LAST_ERR" ||
         fail "$tag: run failed"
-    timeout -k 5 60 "$BENCH" "$T/syn" "$@" --json --plan >"$T/$tag.plan.json" 2>"$LAST_ERR" ||
+    timeout -k 5 60 "$BENCH" "$T/syn" "$@" --no-cost-learning --json --plan >"$T/$tag.plan.json" 2>"$LAST_ERR" ||
         fail "$tag: plan failed"
     [ "$($CHECK get "$T/$tag.plan.json" plan)" = True ] || fail "$tag: plan JSON lacks \"plan\": true"
     compare "$T/$tag.plan.json" "$T/$tag.run.json" "$tag"
@@ -38,9 +39,9 @@ run_pair fits --memory 400% --epochs 3 --seed 2
 if [ -n "$MPIRUN" ] && [ -x "$MPIRUN" ]; then
     for pf in 256 0; do
         mpi_ok 3 120 "$T/m$pf.run.json" "$T/m$pf.err" "$T/syn" --memory 25% --epochs 3 --seed 2 \
-            --prefetch $pf --json
+            --prefetch $pf --no-cost-learning --json
         mpi_ok 3 120 "$T/m$pf.plan.json" "$T/m$pf.err" "$T/syn" --memory 25% --epochs 3 --seed 2 \
-            --prefetch $pf --json --plan
+            --prefetch $pf --no-cost-learning --json --plan
         compare "$T/m$pf.plan.json" "$T/m$pf.run.json" "mpirun -np 3 prefetch $pf"
     done
     # One rank's forecast alone equals that rank's part of the job's.
