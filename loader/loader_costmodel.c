@@ -81,7 +81,8 @@ void cost_model_observe(cost_model *m, double ops, double bytes, double service_
     } else {
         m->surprises = 0;
     }
-    m->scale = clamp(0.95 * m->scale + 0.05 * fabs(r), SCALE_MIN, 10.0);
+    /* The noise level learns from clipped residuals, so that a change keeps surprising. */
+    m->scale = clamp(0.95 * m->scale + 0.05 * fmin(fabs(r), lim), SCALE_MIN, 10.0);
     const double pz[2] = {m->p[0][0] * z[0] + m->p[0][1] * z[1],
                           m->p[1][0] * z[0] + m->p[1][1] * z[1]};
     const double denom = COST_FORGET + z[0] * pz[0] + z[1] * pz[1];
@@ -122,7 +123,9 @@ void cost_model_add_read(cost_model *m, int whole, double ops, double bytes, dou
     /* Bins grow over the first observations: the start is only a guess, so the first reads
      * teach at once. */
     const double grow = m->observations < 8 ? (double)(m->observations + 1) / 8.0 : 1.0;
-    if (b->us >= grow * COST_BIN_US || b->reads >= grow * COST_BIN_READS) {
+    if (b->us >= grow * COST_BIN_US ||
+        (b->reads >= grow * COST_BIN_READS && b->us >= grow * COST_BIN_MIN_US) ||
+        b->reads >= COST_BIN_MAX_READS) {
         cost_model_observe(m, b->ops, b->bytes, b->us);
         *b = (cost_bin){0, 0, 0, 0};
     }

@@ -1,6 +1,17 @@
-# Storage probe tests (loader_probe.c): bounds, errors, scratch clean-up, this machine's
+# Storage probe and cost model tests (loader_probe.c, loader_costmodel.c): bounds, errors, scratch clean-up, this machine's
 # figures, and (where cgroup v1 blkio is writable) a throttled disk.
 hdmlp_add_test(NAME test_probe
   SOURCES test_probe.c support/testds.c
   LIBS m
   TIMEOUT 180)
+
+# The cost model in a benchmark cell (tests/cell/): default settings pick whole or merged
+# reads where operations are dear and ranges where bandwidth is, and follow a throttle
+# changed mid-run. Root and cgroup v1 only (SKIP otherwise).
+add_executable(cost_follow cell/cost_follow.c)
+target_link_libraries(cost_follow PRIVATE hdmlp_static)
+add_test(NAME cell_cost COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cell/cost_cell.sh
+  ${PROJECT_BINARY_DIR})
+set_tests_properties(cell_cost PROPERTIES TIMEOUT 240 LABELS cell RUN_SERIAL TRUE
+  SKIP_REGULAR_EXPRESSION "SKIP:"
+  ENVIRONMENT "HDMLP_TEST_TMP=${CMAKE_CURRENT_BINARY_DIR}/tmp")
