@@ -75,8 +75,8 @@ static void load_module(void)
         snprintf(module_err, sizeof module_err,
                  "the distributed transport (gRPC, MPI) lives in %s, which could not be "
                  "loaded: %s%s%s",
-                 RPC_MODULE_FILE, first[0] != '\0' ? first : "",
-                 first[0] != '\0' ? "; " : "", second != NULL ? second : "unknown error");
+                 RPC_MODULE_FILE, first[0] != '\0' ? first : "", first[0] != '\0' ? "; " : "",
+                 second != NULL ? second : "unknown error");
         return;
     }
     rpc_module_init_fn init = NULL;

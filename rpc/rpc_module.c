@@ -39,9 +39,8 @@ int config_copy(struct hdmlp_config *dst, const struct hdmlp_config *src)
 
 void config_clear(struct hdmlp_config *cfg) { host->config_clear(cfg); }
 
-__attribute__((visibility("default"))) int hdmlp_rpc_module_init(const rpc_host *h,
-                                                                  rpc_module *out, char *err,
-                                                                  size_t errlen);
+__attribute__((visibility("default"))) int
+hdmlp_rpc_module_init(const rpc_host *h, rpc_module *out, char *err, size_t errlen);
 
 int hdmlp_rpc_module_init(const rpc_host *h, rpc_module *out, char *err, size_t errlen)
 {
