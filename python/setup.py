@@ -30,6 +30,9 @@ from setuptools.command.build_ext import build_ext
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+# setuptools takes paths relative to the directory it runs in: python/ itself, or the
+# repository root, whose setup.py runs this file (`pip install .` there).
+REL = os.path.normpath(os.path.relpath(HERE))
 SOURCES = ["src/py_module.c", "src/py_errors.c", "src/py_args.c", "src/py_dataset.c",
            "src/py_batch.c", "src/py_loader.c", "src/py_config.c", "src/py_stats.c",
            "src/py_resume.c", "src/py_wait.c"]
@@ -135,11 +138,12 @@ setup(
     version="0.1.0",
     description="Chunked datasets and a batched random-access loader for training",
     packages=["hdmlp"],
+    package_dir={"hdmlp": os.path.normpath(os.path.join(REL, "hdmlp"))},
     python_requires=">=3.9",
     cmdclass={"build_ext": BuildExt},
     ext_modules=[Extension(
         "hdmlp._hdmlp",
-        sources=SOURCES,
+        sources=[os.path.normpath(os.path.join(REL, src)) for src in SOURCES],
         include_dirs=list(include_dirs),
         library_dirs=list(library_dirs),
         runtime_library_dirs=list(library_dirs),

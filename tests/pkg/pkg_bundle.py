@@ -8,6 +8,7 @@
    HDMLP_BUILD_DIR, PKG_CONFIG_PATH or PYTHONPATH set: setup.py must build and bundle
    libhdmlp itself. The installed package iterates a small dataset exactly once per epoch,
    maps neither gRPC nor MPI for a single rank, and loads libhdmlp-rpc.so for two ranks.
+   `pip install .` from the root of the copy gives the same package.
 2. `python3 -m build --no-isolation --wheel` on the copy; the copy is deleted; the wheel is
    installed into a second venv in another directory and does the same there.
 3. Without its libhdmlp-rpc.so, the installed package still serves one rank, and a
@@ -23,7 +24,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 # What the library's CMake build reads (the top CMakeLists adds these directories).
 SOURCE_PARTS = ["CMakeLists.txt", "hdmlp.pc.in", "include", "format", "loader", "rpc",
-                "packer", "examples", "python"]
+                "packer", "examples", "python", "setup.py", "setup.cfg", "pyproject.toml"]
 N_SAMPLES = 300
 
 # Run by the installed package's python: one epoch on one rank, then (argv[2] == "2") two
@@ -177,6 +178,11 @@ def main():
     run([py1, "-m", "pip", "install", "-q", "--no-build-isolation", "--no-index",
          os.path.join(src, "python")], env, 600, scratch, "pip install ./python (no variables)")
     check_package(py1, ds, env, scratch, "pip install ./python")
+    # The same from the root of the tree (its setup.py runs python/setup.py).
+    py3 = venv(os.path.join(scratch, "venv3"), env)
+    run([py3, "-m", "pip", "install", "-q", "--no-build-isolation", "--no-index", src], env,
+        600, scratch, "pip install . (the repository root, no variables)")
+    check_package(py3, ds, env, scratch, "pip install . from the root", ranks=1)
 
     # 2. A wheel, the build tree deleted, installed into a venv elsewhere.
     dist = os.path.join(scratch, "dist")
