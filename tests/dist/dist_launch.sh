@@ -4,7 +4,8 @@
 # one --ids file per rank, a note naming --mpi); --standalone runs independent copies on
 # purpose; under srun or torchrun (their variables set by hand: neither launcher is
 # installed here) it refuses with exit 2 naming --mpi and --peers, and --standalone or an
-# explicit --peers list runs. A world of 1 changes nothing.
+# explicit --peers list runs. A world of 1 changes nothing. Without libhdmlp-rpc.so one rank
+# still runs and --mpi fails naming the module.
 source "$(dirname "$0")/dist_lib.sh"
 
 N=301
@@ -79,6 +80,22 @@ done
 wait "$pid0" || fail "torchrun + --peers rank 0: $(head -c 400 "$T/peers0.err")"
 wait "$pid1" || fail "torchrun + --peers rank 1: $(head -c 400 "$T/peers1.err")"
 $CHECK union $N 2 2 "$T/peers.ids" || fail "torchrun + --peers: exactly-once"
+ok
+
+# libhdmlp without its distributed module beside it (a copy, found first through
+# LD_LIBRARY_PATH): one rank runs, --mpi fails naming libhdmlp-rpc.so, before any MPI.
+LIBDIR=$(dirname "$(ldd "$BENCH" | awk '/libhdmlp\.so/ {print $3}')")
+[ -f "$LIBDIR/libhdmlp.so.0" ] || fail "cannot find the libhdmlp hdmlp-bench uses (ldd)"
+mkdir -p "$T/lib"
+cp "$LIBDIR/libhdmlp.so.0" "$T/lib/"
+LD_LIBRARY_PATH=$T/lib "$BENCH" "${ARGS[@]}" >"$T/nomod1.out" 2>"$T/nomod1.err" ||
+    fail "libhdmlp without its module: one rank failed: $(head -c 400 "$T/nomod1.err")"
+ok
+LD_LIBRARY_PATH=$T/lib timeout -k 5 60 "$BENCH" "${ARGS[@]}" --mpi >"$T/nomod.out" 2>"$T/nomod.err"
+RC=$? LAST_ERR=$T/nomod.err LAST_CMD="hdmlp-bench --mpi without libhdmlp-rpc.so"
+[ "$RC" = 1 ] || fail "$LAST_CMD: expected exit 1, got $RC"
+grep -qE 'libhdmlp-rpc\.so, which could not be loaded: .*(No such file|cannot open)' "$T/nomod.err" ||
+    fail "$LAST_CMD: the error does not name the module and the loader's reason"
 ok
 
 if [ -z "$MPIRUN" ] || [ ! -x "$MPIRUN" ]; then
