@@ -7,7 +7,7 @@ Imports hdmlp in N fresh interpreters (default 5) with the hdmlp found on sys.pa
 (PYTHONPATH=BUILD/python for a CMake build tree, or a venv's python for an installed
 package) and prints the median import time and, from the last run, VmRSS and the .so count
 read from /proc/self/status and /proc/self/maps. With --loader, each run also iterates one
-epoch of a single-rank loader over DATASET before measuring.
+epoch of a single-rank loader over DATASET (budget 100 %) before measuring.
 """
 import argparse
 import json
@@ -21,7 +21,7 @@ t0 = time.perf_counter()
 import hdmlp
 dt = time.perf_counter() - t0
 if len(sys.argv) > 1:
-    for b in hdmlp.Loader(sys.argv[1], 64, "50%", seed=1, epochs=1):
+    for b in hdmlp.Loader(sys.argv[1], 64, "100%", seed=1, epochs=1):
         pass
 rss = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmRSS:"))
 libs = sorted({l.split()[-1] for l in open("/proc/self/maps")
@@ -40,8 +40,10 @@ def main():
     times, last = [], None
     for _ in range(args.runs):
         cmd = [sys.executable, "-c", PROBE] + ([args.loader] if args.loader else [])
-        out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-        last = json.loads(out)
+        res = subprocess.run(cmd, capture_output=True, text=True)
+        if res.returncode != 0:
+            sys.exit(f"import_footprint: the probe failed (exit {res.returncode}):\n{res.stderr}")
+        last = json.loads(res.stdout)
         times.append(last["import_s"])
     libs = last["libs"]
     print(f"hdmlp from      {last['file']}")
