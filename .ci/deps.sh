@@ -10,7 +10,7 @@ PKGS=(
   libopenmpi-dev openmpi-bin
   libcriterion-dev liburing-dev libclang-rt-14-dev valgrind time
   python3-dev python3-numpy python3-torch python3-torchvision python3-pytest
-  python3-setuptools python3-pil python3-venv python3-pip
+  python3-setuptools python3-pil python3-venv python3-pip python3-build python3-wheel
   dataset-fashion-mnist
   fio gnuplot-nox e2fsprogs util-linux
 )

@@ -312,7 +312,8 @@ HDMLP_API int hdmlp_config_set_peer_timeout(hdmlp_config *cfg, uint32_t timeout_
 /* Fills rank, world, peers (each rank takes a free port on bind_host, e.g. "127.0.0.1"),
  * seed and job token (both from rank 0) with MPI collectives. Initialises MPI if the
  * application has not (and then finalises it at exit); never finalises MPI it did not
- * initialise. HDMLP_E_UNSUPPORTED when built without MPI. */
+ * initialise. HDMLP_E_UNSUPPORTED when built without MPI, or when the shared library cannot
+ * load its distributed module libhdmlp-rpc.so (hdmlp_last_error names it and why). */
 HDMLP_API int hdmlp_config_bootstrap_mpi(hdmlp_config *cfg, const char *bind_host);
 /* Collects every rank's stats snapshot on rank 0 (an MPI_Gather of the struct's bytes over
  * MPI_COMM_WORLD, for programs launched with mpirun, e.g. after hdmlp_config_bootstrap_mpi).
@@ -341,7 +342,9 @@ typedef struct hdmlp_sample_view {
 } hdmlp_sample_view;
 
 /* Creates a loader over `ds` (which must stay open until the loader is freed) and starts
- * its I/O threads. The config is copied. The caller owns *out. */
+ * its I/O threads. The config is copied. The caller owns *out. With world > 1 the shared
+ * library first loads its distributed module libhdmlp-rpc.so (once per process); if that
+ * fails: HDMLP_E_UNSUPPORTED, hdmlp_last_error naming the module and the reason. */
 HDMLP_API int hdmlp_loader_create(hdmlp_dataset *ds, const hdmlp_config *cfg,
                                   hdmlp_loader **out);
 /* Stops the I/O threads and frees the loader. Batches not yet released stay valid until

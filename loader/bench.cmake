@@ -5,6 +5,7 @@ add_executable(hdmlp-bench
   ${CMAKE_CURRENT_LIST_DIR}/bench_args.c
   ${CMAKE_CURRENT_LIST_DIR}/bench_dist.c
   ${CMAKE_CURRENT_LIST_DIR}/bench_json.c
+  ${CMAKE_CURRENT_LIST_DIR}/bench_launch.c
   ${CMAKE_CURRENT_LIST_DIR}/bench_parse.c
   ${CMAKE_CURRENT_LIST_DIR}/bench_random.c
   ${CMAKE_CURRENT_LIST_DIR}/bench_report.c)

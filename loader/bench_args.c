@@ -1,6 +1,7 @@
 /* hdmlp-bench: command line and loader configuration (see bench_args.h). */
 #include "bench_args.h"
 
+#include "bench_launch.h"
 #include "bench_parse.h"
 
 #include <getopt.h>
@@ -61,7 +62,12 @@ void bench_usage(FILE *f)
         "Distributed (every rank runs hdmlp-bench with the same options):\n"
         "  --mpi                under mpirun: rank, world, endpoints, seed and token from "
         "MPI;\n"
-        "                       rank 0 prints every rank and the total\n"
+        "                       rank 0 prints every rank and the total. Started by mpirun\n"
+        "                       (or MPICH's mpiexec) with several ranks, hdmlp-bench turns\n"
+        "                       --mpi on by itself; under srun or torchrun it refuses to\n"
+        "                       run without --mpi or --peers\n"
+        "  --standalone         under a launcher, run this copy as an independent single\n"
+        "                       rank on purpose\n"
         "  --bind-host HOST     address the ranks' servers bind with --mpi (default\n"
         "                       127.0.0.1)\n"
         "  --peers LIST         host:port of every rank, comma-separated, in rank order\n"
@@ -181,6 +187,7 @@ enum {
     OPT_JSON,
     OPT_QUIET,
     OPT_MPI,
+    OPT_STANDALONE,
     OPT_BIND_HOST,
     OPT_PEERS,
     OPT_RANK,
@@ -226,6 +233,7 @@ static const struct option longopts[] = {
     {"json", no_argument, NULL, OPT_JSON},
     {"quiet", no_argument, NULL, OPT_QUIET},
     {"mpi", no_argument, NULL, OPT_MPI},
+    {"standalone", no_argument, NULL, OPT_STANDALONE},
     {"bind-host", required_argument, NULL, OPT_BIND_HOST},
     {"peers", required_argument, NULL, OPT_PEERS},
     {"rank", required_argument, NULL, OPT_RANK},
@@ -390,6 +398,9 @@ static int one_option(int c, const char *arg, char **argv, bench_opts *o)
     case OPT_MPI:
         o->mpi = 1;
         return -1;
+    case OPT_STANDALONE:
+        o->standalone = 1;
+        return -1;
     case OPT_BIND_HOST:
         o->bind_host = arg;
         return -1;
@@ -453,6 +464,9 @@ static int check_combinations(const bench_opts *o)
 {
     if (o->mpi && o->n_peers > 0) {
         return usage_error("%s", "--mpi and --peers exclude each other");
+    }
+    if (o->standalone && (o->mpi || o->n_peers > 0)) {
+        return usage_error("%s", "--standalone excludes --mpi and --peers");
     }
     if (o->bind_host != NULL && !o->mpi) {
         return usage_error("%s", "--bind-host needs --mpi (with --peers the list says it)");
@@ -521,7 +535,8 @@ int bench_parse_args(int argc, char **argv, bench_opts *o)
     if (o->memory_arg == NULL) {
         return usage_error("%s", "missing --memory SIZE");
     }
-    return check_combinations(o);
+    const int status = check_combinations(o);
+    return status >= 0 ? status : bench_launch_apply(o);
 }
 
 static int rejected(int rc, const char *name)

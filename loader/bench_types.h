@@ -46,6 +46,7 @@ typedef struct bench_opts {
     int ssd_capacity_set;
     /* distributed */
     int mpi;
+    int standalone; /* --standalone: one independent rank even under a launcher */
     const char *bind_host;
     char *peers_buf;    /* --peers, split in place */
     const char **peers; /* n_peers endpoints into peers_buf */

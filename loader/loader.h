@@ -51,7 +51,8 @@ void config_clear(struct hdmlp_config *cfg);
 #include "loader_peer.h"
 
 /* Creates a loader whose peers are reached through `factory` (tests inject an in-process
- * transport; hdmlp_loader_create, in rpc/, passes the gRPC transport). A NULL factory
+ * transport; hdmlp_loader_create passes the gRPC transport: rpc/rpc_loader.c in libhdmlp.a,
+ * loader_rpc_load.c via the module in the shared library). A NULL factory
  * allows world 1 only. */
 int loader_create_with(hdmlp_dataset *ds, const hdmlp_config *cfg,
                        peer_transport_factory factory, hdmlp_loader **out);
