@@ -58,7 +58,9 @@ void bench_usage(FILE *f)
         "  --no-randomness      skip the randomness figures (they keep 8 bytes per sample)\n"
         "  --json               print the statistics as one JSON object on stdout\n"
         "  --quiet              print nothing but errors (and the JSON object with --json)\n"
-        "\n"
+        "\n",
+        f);
+    fputs(
         "Distributed (every rank runs hdmlp-bench with the same options):\n"
         "  --mpi                under mpirun: rank, world, endpoints, seed and token from "
         "MPI;\n"
