@@ -256,7 +256,9 @@ HDMLP_API int hdmlp_config_set_relaxed(hdmlp_config *cfg, int on);
 /* Storage calibration for the `auto` refill mode: when on, hdmlp_loader_create measures
  * the per-operation cost and bandwidth of the dataset's storage (and of the SSD cache
  * directory) with a short probe — at most ~0.5 s and 64 MiB of reads — and uses them
- * instead of the defaults; hdmlp_config_set_storage_cost overrides the measurement.
+ * instead of the defaults, as the start of the learnt model (a throttled or bursty device
+ * can mislead a short probe; the reads correct it); hdmlp_config_set_storage_cost
+ * overrides the measurement.
  * The measured values are in the stats. Default 0. */
 HDMLP_API int hdmlp_config_set_calibrate(hdmlp_config *cfg, int on);
 
