@@ -220,3 +220,25 @@ def test_two_ranks_in_one_process_split_each_epoch(small_ds):
         assert not set(a) & set(b)
         assert sorted(a + b) == list(range(small_ds.n))
     assert out[0][1]["net_bytes_in"] + out[1][1]["net_bytes_in"] > 0
+
+
+def test_io_mode_and_cost_learning_in_stats(small_ds):
+    # Default: the loader chooses (a small dataset fits the page cache: buffered) and
+    # learns its storage's cost from its reads.
+    ld = hdmlp.Loader(small_ds.path, 32, MEM, seed=1, epochs=1)
+    for _ in ld:
+        pass
+    st = ld.stats()
+    assert st["direct_io"] == 0 and st["page_cache_room"] > 0
+    assert st["cost_learning"] == 1 and st["cost_reads"] > 0
+    assert st["budget_slots"] > 0
+    for value, want in ((True, 1), (False, 0), ("auto", 0), (None, 0)):
+        ld = hdmlp.Loader(small_ds.path, 32, MEM, seed=1, epochs=1, direct_io=value)
+        assert ld.stats()["direct_io"] == want, value
+    # A fixed cost model is not learnt.
+    ld = hdmlp.Loader(small_ds.path, 32, MEM, seed=1, epochs=1, storage_cost=(500, 2e8))
+    for _ in ld:
+        pass
+    st = ld.stats()
+    assert st["cost_learning"] == 0 and st["cost_reads"] == 0
+    assert st["source_op_ns"] == 500000
