@@ -14,9 +14,10 @@ struct hdmlp_config {
     uint32_t rank, world;
     uint32_t threads;
     hdmlp_engine engine;
-    int direct;         /* 0, 1 or HDMLP_DIRECT_IO_AUTO */
-    int learn;          /* cost learning */
-    uint64_t lookahead; /* 0 = memory-bound only */
+    int direct;           /* 0, 1 or HDMLP_DIRECT_IO_AUTO */
+    int learn;            /* cost learning */
+    uint64_t max_request; /* the dataset device's largest request, resolved at create */
+    uint64_t lookahead;   /* 0 = memory-bound only */
     hdmlp_policy policy;
     hdmlp_refill refill;
     double op_us;

@@ -37,7 +37,7 @@ static int forecast_init(forecast *f, const fmt_index *ix, const struct hdmlp_co
     memset(f, 0, sizeof(*f));
     f->ix = ix;
     f->cfg = cfg;
-    f->cost = (refill_cost){cfg->op_us, cfg->bytes_per_s};
+    f->cost = (refill_cost){cfg->op_us, cfg->bytes_per_s, cfg->max_request};
     int rc = HDMLP_OK;
     f->owners = hd_calloc(cfg->world, sizeof(sched *));
     f->perm = hd_malloc(ix->h.n_samples * sizeof(uint64_t));
@@ -363,6 +363,7 @@ int hdmlp_loader_forecast(hdmlp_dataset *ds, const hdmlp_config *given, hdmlp_st
     if (rc != HDMLP_OK) {
         return rc;
     }
+    resolved.max_request = iomode_max_request(ds);
     const struct hdmlp_config *cfg = &resolved;
     const fmt_index *ix = &ds->ix;
     loader_sizing sz;

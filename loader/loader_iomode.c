@@ -3,6 +3,8 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 
 /* The first number in FILE (UINT64_MAX when FILE is missing or says "max"). */
 static uint64_t read_u64_file(const char *path)
@@ -154,4 +156,26 @@ int iomode_resolve(hdmlp_dataset *ds, const struct hdmlp_config *cfg, int *direc
     }
     *direct = 1;
     return HDMLP_OK;
+}
+
+uint64_t iomode_max_request(hdmlp_dataset *ds)
+{
+    if (ds->ix.h.n_segments == 0) {
+        return 0;
+    }
+    char seg[4096];
+    ds_segment_path(ds, 0, seg, sizeof(seg));
+    struct stat sb;
+    if (stat(seg, &sb) != 0) {
+        return 0;
+    }
+    const unsigned maj = major(sb.st_dev), min = minor(sb.st_dev);
+    char p[128];
+    snprintf(p, sizeof(p), "/sys/dev/block/%u:%u/queue/max_sectors_kb", maj, min);
+    uint64_t kb = read_u64_file(p);
+    if (kb == UINT64_MAX || kb == 0) { /* a partition: its disk's queue */
+        snprintf(p, sizeof(p), "/sys/dev/block/%u:%u/../queue/max_sectors_kb", maj, min);
+        kb = read_u64_file(p);
+    }
+    return kb == UINT64_MAX ? 0 : kb * 1024;
 }

@@ -20,6 +20,11 @@
 /* Bytes the page cache can use now (UINT64_MAX when nothing says). */
 uint64_t iomode_cache_room(void);
 
+/* The largest request (bytes) the block device holding ds's segments takes (its
+ * queue/max_sectors_kb in sysfs; a partition's from its disk): the block layer splits a
+ * longer read into several, each an operation to the device. 0 when unknown (no limit). */
+uint64_t iomode_max_request(hdmlp_dataset *ds);
+
 /* Resolves cfg->direct (0, 1 or HDMLP_DIRECT_IO_AUTO) into 0 or 1 for ds; *room gets the
  * page-cache room the rule saw (0 when the choice was not automatic). Errors: an explicit
  * O_DIRECT the file system refuses (HDMLP_E_UNSUPPORTED naming the segment), open failures

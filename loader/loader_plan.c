@@ -76,8 +76,8 @@ static hdmlp_refill plan_explore(struct hdmlp_loader *ld, uint64_t chunk, const 
     const int prefer_whole = refill_prefers_whole(&ld->cost, &whole, &ranges);
     const refill_shape *c = prefer_whole ? &whole : &ranges;
     const refill_shape *o = prefer_whole ? &ranges : &whole;
-    if (cost_explore(&ld->explorer, &ld->src_model, c->n_ranges, (double)c->buf_len,
-                     o->n_ranges, (double)o->buf_len)) {
+    if (cost_explore(&ld->explorer, &ld->src_model, c->requests, (double)c->buf_len,
+                     o->requests, (double)o->buf_len)) {
         ld->st.cost_explorations++;
         return prefer_whole ? HDMLP_REFILL_RANGES : HDMLP_REFILL_WHOLE;
     }

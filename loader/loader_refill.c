@@ -14,8 +14,8 @@ int refill_prefers_whole(const refill_cost *cost, const refill_shape *whole,
                          const refill_shape *ranges)
 {
     /* Within 1 %, whole wins: it also verifies the chunk header. */
-    return plan_cost(cost, whole->n_ranges, whole->buf_len) <=
-           1.01 * plan_cost(cost, ranges->n_ranges, ranges->buf_len);
+    return plan_cost(cost, whole->requests, whole->buf_len) <=
+           1.01 * plan_cost(cost, ranges->requests, ranges->buf_len);
 }
 
 uint64_t refill_max_buffer(const fmt_index *ix)
@@ -35,13 +35,22 @@ typedef struct range_acc {
     refill_range last;
     uint32_t n;
     uint64_t buf_len;
+    uint32_t requests; /* of the ranges before `last` */
     refill_range *out;
 } range_acc;
+
+/* Device requests of a range of len bytes. */
+static uint32_t requests_of(uint64_t len, uint64_t max_request)
+{
+    return max_request == 0 || len <= max_request
+               ? 1u
+               : (uint32_t)((len + max_request - 1) / max_request);
+}
 
 /* Appends range [lo, hi) of the segment, merging with the previous range when they touch
  * (after alignment) or when the gap is cheaper to read than a new operation. */
 static void add_range(range_acc *a, uint64_t lo, uint64_t hi, int direct,
-                      double gap_us_per_byte, double op_us)
+                      double gap_us_per_byte, double op_us, uint64_t max_request)
 {
     if (direct) {
         lo = align_down(lo);
@@ -59,6 +68,9 @@ static void add_range(range_acc *a, uint64_t lo, uint64_t hi, int direct,
             }
             return;
         }
+    }
+    if (a->n > 0) {
+        a->requests += requests_of(a->last.len, max_request);
     }
     a->last = (refill_range){lo, hi - lo, a->buf_len};
     a->buf_len += hi - lo;
@@ -88,18 +100,23 @@ static int plan_shape(const fmt_index *ix, const fmt_chunk *ch, uint64_t chunk,
             uint64_t off, len;
             sample_range(ix, base + slots[i], &off, &len);
             add_range(a, ch->offset + off, ch->offset + off + len, direct, us_per_byte,
-                      cost->op_us);
+                      cost->op_us, cost->max_request);
         }
     }
     const uint64_t whole_len = direct ? fmt_align_up(ch->length) : ch->length;
     int whole = mode == HDMLP_REFILL_WHOLE || n == 0;
+    if (a->n > 0) {
+        a->requests += requests_of(a->last.len, cost->max_request);
+    }
     if (mode == HDMLP_REFILL_AUTO && n > 0) {
-        const refill_shape w = {1, 1, whole_len}, r = {0, a->n, a->buf_len};
+        const refill_shape w = {1, 1, requests_of(whole_len, cost->max_request), whole_len};
+        const refill_shape r = {0, a->n, a->requests, a->buf_len};
         whole = refill_prefers_whole(cost, &w, &r);
     }
     if (whole) {
         a->last = (refill_range){ch->offset, whole_len, 0};
         a->n = 1;
+        a->requests = requests_of(whole_len, cost->max_request);
         a->buf_len = whole_len;
         if (a->out != NULL) {
             a->out[0] = a->last;
@@ -118,6 +135,7 @@ void refill_plan_shape(const fmt_index *ix, uint64_t chunk, const uint32_t *slot
     memset(&a, 0, sizeof(a));
     out->whole = plan_shape(ix, &ch, chunk, slots, n, mode, cost, direct, &a);
     out->n_ranges = a.n;
+    out->requests = a.requests;
     out->buf_len = a.buf_len;
 }
 
@@ -139,6 +157,7 @@ int refill_plan_build(const fmt_index *ix, uint64_t chunk, const uint32_t *slots
     a.out = out->ranges;
     out->whole = plan_shape(ix, &ch, chunk, slots, n, mode, cost, direct, &a);
     out->n_ranges = a.n;
+    out->requests = a.requests;
     out->buf_len = a.buf_len;
     const uint64_t base = chunk * ix->h.chunk_size;
     uint32_t r = 0;

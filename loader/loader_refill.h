@@ -3,8 +3,10 @@
  *   whole  — one read of the whole chunk (header included, so it is verified);
  *   ranges — the fillable samples' stored ranges, neighbours merged when reading the gap
  *            costs less than another operation (gap / bandwidth < op cost);
- *   auto   — whichever the storage cost model (op_us + bytes / bandwidth) says is cheaper
- *            (whole when within 1 %: it also verifies the chunk header).
+ *   auto   — whichever the storage cost model (op_us per device request + bytes /
+ *            bandwidth) says is cheaper (whole when within 1 %: it also verifies the chunk
+ *            header). A range longer than the device's largest request (max_request)
+ *            costs one operation per request the block layer splits it into.
  * With direct I/O every range is widened to 4096-byte boundaries.
  */
 #ifndef HDMLP_LOADER_REFILL_H
@@ -22,14 +24,16 @@ typedef struct refill_plan {
     uint32_t segment;
     int whole; /* 1 if the plan reads the whole chunk in one range */
     uint32_t n_ranges;
+    uint32_t requests;    /* device requests: ranges split at the cost's max_request */
     refill_range *ranges; /* n_ranges; owned (hd_free) */
     uint64_t buf_len;     /* refill buffer bytes */
     uint64_t *sample_pos; /* per requested slot: offset of its stored bytes in the buffer */
 } refill_plan;
 
 typedef struct refill_cost {
-    double op_us;       /* cost of one read operation */
-    double bytes_per_s; /* sequential bandwidth */
+    double op_us;         /* cost of one read operation (device request) */
+    double bytes_per_s;   /* sequential bandwidth */
+    uint64_t max_request; /* largest request the device takes (bytes); 0 = no limit */
 } refill_cost;
 
 /* Plans reading `n` samples of `chunk` at in-chunk slots `slots` (strictly increasing).
@@ -41,6 +45,7 @@ void refill_plan_free(refill_plan *p);
 typedef struct refill_shape {
     int whole;
     uint32_t n_ranges;
+    uint32_t requests; /* device requests (ranges split at max_request) */
     uint64_t buf_len;
 } refill_shape;
 

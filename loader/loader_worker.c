@@ -202,7 +202,7 @@ static int run_job(ld_worker *w, ld_job *job)
                 rc = decode_samples(w, job, w->buf, 0, "SSD chunk cache");
             }
             if (rc == HDMLP_OK) {
-                count_read(ld, TIER_SSD, job->epoch, p, p->n_ranges, us);
+                count_read(ld, TIER_SSD, job->epoch, p, p->requests, us);
                 return HDMLP_OK;
             }
             /* A bad cache file is never served: drop it and read the dataset. */
@@ -225,7 +225,7 @@ static int run_job(ld_worker *w, ld_job *job)
     int rc = read_plan(w, job, fd, ch.offset, seg);
     const double us = cost_clock_end(&ld->src_clock, token);
     const int read_failed = rc != HDMLP_OK;
-    count_read(ld, TIER_SOURCE, job->epoch, p, read_failed ? 0 : p->n_ranges, us);
+    count_read(ld, TIER_SOURCE, job->epoch, p, read_failed ? 0 : p->requests, us);
     if (rc == HDMLP_OK) {
         rc = decode_samples(w, job, w->buf, 0, seg);
     }

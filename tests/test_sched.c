@@ -289,8 +289,8 @@ Test(sampler, epochs_differ_and_repeat)
     cr_assert_neq(memcmp(a, c, sizeof(a)), 0);
 }
 
-static const refill_cost fast_ops = {1.0, 1e9};     /* operations nearly free */
-static const refill_cost slow_ops = {10000.0, 1e9}; /* 10 ms per operation */
+static const refill_cost fast_ops = {1.0, 1e9, 0};     /* operations nearly free */
+static const refill_cost slow_ops = {10000.0, 1e9, 0}; /* 10 ms per operation */
 
 Test(refill, whole_reads_the_chunk_in_one_operation)
 {
@@ -330,6 +330,32 @@ Test(refill, ranges_merge_neighbours_and_split_far_samples)
     cr_assert_eq(p.n_ranges, 1);
     cr_assert_eq(p.sample_pos[2], 37 * 1024);
     refill_plan_free(&p);
+    memds_free(&m);
+}
+
+Test(refill, ranges_longer_than_the_device_request_cost_more_operations)
+{
+    memds m;
+    memds_make(&m, 640, 64, size_1k);
+    const uint32_t slots[] = {3, 40};
+    /* The device takes at most 16 KiB per request: the whole 64 KiB chunk is 5 requests
+     * (header included), two 1 KiB samples 2. */
+    const refill_cost small_req = {10000.0, 1e9, 16384};
+    refill_shape w, r;
+    refill_plan_shape(&m.ix, 2, slots, 2, HDMLP_REFILL_WHOLE, &small_req, 0, &w);
+    refill_plan_shape(&m.ix, 2, slots, 2, HDMLP_REFILL_RANGES, &fast_ops, 0, &r);
+    cr_assert_eq(w.n_ranges, 1);
+    cr_assert_eq(w.requests, 5, "whole: %u requests", w.requests);
+    cr_assert_eq(r.n_ranges, 2);
+    cr_assert_eq(r.requests, 2);
+    /* With 10 ms per operation and no request limit, one read (whole or merged) beats two;
+     * with 16 KiB requests that read is 3 operations, so auto keeps two ranges apart. */
+    refill_shape a;
+    refill_plan_shape(&m.ix, 2, slots, 2, HDMLP_REFILL_AUTO, &slow_ops, 0, &a);
+    cr_assert_eq(a.requests, 1);
+    refill_plan_shape(&m.ix, 2, slots, 2, HDMLP_REFILL_AUTO, &small_req, 0, &a);
+    cr_assert_leq(a.requests, 3);
+    cr_assert_eq(a.whole, 0, "a 5-request whole chunk is dearer than the ranges");
     memds_free(&m);
 }
 
