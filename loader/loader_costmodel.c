@@ -123,10 +123,7 @@ void cost_model_add_read(cost_model *m, int whole, double ops, double bytes, dou
     /* Bins grow over the first observations: the start is only a guess, so the first reads
      * teach at once. */
     const double grow = m->observations < 8 ? (double)(m->observations + 1) / 8.0 : 1.0;
-    /* Whole-chunk reads are large single operations, and rare where ranges win: a short bin
-     * lets the few that explore teach at once. */
-    const double span = whole ? COST_BIN_MIN_US : COST_BIN_US;
-    if (b->us >= grow * span ||
+    if (b->us >= grow * COST_BIN_US ||
         (b->reads >= grow * COST_BIN_READS && b->us >= grow * COST_BIN_MIN_US) ||
         b->reads >= COST_BIN_MAX_READS) {
         cost_model_observe(m, b->ops, b->bytes, b->us);

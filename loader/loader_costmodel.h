@@ -44,12 +44,11 @@
 #define COST_CHANGE 3
 
 /* Reads of one plan kind (whole or ranged) summed until they hold COST_BIN_US of service
- * time (COST_BIN_MIN_US for whole chunks: large single operations, and rare where ranges
- * win, so the few that explore teach at once), or COST_BIN_READS reads and
- * COST_BIN_MIN_US, or COST_BIN_MAX_READS reads: one observation. Single reads are too noisy on
- * storage that serves in bursts (a throttled device or a network store lets a few reads through
- * at once, then none for a while); sums of about a tenth of a second are not, and a kind's sums
- * keep its shape (ops per byte), so the two kinds still tell operation cost from bandwidth. The
+ * time, or COST_BIN_READS reads and COST_BIN_MIN_US, or COST_BIN_MAX_READS reads: one
+ * observation. Single reads are too noisy on storage that
+ * serves in bursts (a throttled device or a network store lets a few reads through at once,
+ * then none for a while); sums of about a tenth of a second are not, and a kind's sums keep
+ * its shape (ops per byte), so the two kinds still tell operation cost from bandwidth. The
  * first 8 observations use smaller bins (1/8, 2/8, ... of the limits), to learn at once. */
 #define COST_BIN_US 100000.0
 #define COST_BIN_READS 8
