@@ -1,7 +1,7 @@
 /*
  * cost_follow: iterates a dataset with default settings (cost learning on, I/O mode auto)
- * (batch 8) and changes the storage under the running loader: after --switch-after chunk loads it
- * writes LINE into FILE (a blkio throttle of its own cgroup), then records how many more
+ * (batch 8) and changes the storage under the running loader: after --switch-after chunk loads
+ * it writes LINE into FILE (a blkio throttle of its own cgroup), then records how many more
  * reads the cost model needs until its per-operation estimate crosses --threshold-us in the
  * direction of the change. Prints one JSON object. Used by cost_cell.sh (root, cgroup v1).
  *
@@ -120,8 +120,8 @@ int main(int argc, char **argv)
            ", \"direct_io\": %" PRIu64 ", \"batches\": %" PRIu64 "}\n",
            switched ? "true" : "false", followed ? "true" : "false", reads_at_switch,
            followed ? reads_at_follow - reads_at_switch : 0, op_before, op_after,
-           (double)st.source_op_ns / 1e3, st.source_bytes_per_s, st.cost_reads,
-           st.cost_changes, st.cost_explorations, st.direct_io, batches);
+           (double)st.source_op_ns / 1e3, st.source_bytes_per_s, st.cost_reads, st.cost_changes,
+           st.cost_explorations, st.direct_io, batches);
     hdmlp_loader_free(ld);
     hdmlp_config_free(cfg);
     hdmlp_dataset_close(ds);
