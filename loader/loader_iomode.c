@@ -1,5 +1,6 @@
 /* Buffered or direct segment reads, from the page cache's room (see loader_iomode.h). */
 #include "loader_iomode.h"
+#include "loader_sizing.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -122,18 +123,6 @@ uint64_t iomode_cache_room(void)
     return cg < avail ? cg : avail;
 }
 
-/* This rank's share of the dataset's stored chunk bytes (aligned). */
-static uint64_t rank_share(const fmt_index *ix, uint32_t world)
-{
-    uint64_t total = 0;
-    for (uint64_t c = 0; c < ix->h.n_chunks; c++) {
-        fmt_chunk ch;
-        fmt_index_chunk(ix, c, &ch);
-        total += fmt_align_up(ch.length);
-    }
-    return total / (world ? world : 1);
-}
-
 int iomode_resolve(hdmlp_dataset *ds, const struct hdmlp_config *cfg, int *direct,
                    uint64_t *room)
 {
@@ -144,7 +133,8 @@ int iomode_resolve(hdmlp_dataset *ds, const struct hdmlp_config *cfg, int *direc
     }
     *room = iomode_cache_room();
     *direct = 0;
-    if (ds->ix.h.n_segments == 0 || rank_share(&ds->ix, cfg->world) <= *room / 2) {
+    if (ds->ix.h.n_segments == 0 ||
+        loader_aligned_chunk_bytes(&ds->ix) / (cfg->world ? cfg->world : 1) <= *room / 2) {
         return HDMLP_OK;
     }
     const int fd = ds_segment_fd(ds, 0, 1);

@@ -85,7 +85,7 @@ static uint64_t largest_sum(const fmt_index *ix, uint64_t m)
     return sum;
 }
 
-static uint64_t aligned_chunk_bytes(const fmt_index *ix)
+uint64_t loader_aligned_chunk_bytes(const fmt_index *ix)
 {
     uint64_t total = 0;
     for (uint64_t c = 0; c < ix->h.n_chunks; c++) {
@@ -126,7 +126,7 @@ int loader_size(const fmt_index *ix, const struct hdmlp_config *cfg, loader_sizi
         /* Cache every chunk when the budget holds them all (aligned), the reserve above,
          * and abstract memory for an eighth of the dataset (at least two chunks): each chunk
          * is then read from the source once per run. */
-        const uint64_t all = aligned_chunk_bytes(ix);
+        const uint64_t all = loader_aligned_chunk_bytes(ix);
         const uint64_t rest = all / 8 > 2 * one_chunk ? all / 8 : 2 * one_chunk;
         ram = cfg->memory >= base + all + rest ? all : 0;
     }

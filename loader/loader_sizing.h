@@ -21,6 +21,9 @@ typedef struct loader_sizing {
     uint64_t lookahead;    /* samples planned ahead, refills in flight */
 } loader_sizing;
 
+/* The dataset's stored chunk bytes, each chunk rounded up to the 4 KiB alignment. */
+uint64_t loader_aligned_chunk_bytes(const fmt_index *ix);
+
 /* HDMLP_E_RANGE naming the minimum budget when cfg->memory is too small. */
 int loader_size(const fmt_index *ix, const struct hdmlp_config *cfg, loader_sizing *out);
 
