@@ -311,6 +311,16 @@ HDMLP_API int hdmlp_config_set_prefetch(hdmlp_config *cfg, uint32_t window);
 /* A peer that does not answer within timeout_ms fails the loader with HDMLP_E_PEER naming
  * it. 100..3600000; default 5000. */
 HDMLP_API int hdmlp_config_set_peer_timeout(hdmlp_config *cfg, uint32_t timeout_ms);
+/* Same-host path (default 1). Every rank's server also listens on a Unix-domain socket in
+ * the abstract namespace (no file; its name is derived from the rank's "host:port" entry in
+ * the peers, and it lives in the network namespace, like the TCP port). With 1, a rank
+ * reaches a peer whose host is this machine's — a loopback address, an address of one of
+ * its interfaces, "localhost", its host name, or a name resolving to one of those — over
+ * that socket instead of TCP; other peers over TCP. With 0, every peer is reached over
+ * TCP (the servers still listen on both, so ranks may differ in this setting). With TLS
+ * (hdmlp_config_set_tls) the exchange always uses TCP and no socket is opened. The number
+ * of peers reached over the socket is in the stats (peers_same_host). */
+HDMLP_API int hdmlp_config_set_same_host(hdmlp_config *cfg, int on);
 /* Fills rank, world, peers (each rank takes a free port on bind_host, e.g. "127.0.0.1"),
  * seed and job token (both from rank 0) with MPI collectives. Initialises MPI if the
  * application has not (and then finalises it at exit); never finalises MPI it did not
@@ -446,6 +456,8 @@ typedef struct hdmlp_stats {
     uint64_t budget_ram_cache;    /* the RAM chunk cache */
     uint64_t budget_lookahead;    /* room beyond the batches (lookahead also uses theirs) */
     uint64_t budget_slots;        /* cap on bytes in valid slots (A = this / (K x mean)) */
+    /* the exchange's paths (hdmlp_config_set_same_host) */
+    uint64_t peers_same_host; /* peers reached over the same-host (Unix) socket, not TCP */
 } hdmlp_stats;
 
 HDMLP_API int hdmlp_loader_stats(hdmlp_loader *ld, hdmlp_stats *out);

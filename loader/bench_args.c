@@ -81,6 +81,8 @@ void bench_usage(FILE *f)
         "  --remote-memory SIZE cap on samples prefetched from peers, within the budget\n"
         "                       (default and 0: 10 % of the budget)\n"
         "  --peer-timeout MS    a silent peer fails the run after MS (default 5000)\n"
+        "  --same-host MODE     peers on this host: socket (a Unix socket, the default) or\n"
+        "                       tcp (loopback TCP, as remote peers)\n"
         "  --tls-ca FILE        mutual TLS between the ranks (with --mpi or --peers; all\n"
         "  --tls-cert FILE      three together): the CA (PEM) that signed every rank's\n"
         "  --tls-key FILE       certificate, this rank's certificate and its key; the\n"
@@ -200,7 +202,8 @@ enum {
     OPT_PEER_TIMEOUT,
     OPT_TLS_CA,
     OPT_TLS_CERT,
-    OPT_TLS_KEY
+    OPT_TLS_KEY,
+    OPT_SAME_HOST
 };
 
 static const struct option longopts[] = {
@@ -244,6 +247,7 @@ static const struct option longopts[] = {
     {"prefetch", required_argument, NULL, OPT_PREFETCH},
     {"remote-memory", required_argument, NULL, OPT_REMOTE_MEMORY},
     {"peer-timeout", required_argument, NULL, OPT_PEER_TIMEOUT},
+    {"same-host", required_argument, NULL, OPT_SAME_HOST},
     {"tls-ca", required_argument, NULL, OPT_TLS_CA},
     {"tls-cert", required_argument, NULL, OPT_TLS_CERT},
     {"tls-key", required_argument, NULL, OPT_TLS_KEY},
@@ -440,6 +444,12 @@ static int one_option(int c, const char *arg, char **argv, bench_opts *o)
         return bench_parse_u64(arg, &o->peer_timeout) != 0 || o->peer_timeout > UINT32_MAX
                    ? usage_error("--peer-timeout: invalid number of milliseconds '%s'", arg)
                    : -1;
+    case OPT_SAME_HOST:
+        if (strcmp(arg, "socket") != 0 && strcmp(arg, "tcp") != 0) {
+            return usage_error("--same-host: expected socket or tcp, got '%s'", arg);
+        }
+        o->same_host_tcp = strcmp(arg, "tcp") == 0;
+        return -1;
     case OPT_TLS_CA:
     case OPT_TLS_CERT:
     case OPT_TLS_KEY:
@@ -613,6 +623,9 @@ int bench_configure(const bench_opts *o, hdmlp_config *cfg)
         st = st ? st
                 : rejected(hdmlp_config_set_peer_timeout(cfg, (uint32_t)o->peer_timeout),
                            "--peer-timeout");
+    }
+    if (o->same_host_tcp) {
+        st = st ? st : rejected(hdmlp_config_set_same_host(cfg, 0), "--same-host");
     }
     if (o->tls_ca != NULL) {
         st = st ? st

@@ -66,6 +66,7 @@ void bench_total(const bench_opts *o, const bench_rank *ranks, uint32_t n, bench
         t->answers_sent += s->answers_sent;
         t->net_bytes_out += s->net_bytes_out;
         t->net_bytes_in += s->net_bytes_in;
+        t->peers_same_host += s->peers_same_host;
         t->source_bytes += s->source_bytes;
         t->ram_cache_bytes += s->ram_cache_bytes;
         t->ssd_cache_bytes += s->ssd_cache_bytes;
@@ -224,6 +225,7 @@ static void json_stats(bench_json *j, const hdmlp_stats *st, int plan)
     run_u64(j, "budget_ram_cache", st->budget_ram_cache, plan);
     run_u64(j, "budget_lookahead", st->budget_lookahead, plan);
     run_u64(j, "budget_slots", st->budget_slots, plan);
+    run_u64(j, "peers_same_host", st->peers_same_host, plan);
 }
 
 /* The cost model's estimate over the run: reads learnt from, us per op, bytes/s. */
@@ -341,6 +343,7 @@ static void json_context(bench_json *j, const bench_opts *o, hdmlp_dataset *ds)
         bench_json_string(j, "peer_timeout_ms", "default");
     }
     bench_json_bool(j, "tls", o->tls_ca != NULL);
+    bench_json_string(j, "same_host", o->same_host_tcp ? "tcp" : "socket");
     bench_json_end(j);
 }
 
@@ -514,10 +517,12 @@ static void text_body(const bench_opts *o, const bench_rank *r, double share, in
     } else if (world > 1) {
         printf("exchange   %" PRIu64 " remote requests, %" PRIu64
                " served by prefetch; sent %" PRIu64 " prefetches and %" PRIu64
-               " answers; network %s out, %s in\n",
+               " answers; network %s out, %s in; %" PRIu64 " peer%s over the same-host "
+               "socket\n",
                st->remote_requests, st->remote_hits, st->prefetch_sent, st->answers_sent,
                human((double)st->net_bytes_out, b1, sizeof(b1)),
-               human((double)st->net_bytes_in, b2, sizeof(b2)));
+               human((double)st->net_bytes_in, b2, sizeof(b2)), st->peers_same_host,
+               st->peers_same_host == 1 ? "" : "s");
     }
     if (o->plan) {
         return;

@@ -42,6 +42,7 @@ struct hdmlp_config {
     uint64_t remote_memory; /* 0 = 10 % of memory */
     uint32_t prefetch;      /* window; 0 = off */
     uint32_t peer_timeout_ms;
+    int same_host; /* 1: peers on this host are dialled over the same-host socket */
 };
 
 void config_defaults(struct hdmlp_config *cfg);

@@ -276,6 +276,11 @@ int loader_create_with(hdmlp_dataset *ds, const hdmlp_config *cfg,
         const peer_handler h = {ld, exchange_on_msg, exchange_on_error};
         ld->last_peer_ns = loader_now_ns();
         rc = factory(&ld->cfg, &h, &ld->net);
+        if (rc == HDMLP_OK) {
+            pthread_mutex_lock(&ld->lock);
+            ld->st.peers_same_host = ld->net->peers_same_host;
+            pthread_mutex_unlock(&ld->lock);
+        }
     }
     if (rc != HDMLP_OK) {
         hdmlp_loader_free(ld);

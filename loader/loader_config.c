@@ -36,6 +36,7 @@ void config_defaults(struct hdmlp_config *cfg)
     cfg->remote_memory = 0;
     cfg->prefetch = 256;
     cfg->peer_timeout_ms = 5000;
+    cfg->same_host = 1;
 }
 
 static char *dup_str(const char *s)
@@ -412,6 +413,16 @@ int hdmlp_config_set_peer_timeout(hdmlp_config *cfg, uint32_t timeout_ms)
         return hd_err(HDMLP_E_INVAL, "peer_timeout: %u ms is outside 100..3600000", timeout_ms);
     }
     cfg->peer_timeout_ms = timeout_ms;
+    return HDMLP_OK;
+}
+
+int hdmlp_config_set_same_host(hdmlp_config *cfg, int on)
+{
+    CHECK_CFG(cfg);
+    if (on != 0 && on != 1) {
+        return hd_err(HDMLP_E_INVAL, "same_host: %d is not 0 or 1", on);
+    }
+    cfg->same_host = on;
     return HDMLP_OK;
 }
 

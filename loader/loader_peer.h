@@ -53,6 +53,9 @@ struct peer_transport {
     int (*send)(peer_transport *t, const peer_msg *m);
     /* Stops threads, closes connections, frees. */
     void (*destroy)(peer_transport *t);
+    /* Peers reached over a same-host path rather than the network (set by the factory,
+     * fixed afterwards; 0 for transports without one). */
+    uint32_t peers_same_host;
 };
 
 /* Creates the transport for a loader. Implemented by rpc/ (gRPC); NULL when this build

@@ -50,7 +50,8 @@ void rpc_lane_fail(rpc_tr *t, rpc_lane *l, const char *fmt, ...)
     }
     l->failed = 1;
     l->reported = t->closing; /* no on_error once destroy() began */
-    int n = snprintf(l->why, sizeof l->why, "rank %u (%s): ", l->rank, l->target);
+    int n = snprintf(l->why, sizeof l->why, "rank %u (%s%s): ", l->rank, l->target,
+                     l->same_host ? " via the same-host socket" : "");
     if (n < 0 || (size_t)n >= sizeof l->why) {
         n = 0;
     }
@@ -391,7 +392,13 @@ int rpc_client_start(rpc_tr *t)
         if (r == t->self) {
             continue;
         }
-        l->ch = grpc_channel_create(l->target, creds, &cargs);
+        /* rpc_transport.h, "Paths": no fallback to TCP, so nothing can arrive twice. */
+        char dial[RPC_SAME_HOST_ADDR_MAX];
+        l->same_host = t->cfg.same_host && t->tls.ca == NULL &&
+                       rpc_endpoint_is_local(l->target) &&
+                       rpc_same_host_address(l->target, dial, sizeof dial) == HDMLP_OK;
+        t->base.peers_same_host += l->same_host != 0;
+        l->ch = grpc_channel_create(l->same_host ? dial : l->target, creds, &cargs);
         l->method =
             l->ch != NULL ? grpc_channel_register_call(l->ch, RPC_METHOD, NULL, NULL) : NULL;
         if (l->method == NULL) {

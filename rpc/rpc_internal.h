@@ -45,6 +45,7 @@ typedef struct rpc_call {
 typedef struct rpc_lane {
     uint32_t rank;
     const char *target; /* cfg.peers[rank] */
+    int same_host;      /* the channel dials the peer's same-host socket, not target */
     grpc_channel *ch;
     void *method; /* registered-call handle */
     rpc_fifo urgent, prefetch;
@@ -102,7 +103,8 @@ typedef struct rpc_tr {
     int sthread_started;
     int port;
     const char *listen;
-    int srv_stopping; /* read by the server thread under lock */
+    char same_host_listen[RPC_SAME_HOST_ADDR_MAX]; /* "" when not bound (TLS) */
+    int srv_stopping;                              /* read by the server thread under lock */
     char shutdown_tag;
     /* Server-thread state (or rpc_server_stop's, when the thread never started). */
     uint32_t srv_outstanding;

@@ -257,6 +257,31 @@ int rpc_server_start(rpc_tr *t)
         return hd_err(HDMLP_E_IO, "rpc: cannot listen on %s (gRPC could not bind it)",
                       t->listen);
     }
+    if (t->tls.ca == NULL) {
+        /* The same-host socket (rpc_transport.h, "Paths"): named by our peers entry, which
+         * is what the other ranks know us by. */
+        char *const addr = t->same_host_listen;
+        int rc1 =
+            rpc_same_host_address(t->cfg.peers[t->self], addr, sizeof t->same_host_listen);
+        if (rc1 == HDMLP_OK) {
+            rc1 = rpc_same_host_bind_check(addr);
+        }
+        if (rc1 == HDMLP_OK) {
+            grpc_server_credentials *ins = grpc_insecure_server_credentials_create();
+            const int p = grpc_server_add_http2_port(t->srv, addr, ins);
+            grpc_server_credentials_release(ins);
+            if (p == 0) {
+                rc1 = hd_err(HDMLP_E_IO,
+                             "rpc: cannot listen on the same-host socket %s (gRPC could not "
+                             "bind it)",
+                             addr);
+            }
+        }
+        if (rc1 != HDMLP_OK) {
+            addr[0] = '\0';
+            return rc1;
+        }
+    }
     grpc_server_start(t->srv);
     /* Enough pending requests for every peer to have a call waiting. */
     const uint32_t n_req = t->world < 2 ? 2 : t->world > 16 ? 16 : t->world;

@@ -28,6 +28,20 @@
  * ever retried (a retried call could deliver twice). on_error is not called once destroy()
  * has begun.
  *
+ * Paths. Without TLS, every server listens on two addresses: its TCP "host:port" and a
+ * Unix-domain socket in the abstract namespace (no file to leak or clean up), named by
+ * rpc_same_host_address from the rank's entry in cfg->peers. The abstract namespace belongs
+ * to the network namespace, like the loopback and interface addresses, so a peer whose
+ * host is this machine's (rpc_endpoint_is_local) is reachable there exactly when it is
+ * over TCP. With cfg->same_host (the default) such a peer's channel dials the socket,
+ * any other peer's TCP; there is no fallback between the two (a call that could not
+ * connect is never retried, see Failure): a server that cannot bind its socket fails
+ * creation with HDMLP_E_IO naming it, so a live peer is always listening on both. With
+ * cfg->same_host 0 every channel dials TCP; the server still binds the socket, so ranks
+ * may differ in the setting. With TLS no socket is bound and every channel dials TCP:
+ * mutual TLS authenticates each connection by the peer's host name, which a Unix socket
+ * does not have. base.peers_same_host counts the channels dialling the socket.
+ *
  * Callbacks. on_msg runs on the server thread and should return quickly (well under the
  * timeout): while it runs, no further call from any peer is taken, and a peer whose call
  * waits longer than its timeout reports this rank failed. Handlers may call send() (it
@@ -82,5 +96,20 @@ void rpc_transport_stats(peer_transport *t, rpc_stats *out);
  * process may take it before the server binds it (a small race; the server's bind then
  * fails with HDMLP_E_IO naming the address). HDMLP_E_IO / HDMLP_E_INVAL / HDMLP_E_RANGE. */
 int rpc_pick_endpoint(const char *host, char *out, size_t cap);
+
+/* rpc_samehost.c. The same-host socket of the rank whose peers entry is endpoint:
+ * "unix-abstract:hdmlp-<FNV-1a 64 of endpoint in hex>" into out (cap bytes, at least
+ * RPC_SAME_HOST_ADDR_MAX); HDMLP_E_RANGE if it does not fit. */
+#define RPC_SAME_HOST_ADDR_MAX 48
+int rpc_same_host_address(const char *endpoint, char *out, size_t cap);
+/* 1 if the host of endpoint ("host:port", "[v6]:port") is this machine's in this network
+ * namespace: a loopback or unspecified address, an address of one of its interfaces
+ * (getifaddrs), or a name whose first resolved address is one of those ("localhost", the
+ * host name). 0 otherwise, and when the name does not resolve (TCP then reports it). May
+ * block while a name is resolved. */
+int rpc_endpoint_is_local(const char *endpoint);
+/* Binds and releases the abstract socket of address (from rpc_same_host_address):
+ * HDMLP_E_IO naming it and the cause if that fails. Run before gRPC's bind. */
+int rpc_same_host_bind_check(const char *address);
 
 #endif
