@@ -1,7 +1,8 @@
 # Distributed hdmlp-bench tests (tests/dist/*.sh): mpirun -np 2/3/4 exactly-once and
 # determinism, prefetch on vs off, peer-list bootstrap without MPI, a rank killed mid-epoch,
-# plans against runs. Each script: bash tests/dist/NAME.sh hdmlp-bench hdmlp-pack SCRATCH;
-# exit 77 = skipped (no mpirun). Label `dist`. Included from tests/CMakeLists.txt.
+# plans against runs, the same-host socket vs --same-host tcp. Each script:
+# bash tests/dist/NAME.sh hdmlp-bench hdmlp-pack SCRATCH; exit 77 = skipped (no mpirun).
+# Label `dist`. Included from tests/CMakeLists.txt.
 if(TARGET hdmlp-bench AND TARGET hdmlp-pack)
   find_program(HDMLP_DIST_BASH bash REQUIRED)
   find_program(HDMLP_DIST_MPIRUN NAMES mpirun mpiexec)
@@ -18,7 +19,8 @@ if(TARGET hdmlp-bench AND TARGET hdmlp-pack)
     list(APPEND HDMLP_DIST_ENV "HDMLP_MPIRUN=")
   endif()
   # name:timeout (seconds; each runs in well under a minute here, mostly idle waits)
-  foreach(t mpi:300 prefetch:120 peers:120 kill:120 plan:180 resume:180 launch:180)
+  foreach(t mpi:300 prefetch:120 peers:120 kill:120 plan:180 resume:180 launch:180
+          samehost:120)
     string(REPLACE ":" ";" parts ${t})
     list(GET parts 0 name)
     list(GET parts 1 secs)

@@ -1,4 +1,5 @@
-# rpc/ tests: codec and gRPC transport on loopback (tests/test_rpc.c), its optional TLS
+# rpc/ tests: codec and gRPC transport on loopback (tests/test_rpc.c), its same-host path
+# (tests/test_samehost.c), its optional TLS
 # (tests/test_tls.c, tests/dist/dist_tls.sh), and the MPI bootstrap under mpirun
 # (tests/rpc_mpi_boot.c). Included from tests/CMakeLists.txt.
 hdmlp_add_test(NAME test_rpc
@@ -7,6 +8,14 @@ hdmlp_add_test(NAME test_rpc
   TIMEOUT 600)
 target_include_directories(test_rpc PRIVATE ${PROJECT_SOURCE_DIR}/rpc ${CMAKE_CURRENT_LIST_DIR}
   $<TARGET_PROPERTY:hdmlp_rpc,INTERFACE_INCLUDE_DIRECTORIES>)
+
+# The same-host path (a Unix socket between ranks of one host) and its TCP override.
+hdmlp_add_test(NAME test_samehost
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_samehost.c ${CMAKE_CURRENT_LIST_DIR}/support/testds.c
+  TIMEOUT 120)
+target_include_directories(test_samehost PRIVATE ${PROJECT_SOURCE_DIR}/rpc
+  ${CMAKE_CURRENT_LIST_DIR} $<TARGET_PROPERTY:hdmlp_rpc,INTERFACE_INCLUDE_DIRECTORIES>)
+set_tests_properties(test_samehost PROPERTIES LABELS rpc)
 
 # MPI bootstrap under mpirun (skipped when mpirun is missing). OpenMPI as root needs the
 # ALLOW_RUN_AS_ROOT pair; ob1/vader avoid probing UCX (TOOLCHAIN.md).
