@@ -1,6 +1,7 @@
 # shellcheck shell=bash disable=SC2034 # (sets variables for the scripts that source it)
 # Mechanism shared by the benchmark scripts of tests/bench/ (bench_loader.sh, dist_bench.sh,
-# tiers_bench.sh, frontier_bench.sh, netns_bench.sh): options, logging, the binaries, the benchmark cell
+# tiers_bench.sh, frontier_bench.sh, netns_bench.sh,
+# local_ranks_bench.sh): options, logging, the binaries, the benchmark cell
 # (cgroup v1 memory limit incl. page cache + blkio read throttle, caches dropped before
 # every run), dataset trees and packing, run records. What a benchmark measures (its runs,
 # datasets, budgets, cost models, records, meta.json and report) stays in its script.
