@@ -313,13 +313,17 @@ HDMLP_API int hdmlp_config_set_prefetch(hdmlp_config *cfg, uint32_t window);
 HDMLP_API int hdmlp_config_set_peer_timeout(hdmlp_config *cfg, uint32_t timeout_ms);
 /* Same-host path (default 1). Every rank's server also listens on a Unix-domain socket in
  * the abstract namespace (no file; its name is derived from the rank's "host:port" entry in
- * the peers, and it lives in the network namespace, like the TCP port). With 1, a rank
+ * the peers, and it lives in the network namespace, like the TCP port); if that socket
+ * cannot be bound, hdmlp_loader_create fails with HDMLP_E_IO naming it. With 1, a rank
  * reaches a peer whose host is this machine's — a loopback address, an address of one of
- * its interfaces, "localhost", its host name, or a name resolving to one of those — over
- * that socket instead of TCP; other peers over TCP. With 0, every peer is reached over
- * TCP (the servers still listen on both, so ranks may differ in this setting). With TLS
- * (hdmlp_config_set_tls) the exchange always uses TCP and no socket is opened. The number
- * of peers reached over the socket is in the stats (peers_same_host). */
+ * its interfaces, or a name whose first resolved address is one of those (such as
+ * "localhost" or, usually, the host name; hdmlp_loader_create resolves names) — over that
+ * socket instead of TCP, and other peers over TCP; a peer is never tried both ways. With
+ * 0, every peer is reached over TCP (the servers still listen on both, so ranks may differ
+ * in this setting). With TLS (hdmlp_config_set_tls) the exchange always uses TCP and no
+ * socket is opened. The number of peers reached over the socket is in the stats
+ * (peers_same_host). Measured on 2 cores, the socket is at parity with loopback TCP
+ * (tests/bench/README.md, local_ranks_bench.sh). */
 HDMLP_API int hdmlp_config_set_same_host(hdmlp_config *cfg, int on);
 /* Fills rank, world, peers (each rank takes a free port on bind_host, e.g. "127.0.0.1"),
  * seed and job token (both from rank 0) with MPI collectives. Initialises MPI if the
