@@ -24,56 +24,68 @@ Batches, not samples: use DataLoader(batch_size=None). Each item is (samples, la
 Ranks: rank/world default to torch.distributed (when initialised), else the RANK and
 WORLD_SIZE (or OMPI_COMM_WORLD_RANK/SIZE) environment variables, else 0 of 1. With
 world > 1 the ranks exchange samples over gRPC: the constructor (a collective call: every
-rank must construct the dataset) picks a free port per loader on `host` (default: the
-interface that reaches MASTER_ADDR, else 127.0.0.1) and gathers all ranks' endpoints, seeds
-and a job token with torch.distributed (all_gather_object; seeds must agree). Pass
-num_workers= the DataLoader's num_workers so each worker slot gets its endpoints. Without
-torch.distributed, give peers= (a list of 'host:port' in rank order, or one such list per
-worker) yourself. A rank serves its peers until they are done, so: pass epochs= (after the
-last one each rank tells its peers it is finished; closing a loader of unbounded epochs
-waits up to 30 s for quiet peers), keep ranks in step (DDP does), and don't iterate the
-main process's loader (num_workers=0) before forking DataLoader workers (gRPC initialised
-before fork() is not safe in the children).
+rank must construct the dataset) picks a free port on `host` (default: the interface that
+reaches MASTER_ADDR, else 127.0.0.1) and gathers all ranks' endpoints, seeds and a job
+token with torch.distributed (all_gather_object; seeds must agree). Without
+torch.distributed, give peers= (a list of 'host:port' in rank order) yourself. Each rank
+has one loader whatever its DataLoader workers (see below), so one endpoint per rank. A
+rank serves its peers until they are done, so: pass epochs= (after the last one each rank
+tells its peers it is finished; closing a loader of unbounded epochs waits up to 30 s for
+quiet peers), keep ranks in step (DDP does), and don't iterate the main process's loader
+(num_workers=0) before forking DataLoader workers (gRPC initialised before fork() is not
+safe in the children).
 
 Epochs: every iteration delivers one epoch. set_epoch(e) fixes the epoch of the next
-iteration; without it, a process that keeps its loader (num_workers=0, or
-persistent_workers=True) moves to the next epoch by itself. Non-persistent DataLoader
-workers are new processes every epoch: call set_epoch(e) before each epoch, or every epoch
-repeats epoch 0's order (DistributedSampler has the same rule). Reaching epoch e in a new
-process reads and drops the e earlier epochs (libhdmlp cannot start at an epoch yet), so
-prefer persistent_workers=True.
+iteration; without it, the next iteration delivers the next epoch (with workers, the data
+plane keeps the loader across DataLoader iterations, persistent or not). set_epoch does not
+reach persistent workers after they started (DataLoader copies the dataset once), which is
+fine: they advance by themselves. Reaching an earlier epoch recreates the loader and drains
+up to it (libhdmlp cannot start at an epoch yet).
 
-DataLoader workers (num_workers = W > 0): every worker runs its own loader over the rank's
-whole sequence with memory/W bytes (and the same I/O threads setting) and keeps
-the batches whose position in the epoch is ≡ worker id (mod W), dropping the others
-unread by Python. DataLoader takes one batch from each worker in turn, so it yields
-exactly the sequence of a single loader with memory/W, each sample once per epoch; the
-cost is that every worker reads (and decompresses) every chunk. Decoding/transforms, the
-expensive part, is split W ways.
+DataLoader workers (num_workers = W > 0): one loader per rank, not per worker. The first
+worker to iterate starts the rank's data plane, a process running the rank's only loader
+with the same `memory` as num_workers=0 (so the same order); it copies each batch into a
+shared-memory arena and hands batch i of the epoch to worker i mod W, the order DataLoader takes them in. So the DataLoader
+yields exactly the sequence of num_workers=0, every sample is read and decompressed once
+per rank per epoch whatever W, and workers get zero-copy hdmlp.Batch views of the arena.
+The arena holds W + 2 batches of the largest samples (W workers each work on one while the
+next is made), on top of `memory`: memory is the loader's, as without workers, and the
+arena is what W workers hold at once (stats()['plane_arena_bytes']).
+What a worker yields crosses to the main process as one shared-memory tensor per batch
+(lists of sample tensors are packed and rebuilt as views), not one per sample. The plane
+lives as long as the main process's dataset object, across epochs and non-persistent
+workers; without set_epoch each new iteration delivers the next epoch. ds.stats() gives
+its loader's stats. A worker that dies ends the epoch with an error naming it in the other
+workers; the plane dying makes the workers raise PlaneError.
 
-Exact resume (num_workers=0): ds.state_dict() after some batches gives a small picklable
-dict (the position after the last batch the DataLoader yielded, plus a pending set_epoch);
-a new process makes the same dataset (same data, seed, batch_size, memory, drop_last,
+Exact resume: ds.state_dict() after some batches gives a small picklable dict (the
+position after the last batch the DataLoader yielded, plus a pending set_epoch); a new
+process makes the same dataset (same data, seed, batch_size, memory, drop_last,
 rank/world) and calls ds.load_state_dict(state) before iterating; the next iteration
 delivers the rest of the saved epoch, then the following epochs, exactly as an
 uninterrupted run would (with world > 1 every rank saves after the same number of batches
-and every rank resumes). A state from another dataset or configuration raises
-hdmlp.InvalidArgumentError (a ValueError) naming the field. With DataLoader workers
-(num_workers > 0) each worker process runs its own loader, invisible to the main process,
-and prefetches ahead of what training consumed, so there is no exact state to save:
-state_dict() then raises hdmlp.StateError, and a loaded state makes the workers raise
-StateError instead of resuming anywhere else than exactly.
+and every rank resumes). With num_workers > 0 the main process must know how many batches
+the DataLoader yielded (workers prefetch ahead): iterate with hdmlp.torch.DataLoader, a
+drop-in torch DataLoader that counts them (its state_dict()/load_state_dict() are the
+dataset's); with a plain DataLoader and workers, state_dict() raises hdmlp.StateError.
+A state from another dataset or configuration raises hdmlp.InvalidArgumentError (a
+ValueError) naming the field.
 """
 import os
 import random
 import socket
 
+import math
+import weakref
+
 import torch
+import torch.utils.data
 from torch.utils.data import IterableDataset, get_worker_info
 
 import hdmlp
+from hdmlp import _plane
 
-__all__ = ["HdmlpIterableDataset", "rank_and_world"]
+__all__ = ["HdmlpIterableDataset", "DataLoader", "rank_and_world"]
 
 
 def rank_and_world():
@@ -131,6 +143,19 @@ def _gather_peers(rank, world, slots, seed, host):
     return peers, everyone[0]["token"]
 
 
+def _shutdown_plane(name, main_pid):
+    if os.getpid() == main_pid:  # not from a forked worker's copy
+        _plane.request(name, {"op": "shutdown"})
+
+
+def _plane_finalizer(ds):
+    """Stops the dataset's data plane when the dataset object goes (the plane also stops
+    by itself when the main process exits)."""
+    f = weakref.finalize(ds, _shutdown_plane, ds._plane_name(), ds._main_pid)
+    f.atexit = False
+    return f
+
+
 def _as_tensors(batch):
     """uint8 tensors viewing each sample of the batch (zero-copy)."""
     out = []
@@ -179,25 +204,31 @@ class HdmlpIterableDataset(IterableDataset):
         self.loader_kwargs = dict(loader_kwargs)
         self.classes = self._dataset.classes
         self.num_workers = num_workers
-        self._peers = None  # one endpoint list per worker slot (world > 1)
+        self._peers = None  # every rank's endpoint (world > 1)
         if self.world > 1:
-            slots = max(1, num_workers)
             if peers is None:
-                self._peers, token = _gather_peers(self.rank, self.world, slots, self.seed,
-                                                   host)
+                self._peers, token = _gather_peers(self.rank, self.world, 1, self.seed, host)
+                self._peers = self._peers[0]
                 self.loader_kwargs.setdefault("job_token", token)
             else:
                 peers = list(peers)
-                self._peers = [list(p) for p in peers] if peers and not isinstance(
-                    peers[0], str) else [peers]
-                if len(self._peers) != slots:
-                    raise ValueError(f"peers: {len(self._peers)} endpoint list(s) for "
-                                     f"{slots} worker slot(s)")
+                if peers and not isinstance(peers[0], str):  # one list per worker: older API
+                    peers = list(peers[0])
+                self._peers = peers
         self._epoch = None      # set by set_epoch, used once by the next iteration
         self._loader = None     # per process
         self._loader_pid = None
         self._loader_share = None
         self._resume = None     # Loader state for the next loader made (load_state_dict)
+        # the rank's data plane (DataLoader workers): named after this object in the main
+        # process; a new generation after load_state_dict
+        self._main_pid = os.getpid()
+        self._plane_token = f"{random.getrandbits(64):016x}"
+        self._plane_gen = 0
+        self._client = None
+        self._client_pid = None
+        self._yielded = None    # batches hdmlp.torch.DataLoader yielded in its iteration
+        self._finalizer = _plane_finalizer(self)
 
     # -- epochs and length -------------------------------------------------------------
     def set_epoch(self, epoch):
@@ -219,27 +250,33 @@ class HdmlpIterableDataset(IterableDataset):
     STATE_VERSION = 1
 
     def state_dict(self):
-        """Picklable position after the last batch yielded in this process (num_workers=0):
-        {'format', 'version', 'loader': hdmlp.Loader.state_dict(), 'epoch': pending
-        set_epoch or None}. Raises hdmlp.StateError when no loader runs in this process
-        (not iterated yet, or iterated in DataLoader workers)."""
+        """Picklable position after the last batch the DataLoader yielded: {'format',
+        'version', 'loader': hdmlp.Loader.state_dict(), 'epoch': pending set_epoch or None}.
+        With num_workers > 0 it needs hdmlp.torch.DataLoader (which counts the yielded
+        batches). Raises hdmlp.StateError when there is no position to save."""
+        def wrap(loader_state):
+            return {"format": self.STATE_FORMAT, "version": self.STATE_VERSION,
+                    "loader": loader_state, "epoch": self._epoch}
         loader = self._loader if self._loader_pid == os.getpid() else None
-        if loader is not None and self._loader_share != 1:
-            loader = None
-        if loader is None:
-            if self._resume is not None:  # loaded, not used yet: the same position
-                return {"format": self.STATE_FORMAT, "version": self.STATE_VERSION,
-                        "loader": self._resume, "epoch": self._epoch}
+        if loader is not None and (self._yielded is None or self._yielded[0] == 0):
+            return wrap(loader.state_dict())
+        if self._yielded is not None and self._yielded[0] > 0:  # workers, counted
+            answer = _plane.request(self._plane_name(), {"op": "state",
+                                                         "yielded": self._yielded[1]})
+            if answer is not None and answer["state"] is not None:
+                return wrap(_plane._decode_state(answer["state"]))
+        if self._resume is not None:  # loaded, not used yet: the same position
+            return wrap(self._resume)
+        if self._yielded is None and self._client_pid is None:
             raise hdmlp.StateError(
-                "state_dict: no loader has run in this process; exact resume needs "
-                "num_workers=0 (DataLoader workers each run their own loader and read "
-                "ahead) and a state taken after iterating")
-        return {"format": self.STATE_FORMAT, "version": self.STATE_VERSION,
-                "loader": loader.state_dict(), "epoch": self._epoch}
+                "state_dict: no position to save: iterate first (with num_workers > 0, "
+                "through hdmlp.torch.DataLoader, which counts the batches the DataLoader "
+                "yielded; a plain DataLoader's workers read ahead of what it yielded)")
+        raise hdmlp.StateError("state_dict: no batch has been yielded yet")
 
     def load_state_dict(self, state):
-        """Resume from state_dict()'s dict: the next iteration (num_workers=0) continues the
-        saved epoch. Call before iterating. Another dataset or configuration raises
+        """Resume from state_dict()'s dict: the next iteration continues the saved epoch.
+        Call before iterating. Another dataset or configuration raises
         hdmlp.InvalidArgumentError (ValueError) when the loader is made."""
         if not isinstance(state, dict):
             raise TypeError(f"state: expected the dict of state_dict(), got "
@@ -260,9 +297,37 @@ class HdmlpIterableDataset(IterableDataset):
                     "peers; call load_state_dict before iterating")
             self._loader.close()
             self._loader = None
+        # a running data plane serves the old position: the next one starts from the state
+        self._finalizer()
+        self._plane_gen += 1
+        self._finalizer = _plane_finalizer(self)
         self._resume = dict(state["loader"])
         epoch = state.get("epoch")
         self._epoch = None if epoch is None else int(epoch)
+
+    def stats(self):
+        """Stats (hdmlp.Loader.stats()) of this rank's loader: the data plane's with
+        DataLoader workers, else the one in this process; None before the first iteration."""
+        if self._loader is not None and self._loader_pid == os.getpid():
+            return self._loader.stats()
+        answer = _plane.request(self._plane_name(), {"op": "stats"})
+        return None if answer is None else answer["stats"]
+
+    def _plane_name(self):
+        return f"hdmlp-plane-{self._main_pid}-{self._plane_token}-{self._plane_gen}"
+
+    def _plane_spec(self, workers):
+        kwargs = dict(self.loader_kwargs)
+        if self._peers is not None:
+            kwargs["peers"] = self._peers
+        # Each worker holds the batch it works on while the next is made: W + 1 records
+        # (+ headers, + the end of the arena a record does not fit into) never block.
+        largest = self._dataset.largest_batch_bytes(self.batch_size) + 64 * self.batch_size
+        arena = int(math.ceil((workers + 2) * largest / 4096)) * 4096
+        return {"name": self._plane_name(), "path": self.path, "batch_size": self.batch_size,
+                "memory": self.memory, "arena": arena, "workers": workers, "seed": self.seed, "rank": self.rank,
+                "world": self.world, "drop_last": self.drop_last, "loader_kwargs": kwargs,
+                "state": _plane._encode_state(self._resume), "main_pid": self._main_pid}
 
     # -- pickling (spawned DataLoader workers): open handles are per process -----------
     def __getstate__(self):
@@ -270,6 +335,9 @@ class HdmlpIterableDataset(IterableDataset):
         state["_dataset"] = None
         state["_loader"] = None
         state["_loader_pid"] = None
+        state["_client"] = None
+        state["_client_pid"] = None
+        state["_finalizer"] = None  # the main process's object shuts the plane down
         return state
 
     def __setstate__(self, state):
@@ -277,45 +345,40 @@ class HdmlpIterableDataset(IterableDataset):
         self._dataset = hdmlp.Dataset(self.path)
 
     # -- iteration ---------------------------------------------------------------------
-    def _get_loader(self, workers):
+    def _get_loader(self):
         pid = os.getpid()
-        if self._loader is not None and (self._loader_pid != pid or
-                                         self._loader_share != workers):
+        if self._loader is not None and self._loader_pid != pid:
             # Inherited through fork (its threads do not exist here; the object knows and
-            # will not free the C loader) or made for another worker count.
+            # will not free the C loader).
             self._loader = None
         if self._loader is None:
             kwargs = dict(self.loader_kwargs)
             if self._peers is not None:
-                if len(self._peers) != workers:
-                    raise RuntimeError(
-                        f"HdmlpIterableDataset was built for {len(self._peers)} worker "
-                        f"slot(s) but runs with {workers}: pass num_workers= the DataLoader's "
-                        "num_workers when world > 1")
-                info = get_worker_info()
-                kwargs["peers"] = self._peers[info.id if info is not None else 0]
+                kwargs["peers"] = self._peers
             if self._resume is not None:
-                if get_worker_info() is not None:
-                    raise hdmlp.StateError(
-                        "HdmlpIterableDataset: a loaded state cannot be resumed exactly in "
-                        "DataLoader workers (each runs its own loader); use num_workers=0 "
-                        "for the epoch being resumed")
                 kwargs["state"] = self._resume
             self._loader = hdmlp.Loader(
-                self._dataset, self.batch_size, max(1, self.memory // workers), seed=self.seed,
+                self._dataset, self.batch_size, self.memory, seed=self.seed,
                 rank=self.rank, world=self.world, drop_last=self.drop_last, **kwargs)
             self._resume = None
             self._loader_pid = pid
-            self._loader_share = workers
         return self._loader
 
-    def _convert(self, batch):
+    def _plane_client(self, workers):
+        if self._client is None or self._client_pid != os.getpid():
+            self._client = _plane.Client(self._plane_name(), self._plane_spec(workers))
+            self._client_pid = os.getpid()
+        return self._client
+
+    def _convert(self, batch, shared=False):
         labels = torch.frombuffer(batch.labels, dtype=torch.int64)
         if self.transform is None:
             sizes = batch.sizes
             n = len(sizes)
             if self.collate is not False and n > 0 and min(sizes) == max(sizes):
                 samples = torch.empty((n, sizes[0]), dtype=torch.uint8)
+                if shared:  # crosses a worker queue: in shared memory at once, one copy
+                    samples.share_memory_()
                 if sizes[0] > 0:
                     batch.copy_into(samples.numpy())
             else:
@@ -335,19 +398,69 @@ class HdmlpIterableDataset(IterableDataset):
 
     def __iter__(self):
         info = get_worker_info()
-        workers = info.num_workers if info is not None else 1
-        worker = info.id if info is not None else 0
-        loader = self._get_loader(workers)
-        if self._epoch is not None:
-            loader.set_epoch(self._epoch)
-            self._epoch = None
-        return self._iterate(loader, workers, worker)
+        epoch, self._epoch = self._epoch, None
+        if info is None:
+            loader = self._get_loader()
+            if epoch is not None:
+                loader.set_epoch(epoch)
+            return self._iterate(loader)
+        return self._iterate_workers(self._plane_client(info.num_workers), info, epoch)
 
-    def _iterate(self, loader, workers, worker):
-        for i, batch in enumerate(loader):
-            if i % workers != worker:
-                batch.release()
-                continue
+    def _iterate(self, loader):
+        for batch in loader:
             item = self._convert(batch)
             del batch
             yield item
+
+    def _iterate_workers(self, client, info, epoch):
+        for batch in client.iterate(info.id, info.num_workers, epoch):
+            item = self._convert(batch, shared=True)
+            del batch
+            yield tuple(_Packed(x) if isinstance(x, list) else x for x in item)
+
+
+class _Packed(list):
+    """A list of tensors that crosses a DataLoader worker queue as one tensor: torch sends
+    every tensor through its own shared-memory segment and file descriptor, which costs
+    far more than the bytes of small samples. Rebuilt as views in the receiving process."""
+
+    def __reduce__(self):
+        if not self or not all(isinstance(t, torch.Tensor) and t.device.type == "cpu"
+                               for t in self) or len({t.dtype for t in self}) != 1:
+            return (list, (list(self),))
+        flat = torch.empty(sum(t.numel() for t in self), dtype=self[0].dtype).share_memory_()
+        torch.cat([t.reshape(-1) for t in self], out=flat)
+        return (_unpack, (flat, [tuple(t.shape) for t in self]))
+
+
+def _unpack(flat, shapes):
+    out, at = [], 0
+    for shape in shapes:
+        n = math.prod(shape)
+        out.append(flat[at:at + n].view(shape))
+        at += n
+    return out
+
+
+class DataLoader(torch.utils.data.DataLoader):
+    """torch.utils.data.DataLoader that counts the batches it yields, so that an
+    HdmlpIterableDataset's state_dict() is the position training reached even when
+    workers prefetch ahead. Same arguments; state_dict()/load_state_dict() are the
+    dataset's."""
+
+    def __iter__(self):
+        ds = self.dataset
+        counted = isinstance(ds, HdmlpIterableDataset)
+        it = super().__iter__()
+        if counted:
+            ds._yielded = [self.num_workers, 0]
+        for item in it:
+            if counted:
+                ds._yielded[1] += 1
+            yield item
+
+    def state_dict(self):
+        return self.dataset.state_dict()
+
+    def load_state_dict(self, state):
+        self.dataset.load_state_dict(state)

@@ -11,6 +11,9 @@
  *
  * A Batch inherited by a forked child (DataLoader workers) is never released there: the
  * child has no loader threads and the loader's mutex may be held in the copy.
+ *
+ * The memory's owner is an hdmlp_batch, or a record of the shared-memory ring of
+ * py_ring.c (hdmlp.torch's DataLoader workers): the Batch only calls its release function.
  */
 #include "py_internal.h"
 
@@ -80,17 +83,27 @@ static PyObject *sample_view(py_state *st, BatchObject *b, Py_ssize_t i, int wri
 
 /* ---- Batch ---- */
 
+static void release_c_batch(void *batch) { hdmlp_batch_release(batch); }
+
 PyObject *py_batch_new(py_state *st, hdmlp_batch *batch)
+{
+    return py_batch_wrap(st, batch, release_c_batch, (Py_ssize_t)hdmlp_batch_size(batch),
+                         hdmlp_batch_samples(batch), hdmlp_batch_epoch(batch));
+}
+
+PyObject *py_batch_wrap(py_state *st, void *owner, void (*release)(void *), Py_ssize_t n,
+                        const hdmlp_sample_view *views, uint64_t epoch)
 {
     BatchObject *self = PyObject_New(BatchObject, st->BatchType);
     if (self == NULL) {
-        hdmlp_batch_release(batch);
+        release(owner);
         return NULL;
     }
-    self->batch = batch;
-    self->views = hdmlp_batch_samples(batch);
-    self->n = (Py_ssize_t)hdmlp_batch_size(batch);
-    self->epoch = hdmlp_batch_epoch(batch);
+    self->batch = owner;
+    self->release = release;
+    self->views = views;
+    self->n = n;
+    self->epoch = epoch;
     self->exports = 0;
     self->pid = getpid();
     self->labels = NULL;
@@ -106,7 +119,7 @@ static void batch_dealloc(BatchObject *self)
         PyObject_ClearWeakRefs((PyObject *)self);
     }
     if (self->batch != NULL && self->pid == getpid()) {
-        hdmlp_batch_release(self->batch);
+        self->release(self->batch);
     }
     self->batch = NULL;
     Py_CLEAR(self->labels);
@@ -289,7 +302,7 @@ static PyObject *batch_release(BatchObject *self, PyObject *unused)
         return NULL;
     }
     if (self->pid == getpid()) {
-        hdmlp_batch_release(self->batch);
+        self->release(self->batch);
     }
     self->batch = NULL;
     Py_RETURN_NONE;

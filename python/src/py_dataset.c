@@ -7,6 +7,8 @@
  */
 #include "py_internal.h"
 
+#include <stdlib.h>
+
 #include <structmember.h>
 
 hdmlp_dataset *py_dataset_handle(py_state *st, DatasetObject *self)
@@ -494,6 +496,45 @@ static PyObject *get_labels(DatasetObject *self, void *c)
     return Py_XNewRef(self->labels);
 }
 
+static int cmp_desc(const void *a, const void *b)
+{
+    const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x < y) - (x > y);
+}
+
+/* largest_batch_bytes(n): raw bytes of the n largest samples together (the most a batch of
+ * n samples can hold) */
+static PyObject *dataset_largest_batch_bytes(DatasetObject *self, PyObject *arg)
+{
+    DS_OR_NULL(self);
+    py_state *st = state_of((PyObject *)self);
+    uint64_t want = 0;
+    if (py_arg_u64(st, arg, "n", &want) < 0) {
+        return NULL;
+    }
+    const uint64_t n = hdmlp_dataset_sample_count(ds);
+    uint64_t *sizes = malloc((n > 0 ? n : 1) * sizeof(*sizes));
+    if (sizes == NULL) {
+        return PyErr_NoMemory();
+    }
+    for (uint64_t i = 0; i < n; i++) {
+        hdmlp_sample_info in;
+        const int rc = hdmlp_dataset_sample_info(ds, i, &in);
+        if (rc != HDMLP_OK) {
+            free(sizes);
+            return py_raise(st, rc, "largest_batch_bytes", NULL);
+        }
+        sizes[i] = in.raw_size;
+    }
+    qsort(sizes, n, sizeof(*sizes), cmp_desc);
+    uint64_t total = 0;
+    for (uint64_t i = 0; i < n && i < want; i++) {
+        total += sizes[i];
+    }
+    free(sizes);
+    return PyLong_FromUnsignedLongLong(total);
+}
+
 static PyObject *get_path(DatasetObject *self, void *c)
 {
     (void)c;
@@ -529,6 +570,8 @@ static PyMethodDef dataset_methods[] = {
     {"find", (PyCFunction)dataset_find, METH_O,
      "find(key) -> int: index of the first sample whose original name is key (str or "
      "bytes); KeyError if none. Linear in the sample count."},
+    {"largest_batch_bytes", (PyCFunction)dataset_largest_batch_bytes, METH_O,
+     "largest_batch_bytes(n) -> raw bytes of the n largest samples together."},
     {"verify", (PyCFunction)dataset_verify, METH_NOARGS,
      "verify(): checks every chunk header and sample checksum; raises CorruptDataError or "
      "StorageError naming the first bad one."},

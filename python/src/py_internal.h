@@ -103,7 +103,9 @@ hdmlp_dataset *py_dataset_handle(py_state *st, DatasetObject *self);
 /* ---- py_batch.c ---- */
 typedef struct BatchObject {
     PyObject ob_base;
-    hdmlp_batch *batch; /* NULL once released */
+    void *batch; /* the owner of the samples' memory (an hdmlp_batch, or a ring record);
+                  * NULL once released */
+    void (*release)(void *batch); /* returns it: hdmlp_batch_release, or the ring's */
     const hdmlp_sample_view *views;
     Py_ssize_t n;
     uint64_t epoch;
@@ -118,6 +120,13 @@ int py_batch_init_types(PyObject *module, py_state *st);
 /* New Batch owning `batch` (released when the object and all views are gone). On failure
  * the batch is released and NULL returned with an exception set. */
 PyObject *py_batch_new(py_state *st, hdmlp_batch *batch);
+/* New Batch over `n` views owned by `owner`, given back by release(owner) (also when this
+ * fails, with an exception set and NULL returned). */
+PyObject *py_batch_wrap(py_state *st, void *owner, void (*release)(void *), Py_ssize_t n,
+                        const hdmlp_sample_view *views, uint64_t epoch);
+
+/* ---- py_ring.c: batches in a shared-memory ring (hdmlp.torch's node data plane) ---- */
+int py_ring_add_functions(PyObject *module);
 
 /* ---- py_config.c: Loader arguments → hdmlp_config ---- */
 typedef struct py_loader_params {

@@ -105,7 +105,7 @@ static int module_exec(PyObject *m)
     }
     if (py_errors_init(m, st) < 0 || py_dataset_init_type(m, st) < 0 ||
         py_batch_init_types(m, st) < 0 || py_loader_init_types(m, st) < 0 ||
-        add_constants(m) < 0) {
+        py_ring_add_functions(m) < 0 || add_constants(m) < 0) {
         return -1;
     }
     return 0;

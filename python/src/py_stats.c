@@ -91,6 +91,7 @@ PyObject *py_stats_dict(const hdmlp_stats *stats)
     PUT(budget_ram_cache)
     PUT(budget_lookahead)
     PUT(budget_slots)
+    PUT(peers_same_host)
 #undef PUT
     return d;
 }

@@ -462,7 +462,7 @@ def test_torch_dataset_state_round_trip_and_mid_epoch(small_ds):
     mk = lambda: ht.HdmlpIterableDataset(small_ds.path, BATCH, MEM, seed=SEED, epochs=EPOCHS,
                                          with_indices=True)
     ds = mk()
-    with pytest.raises(hdmlp.StateError, match="num_workers=0"):
+    with pytest.raises(hdmlp.StateError, match="iterate first"):
         ds.state_dict()  # nothing ran in this process yet
     dl = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=0)
     got = []
@@ -489,23 +489,45 @@ def test_torch_dataset_state_round_trip_and_mid_epoch(small_ds):
         next(iter(ds3))
 
 
-def test_torch_dataset_with_workers_refuses_instead_of_resuming_wrongly(small_ds):
+def _torch_run(path, workers, persistent, cut=None, state=None):
+    """Indices a DataLoader yields over all EPOCHS (from `state` on, if given); with `cut`,
+    stops after `cut` batches of the whole run and returns (indices, state_dict)."""
+    import hdmlp.torch as ht
+    ds = ht.HdmlpIterableDataset(path, BATCH, MEM, seed=SEED, epochs=EPOCHS, with_indices=True)
+    dl = ht.DataLoader(ds, batch_size=None, num_workers=workers,
+                       persistent_workers=persistent and workers > 0)
+    start = 0
+    if state is not None:
+        dl.load_state_dict(state)
+        start = state["loader"]["epoch"]
+    got, n = [], 0
+    for epoch in range(start, EPOCHS):
+        ds.set_epoch(epoch)
+        for _, _, idx in dl:
+            got.extend(idx.tolist())
+            n += 1
+            if n == cut:
+                return got, pickle.loads(pickle.dumps(dl.state_dict()))
+    return got
+
+
+@pytest.mark.parametrize("persistent", [False, True])
+def test_torch_resume_with_workers_at_cut_points(small_ds, persistent):
+    pytest.importorskip("torch")
+    ref = reference(small_ds.path)
+    nb = batches_per_epoch(small_ds.n)
+    for cut in (1, 7, nb, nb + 5):
+        first, sd = _torch_run(small_ds.path, 2, persistent, cut=cut)
+        rest = _torch_run(small_ds.path, 2, persistent, state=sd)
+        assert first + rest == ref, f"cut after {cut} batches"
+
+
+def test_torch_state_with_workers_needs_the_counting_dataloader(small_ds):
     torch = pytest.importorskip("torch")
     import hdmlp.torch as ht
-    mk = lambda: ht.HdmlpIterableDataset(small_ds.path, BATCH, MEM, seed=SEED, epochs=EPOCHS)
-    ds = mk()
-    dl = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2)
-    for i, _ in enumerate(dl):
+    ds = ht.HdmlpIterableDataset(small_ds.path, BATCH, MEM, seed=SEED, epochs=EPOCHS)
+    for i, _ in enumerate(torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2)):
         if i == 3:
             break
-    with pytest.raises(hdmlp.StateError, match="workers"):
-        ds.state_dict()  # the loaders live in the worker processes
-    ref = mk()
-    for i, _ in enumerate(torch.utils.data.DataLoader(ref, batch_size=None)):
-        if i == 3:
-            break
-    ds2 = mk()
-    ds2.load_state_dict(ref.state_dict())
-    with pytest.raises(Exception, match="DataLoader workers"):
-        for _ in torch.utils.data.DataLoader(ds2, batch_size=None, num_workers=2):
-            pass
+    with pytest.raises(hdmlp.StateError, match="hdmlp.torch.DataLoader"):
+        ds.state_dict()  # workers read ahead of what the plain DataLoader yielded
