@@ -376,11 +376,14 @@ class HdmlpIterableDataset(IterableDataset):
             sizes = batch.sizes
             n = len(sizes)
             if self.collate is not False and n > 0 and min(sizes) == max(sizes):
-                samples = torch.empty((n, sizes[0]), dtype=torch.uint8)
-                if shared:  # crosses a worker queue: in shared memory at once, one copy
-                    samples.share_memory_()
+                samples = _queue_tensor((n, sizes[0]), shared)
                 if sizes[0] > 0:
                     batch.copy_into(samples.numpy())
+            elif shared:  # one tensor, rebuilt as per-sample views by the receiver
+                flat = _queue_tensor((sum(sizes),), shared)
+                if len(flat):
+                    batch.copy_into(flat.numpy())
+                samples = _Ragged(flat, list(sizes))
             else:
                 samples = _as_tensors(batch)
         else:
@@ -416,7 +419,52 @@ class HdmlpIterableDataset(IterableDataset):
         for batch in client.iterate(info.id, info.num_workers, epoch):
             item = self._convert(batch, shared=True)
             del batch
-            yield tuple(_Packed(x) if isinstance(x, list) else x for x in item)
+            yield tuple(_Packed(x) if isinstance(x, list) else
+                        _ByValue(x) if isinstance(x, torch.Tensor) and not x.is_shared() else x
+                        for x in item)
+
+
+# What a DataLoader worker yields crosses to the main process through torch's queue, which
+# sends each tensor's storage as a shared-memory segment and a file descriptor (a socket
+# round trip per descriptor), or, for what is not a tensor, by value in the pickle. Per
+# batch: one shared tensor for the samples when they are large, and everything by value
+# when the batch is small (raw-byte batches of small samples).
+BY_VALUE_MAX = 1 << 20
+
+
+def _queue_tensor(shape, shared):
+    t = torch.empty(shape, dtype=torch.uint8)
+    if shared and t.numel() > BY_VALUE_MAX:
+        t.share_memory_()
+    return t
+
+
+def _from_bytes(data, dtype, shape):
+    if not data:
+        return torch.empty(shape, dtype=getattr(torch, dtype))
+    return torch.frombuffer(bytearray(data), dtype=getattr(torch, dtype)).view(shape)
+
+
+def _tensor_reduce(t):
+    if t.is_shared() or t.numel() * t.element_size() > BY_VALUE_MAX:
+        return t
+    return (_from_bytes, (t.contiguous().numpy().tobytes(), str(t.dtype).split(".")[1],
+                          tuple(t.shape)))
+
+
+class _ByValue:
+    """A small tensor that crosses the worker queue inside the pickle."""
+
+    def __init__(self, t):
+        self.t = t
+
+    def __reduce__(self):
+        r = _tensor_reduce(self.t)
+        return (_identity, (r,)) if isinstance(r, torch.Tensor) else r
+
+
+def _identity(x):
+    return x
 
 
 class _Packed(list):
@@ -428,18 +476,32 @@ class _Packed(list):
         if not self or not all(isinstance(t, torch.Tensor) and t.device.type == "cpu"
                                for t in self) or len({t.dtype for t in self}) != 1:
             return (list, (list(self),))
-        flat = torch.empty(sum(t.numel() for t in self), dtype=self[0].dtype).share_memory_()
-        torch.cat([t.reshape(-1) for t in self], out=flat)
-        return (_unpack, (flat, [tuple(t.shape) for t in self]))
+        flat = torch.cat([t.reshape(-1) for t in self])
+        return (_unpack, (_ByValue(flat), [tuple(t.shape) for t in self]))
 
 
 def _unpack(flat, shapes):
+    if all(len(shape) == 1 for shape in shapes):
+        return list(torch.split(flat, [shape[0] for shape in shapes]))
     out, at = [], 0
     for shape in shapes:
         n = math.prod(shape)
         out.append(flat[at:at + n].view(shape))
         at += n
     return out
+
+
+class _Ragged:
+    """Samples of different sizes, back to back in one shared tensor (a DataLoader worker's
+    batch without a transform): arrives in the main process as the list of uint8 tensors
+    num_workers=0 gives, views of that one tensor. Not a sequence, so DataLoader's
+    default_convert passes it through untouched."""
+
+    def __init__(self, flat, sizes):
+        self.flat, self.sizes = flat, sizes
+
+    def __reduce__(self):
+        return (_unpack, (_ByValue(self.flat), [(n,) for n in self.sizes]))
 
 
 class DataLoader(torch.utils.data.DataLoader):
