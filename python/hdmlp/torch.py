@@ -71,11 +71,11 @@ dataset's); with a plain DataLoader and workers, state_dict() raises hdmlp.State
 A state from another dataset or configuration raises hdmlp.InvalidArgumentError (a
 ValueError) naming the field.
 """
+import math
 import os
 import random
 import socket
-
-import math
+import time
 import weakref
 
 import torch
@@ -508,7 +508,11 @@ class DataLoader(torch.utils.data.DataLoader):
     """torch.utils.data.DataLoader that counts the batches it yields, so that an
     HdmlpIterableDataset's state_dict() is the position training reached even when
     workers prefetch ahead. Same arguments; state_dict()/load_state_dict() are the
-    dataset's."""
+    dataset's. stall_seconds: time the training loop spent waiting in next() (this rank's
+    stall, the number to compare across local ranks); batches_yielded: over all epochs."""
+
+    stall_seconds = 0.0  # time the training loop waited for batches, over all iterations
+    batches_yielded = 0
 
     def __iter__(self):
         ds = self.dataset
@@ -516,7 +520,16 @@ class DataLoader(torch.utils.data.DataLoader):
         it = super().__iter__()
         if counted:
             ds._yielded = [self.num_workers, 0]
-        for item in it:
+        clock = time.perf_counter
+        while True:
+            t0 = clock()
+            try:
+                item = next(it)
+            except StopIteration:
+                return
+            finally:
+                self.stall_seconds += clock() - t0
+            self.batches_yielded += 1
             if counted:
                 ds._yielded[1] += 1
             yield item

@@ -71,6 +71,16 @@ def test_workers_advance_epochs_by_themselves(worker_ds, persistent):
     assert st["epochs"] >= 3 and st["plane_arena_bytes"] > 0
 
 
+def test_counting_dataloader_reports_batches_and_stall(worker_ds):
+    ds = ht.HdmlpIterableDataset(worker_ds.path, 32, MEM, seed=5)
+    dl = ht.DataLoader(ds, batch_size=None, num_workers=2)
+    t0 = __import__("time").perf_counter()
+    n = sum(1 for _ in dl)
+    elapsed = __import__("time").perf_counter() - t0
+    assert n == dl.batches_yielded == len(ds)
+    assert 0 < dl.stall_seconds <= elapsed
+
+
 def test_ragged_samples_cross_the_worker_queue_as_views_of_one_tensor(worker_ds):
     ds = ht.HdmlpIterableDataset(worker_ds.path, 32, MEM, seed=5, with_indices=True)
     got = {}
@@ -234,6 +244,8 @@ def test_two_ranks_with_torch_distributed(small_ds):
             assert not set(a) & set(b), (workers, epoch)
             assert sorted(a + b) == list(range(small_ds.n)), (workers, epoch)
         assert results[0][workers][0] != results[0][workers][1]
+    for r in results:  # one loader per rank: the order does not depend on the workers
+        assert r["2"] == r["0"]
 
 
 def test_pickles_for_spawned_workers(small_ds):
