@@ -30,7 +30,7 @@ build/examples/hdmlp_example_iterate "$work/train.hdmlp"
 echo "== iterate with hdmlp-bench (3 epochs, memory budget 25 % of the dataset)"
 build/loader/hdmlp-bench "$work/train.hdmlp" --memory 25% --epochs 3 --batch 64
 
-echo "== iterate from PyTorch (examples/iterate_torch.py: hdmlp.torch + DataLoader)"
+echo "== iterate from PyTorch (examples/iterate_torch.py: hdmlp.torch + DataLoader, 2 workers)"
 PYTHONPATH=build/python /usr/bin/python3 examples/iterate_torch.py "$work/train.hdmlp" 2
 
 echo "== train a small CNN: hdmlp.torch vs torchvision's ImageFolder pipeline (1 epoch)"
