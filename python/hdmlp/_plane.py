@@ -94,7 +94,8 @@ class Plane:
         self.lock = threading.Condition()
         self.session = None
         self.next_sid = 1
-        self.records = []           # (offset, length) in production order, not yet reused
+        self.records = []           # [offset, length, holder] in production order, not yet
+                                    # reused; holder: the worker socket it went to, or None
         self.head = 0               # next free offset
         self.seq = 0
         self.closing = False
@@ -103,8 +104,13 @@ class Plane:
 
     # arena space: records are placed in production order and reused oldest first
     def _reclaim(self):
-        while self.records and _hdmlp._ring_released(self.mm, self.records[0][0]):
-            self.records.pop(0)
+        with self.lock:
+            while self.records and _hdmlp._ring_released(self.mm, self.records[0][0]):
+                self.records.pop(0)
+
+    def _free(self, rec):
+        """A record nobody will take (its worker left, its session was replaced)."""
+        _hdmlp._ring_free(self.mm, rec[0])
 
     def _alloc(self, size):
         """Offset of `size` free bytes, waiting for workers to release records."""
@@ -135,15 +141,17 @@ class Plane:
         s = self.producing
         return s is not self.session or s.ended
 
-    def _deliver(self, s, w, msg):
+    def _deliver(self, s, w, msg, rec=None):
         conn = s.joined.get(w)
         if conn is None:
-            s.outbox[w].append(msg)
+            s.outbox[w].append((msg, rec))
             return
+        if rec is not None:
+            rec[2] = conn[0]
         try:
             _send(conn[0], msg)
         except OSError:
-            pass  # its disconnect is handled by the control loop
+            pass  # its disconnect is handled by the control loop (and frees the record)
 
     def _broadcast(self, s, msg):
         for w in range(s.workers):
@@ -179,12 +187,13 @@ class Plane:
                     with self.lock:
                         if self._stale():  # the space stays free: nobody got the record
                             break
-                        self.records.append((off, size))
+                        rec = [off, size, None]
+                        self.records.append(rec)
                         self.head = off + size
                         s.states.append(self.ld.state_dict())
                         self._deliver(s, i % s.workers,
                                       {"op": "batch", "session": s.sid, "i": i, "offset": off,
-                                       "seq": self.seq})
+                                       "seq": self.seq}, rec)
                     i += 1
                 else:
                     with self.lock:
@@ -204,9 +213,14 @@ class Plane:
         s = _Session(self.next_sid, workers, epoch)
         self.next_sid += 1
         old = self.session
-        if old is not None and not old.ended:
-            old.ended = True
-            self._broadcast(old, {"op": "end", "session": old.sid})
+        if old is not None:
+            if not old.ended:
+                old.ended = True
+                self._broadcast(old, {"op": "end", "session": old.sid})
+            for box in old.outbox.values():  # records of workers that never joined it
+                for _, rec in box:
+                    if rec is not None:
+                        self._free(rec)
         self.session = s
         self.lock.notify_all()
         return s
@@ -228,7 +242,9 @@ class Plane:
                 s = self._open_session(workers, epoch)
             s.joined[w] = (conn, key)
             _send(conn, {"op": "joined", "session": s.sid})
-            for m in s.outbox.pop(w, []):
+            for m, rec in s.outbox.pop(w, []):
+                if rec is not None:
+                    rec[2] = conn
                 _send(conn, m)
 
     def _state(self, conn, msg):
@@ -246,6 +262,9 @@ class Plane:
 
     def _disconnect(self, conn):
         with self.lock:
+            for rec in self.records:  # what it was sent and did not release
+                if rec[2] is conn:
+                    self._free(rec)
             s = self.session
             if s is not None and not s.ended:
                 for w, (c, key) in list(s.joined.items()):

@@ -157,6 +157,26 @@ static PyObject *ring_released(PyObject *module, PyObject *args)
     return PyBool_FromLong(r != 0);
 }
 
+/* _ring_free(arena, offset): marks a record free that no taker will release (its worker
+ * went away, or its session was replaced before the worker joined) */
+static PyObject *ring_free(PyObject *module, PyObject *args)
+{
+    (void)module;
+    PyObject *arena;
+    unsigned long long offset;
+    if (!PyArg_ParseTuple(args, "OK:_ring_free", &arena, &offset)) {
+        return NULL;
+    }
+    Py_buffer view;
+    if (arena_range(arena, offset, sizeof(ring_header), &view, 1) < 0) {
+        return NULL;
+    }
+    ring_header *h = (ring_header *)(void *)((char *)view.buf + offset);
+    __atomic_store_n(&h->released, 1, __ATOMIC_RELEASE);
+    PyBuffer_Release(&view);
+    Py_RETURN_NONE;
+}
+
 /* What a taken record's Batch owns: the arena's buffer export, the views. */
 typedef struct ring_taken {
     Py_buffer arena;
@@ -234,6 +254,8 @@ static PyMethodDef ring_functions[] = {
      "arena (without the GIL)."},
     {"_ring_released", ring_released, METH_VARARGS,
      "_ring_released(arena, offset) -> True once the record was released by its taker."},
+    {"_ring_free", ring_free, METH_VARARGS,
+     "_ring_free(arena, offset): marks a record free that no taker will release."},
     {"_ring_take", ring_take, METH_VARARGS,
      "_ring_take(arena, offset, seq) -> Batch viewing the record (checked)."},
     {NULL, NULL, 0, NULL},

@@ -143,3 +143,26 @@ def test_killed_worker_or_plane_fails_clearly_and_leaves_nothing(small_ds, victi
     else:
         pytest.fail(f"data plane pid {plane} still runs after its main process exited")
     assert _abstract_sockets() <= before
+
+
+@pytest.mark.parametrize("persistent", [False, True])
+def test_breaking_out_of_epochs_matches_no_workers_and_frees_the_arena(small_ds, persistent):
+    import hdmlp.torch as ht
+    plan = [3, None, 5, None, 1, None, None]  # batches taken per iteration (None: all)
+
+    def run(workers):
+        ds = ht.HdmlpIterableDataset(small_ds.path, 32, "40%", seed=5, with_indices=True)
+        dl = ht.DataLoader(ds, batch_size=None, num_workers=workers,
+                           persistent_workers=persistent and workers > 0)
+        out = []
+        for take in plan:
+            got = []
+            for i, (_, _, idx) in enumerate(dl):
+                got.append(idx.tolist())
+                if take is not None and i + 1 == take:
+                    break
+            out.append(got)
+        return out
+
+    # workers abandoned mid-epoch hold records; the plane must get them back or it stalls
+    assert run(2) == run(0)
