@@ -11,9 +11,10 @@ records as zero-copy hdmlp.Batch objects; releasing one frees its record.
 
 Control runs over a Unix SOCK_SEQPACKET socket in the abstract namespace (nothing left on
 disk; peers must have this process's uid), one JSON message per packet; the arena's fd is
-passed once at connect (SCM_RIGHTS). Sessions: each worker's iter() asks to join one; a
-worker asking again, or an explicit epoch other than the session's, opens the next one,
-and the loader leaves the old epoch as hdmlp.Loader does when an iteration is abandoned.
+passed once at connect (SCM_RIGHTS). Sessions: each worker's iter() asks to join the
+session of its DataLoader iteration (named by a key all its workers share); a new key
+opens the next session, and the loader leaves the old epoch as hdmlp.Loader does when an
+iteration is abandoned.
 The plane keeps the loader's state after every batch of the current session, so the main
 process can save the position the DataLoader has yielded (not what workers prefetched).
 
@@ -77,8 +78,9 @@ def _peer_uid(sock):
 # -- the plane process ------------------------------------------------------------------
 
 class _Session:
-    def __init__(self, sid, workers, epoch):
+    def __init__(self, sid, key, workers, epoch):
         self.sid = sid
+        self.key = key              # the DataLoader iteration (see Client.iterate)
         self.workers = workers
         self.epoch = epoch          # requested epoch, or None (the loader's next)
         self.joined = {}            # worker id -> (conn, key)
@@ -101,6 +103,7 @@ class Plane:
         self.closing = False
         self.conns = {}             # fd -> socket
         self.fatal = None
+        self.seen = set()           # keys of the sessions so far
 
     # arena space: records are placed in production order and reused oldest first
     def _reclaim(self):
@@ -209,8 +212,9 @@ class Plane:
                                         "type": type(exc).__name__, "message": str(exc)})
                     s.ended = True
 
-    def _open_session(self, workers, epoch):
-        s = _Session(self.next_sid, workers, epoch)
+    def _open_session(self, key, workers, epoch):
+        s = _Session(self.next_sid, key, workers, epoch)
+        self.seen.add(key)
         self.next_sid += 1
         old = self.session
         if old is not None:
@@ -226,7 +230,8 @@ class Plane:
         return s
 
     def _join(self, conn, msg):
-        w, workers, epoch, key = msg["worker"], msg["workers"], msg["epoch"], msg["key"]
+        w, workers, epoch = msg["worker"], msg["workers"], msg["epoch"]
+        key, pid = tuple(msg["key"]), msg["pid"]
         if workers > self.spec["workers"]:
             _send(conn, {"op": "error", "type": "OutOfMemoryError",
                          "message": f"data plane: its arena was sized for "
@@ -235,12 +240,19 @@ class Plane:
             return
         with self.lock:
             s = self.session
-            # a worker that has not joined the current session joins it, even if ended
-            # (its outbox then holds the end); asking again opens the next session
-            if (s is None or s.workers != workers or w in s.joined or
-                    (epoch is not None and s.epoch != epoch)):
-                s = self._open_session(workers, epoch)
-            s.joined[w] = (conn, key)
+            # The workers of one DataLoader iteration share its key and join one session,
+            # even one that has ended (the joiner's outbox then holds the end or the
+            # error); a new key opens the next session; an old key (a worker of an
+            # iteration already replaced, late) gets an empty one. Keys without the
+            # hdmlp.torch.DataLoader token (key[0] None) can repeat (a generator reseeded
+            # alike): those always open a session.
+            if s is None or s.key != key:
+                if key in self.seen and key[0] is not None:
+                    _send(conn, {"op": "joined", "session": 0})
+                    _send(conn, {"op": "end", "session": 0})
+                    return
+                s = self._open_session(key, workers, epoch)
+            s.joined[w] = (conn, pid)
             _send(conn, {"op": "joined", "session": s.sid})
             for m, rec in s.outbox.pop(w, []):
                 if rec is not None:
@@ -267,13 +279,13 @@ class Plane:
                     self._free(rec)
             s = self.session
             if s is not None and not s.ended:
-                for w, (c, key) in list(s.joined.items()):
+                for w, (c, key) in list(s.joined.items()):  # key: the worker's pid
                     if c is conn:
                         s.ended = True
                         self._broadcast(s, {"op": "error", "session": s.sid,
                                             "type": "Error",
                                             "message": f"DataLoader worker {w} (pid "
-                                                       f"{key[0]}) disconnected mid-epoch"})
+                                                       f"{key}) disconnected mid-epoch"})
             self.lock.notify_all()
 
     def serve(self):
@@ -476,11 +488,16 @@ class Client:
         if msg.get("op") == "batch":
             _hdmlp._ring_take(self.mm, msg["offset"], msg["seq"]).release()
 
-    def iterate(self, worker, workers, epoch):
-        """Batches (hdmlp.Batch over the arena) of worker `worker`'s share of one epoch."""
+    def iterate(self, worker, workers, epoch, token, base_seed):
+        """Batches (hdmlp.Batch over the arena) of worker `worker`'s share of one epoch.
+        token (hdmlp.torch.DataLoader's, new for every iterator it makes; or None) and
+        base_seed (the DataLoader iterator's worker base seed, the same in all its
+        workers), with the count of iterations in this process (persistent workers count
+        up together), name the DataLoader iteration."""
         self.iterations += 1
         _send(self.sock, {"op": "iter", "worker": worker, "workers": workers,
-                          "epoch": epoch, "key": [os.getpid(), self.iterations]})
+                          "epoch": epoch, "key": [token, base_seed, self.iterations],
+                          "pid": os.getpid()})
         while True:
             msg = self._recv()
             if msg.get("op") == "joined":

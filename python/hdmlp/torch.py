@@ -228,6 +228,7 @@ class HdmlpIterableDataset(IterableDataset):
         self._client = None
         self._client_pid = None
         self._yielded = None    # batches hdmlp.torch.DataLoader yielded in its iteration
+        self._iteration_token = None  # hdmlp.torch.DataLoader's, per iterator it makes
         self._finalizer = _plane_finalizer(self)
 
     # -- epochs and length -------------------------------------------------------------
@@ -416,7 +417,8 @@ class HdmlpIterableDataset(IterableDataset):
             yield item
 
     def _iterate_workers(self, client, info, epoch):
-        for batch in client.iterate(info.id, info.num_workers, epoch):
+        for batch in client.iterate(info.id, info.num_workers, epoch, self._iteration_token,
+                                    info.seed - info.id):
             item = self._convert(batch, shared=True)
             del batch
             yield tuple(_Packed(x) if isinstance(x, list) else
@@ -517,6 +519,8 @@ class DataLoader(torch.utils.data.DataLoader):
     def __iter__(self):
         ds = self.dataset
         counted = isinstance(ds, HdmlpIterableDataset)
+        if counted:  # forked into the workers: names this iteration for the data plane
+            ds._iteration_token = random.getrandbits(62)
         it = super().__iter__()
         if counted:
             ds._yielded = [self.num_workers, 0]
