@@ -275,11 +275,17 @@ int loader_create_with(hdmlp_dataset *ds, const hdmlp_config *cfg,
     if (rc == HDMLP_OK && ld->world > 1) {
         const peer_handler h = {ld, exchange_on_msg, exchange_on_error};
         ld->last_peer_ns = loader_now_ns();
-        rc = factory(&ld->cfg, &h, &ld->net);
+        /* The transport's server may deliver a peer's request (and queue answers) before
+         * the factory returns: ld->net is published under the lock, and what was queued
+         * meanwhile is sent right after. */
+        peer_transport *net = NULL;
+        rc = factory(&ld->cfg, &h, &net);
         if (rc == HDMLP_OK) {
             pthread_mutex_lock(&ld->lock);
-            ld->st.peers_same_host = ld->net->peers_same_host;
+            ld->net = net;
+            ld->st.peers_same_host = net->peers_same_host;
             pthread_mutex_unlock(&ld->lock);
+            exchange_flush(ld);
         }
     }
     if (rc != HDMLP_OK) {

@@ -165,12 +165,17 @@ void exchange_serve(struct hdmlp_loader *ld)
 void exchange_flush(struct hdmlp_loader *ld)
 {
     pthread_mutex_lock(&ld->lock);
+    peer_transport *net = ld->net;
+    if (net == NULL) { /* the transport is still starting: sent once it is published */
+        pthread_mutex_unlock(&ld->lock);
+        return;
+    }
     ld_send *list = ld->send_head;
     ld->send_head = ld->send_tail = NULL;
     pthread_mutex_unlock(&ld->lock);
     while (list != NULL) {
         ld_send *next = list->next;
-        const int rc = ld->net->send(ld->net, &list->m);
+        const int rc = net->send(net, &list->m);
         if (rc != HDMLP_OK) {
             pthread_mutex_lock(&ld->lock);
             if (ld->failed == 0) {
