@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Crash-safe packing: SIGKILL hdmlp-pack at random moments and check what is left.
 #
-#   bash tests/rel/kill_pack.sh PATH/TO/hdmlp-pack [SCRATCH]
-#   TRIALS=500 bash tests/rel/kill_pack.sh build/packer/hdmlp-pack     (long form)
+#   bash tests/crash/kill_pack.sh PATH/TO/hdmlp-pack [SCRATCH]
+#   TRIALS=500 bash tests/crash/kill_pack.sh build/packer/hdmlp-pack     (long form)
 #
 # Environment: TRIALS (default 50), SEED (default 1; printed), FILES (samples in the
 # generated tree, default 3000), HDMLP_KEEP=1 keeps the scratch directory.

@@ -20,7 +20,7 @@
  * Built with -DFUZZ_GEN_CORPUS instead of -fsanitize=fuzzer, main() writes the seed corpus
  * (tar, pax, gnutar, cpio, zip, 7z, gz/zstd/xz-compressed tar; with directories, symlinks,
  * hard links, "../" and "/" names) into the directory given as argv[1] (see run.sh
- * --gen-corpus). Built with neither, it is a plain object for tests/rel/fuzz_replay.c.
+ * --gen-corpus). Built with neither, it is a plain object for tests/fuzz/fuzz_replay.c.
  */
 #include "pack_internal.h"
 

@@ -16,7 +16,7 @@
  *
  * Built with -DFUZZ_GEN_CORPUS instead of -fsanitize=fuzzer, main() writes the seed corpus
  * into the directory given as argv[1] (see run.sh --gen-corpus). Built with neither, it is
- * a plain object for tests/rel/fuzz_replay.c (the regression replay under ctest).
+ * a plain object for tests/fuzz/fuzz_replay.c (the regression replay under ctest).
  */
 #include "pack_internal.h"
 

@@ -1,8 +1,8 @@
 /*
  * Replays fuzz inputs through a libFuzzer target built without the fuzzer (linked with
- * one tests/fuzz/fuzz_*.c): every file named on the command line, and every regular file
+ * one tests/fuzz/fuzz_NAME.c): every file named on the command line, and every regular file
  * inside each directory named, in sorted order. A target aborts on a violated invariant,
- * so a zero exit means every input passed. Used by ctest (tests/rel_tests.cmake) for
+ * so a zero exit means every input passed. Used by ctest (tests/fuzz/fuzz_tests.cmake) for
  * tests/fuzz/regress/TARGET/ (inputs that once crashed) and tests/fuzz/corpus/TARGET/.
  *
  *   fuzz_replay_list DIR_OR_FILE...

@@ -2,7 +2,7 @@
 # Valgrind (memcheck) over the command-line tools and the C example on a small dataset:
 # zero errors and no definite leaks.
 #
-#   bash tests/rel/valgrind_clis.sh PACK ITERATE BENCH [SCRATCH]
+#   bash tests/resources/valgrind_clis.sh PACK ITERATE BENCH [SCRATCH]
 #
 # PACK = hdmlp-pack, ITERATE = examples' hdmlp_example_iterate, BENCH = hdmlp-bench.
 # Runs under `valgrind --leak-check=full --errors-for-leak-kinds=definite
