@@ -138,21 +138,29 @@ static PyObject *ring_put(PyObject *module, PyObject *args)
     return PyLong_FromUnsignedLongLong(len);
 }
 
+/* The `released` flag of the record at (arena, offset) from args parsed with `fmt`, and the
+ * arena's buffer in *view (release it after use); NULL with an exception set. */
+static uint32_t *released_flag(PyObject *args, const char *fmt, Py_buffer *view)
+{
+    PyObject *arena;
+    unsigned long long offset;
+    if (!PyArg_ParseTuple(args, fmt, &arena, &offset) ||
+        arena_range(arena, offset, sizeof(ring_header), view, 1) < 0) {
+        return NULL;
+    }
+    return &((ring_header *)(void *)((char *)view->buf + offset))->released;
+}
+
 /* _ring_released(arena, offset) -> True once the record's taker released it */
 static PyObject *ring_released(PyObject *module, PyObject *args)
 {
     (void)module;
-    PyObject *arena;
-    unsigned long long offset;
-    if (!PyArg_ParseTuple(args, "OK:_ring_released", &arena, &offset)) {
-        return NULL;
-    }
     Py_buffer view;
-    if (arena_range(arena, offset, sizeof(ring_header), &view, 0) < 0) {
+    uint32_t *flag = released_flag(args, "OK:_ring_released", &view);
+    if (flag == NULL) {
         return NULL;
     }
-    ring_header *h = (ring_header *)(void *)((char *)view.buf + offset);
-    const uint32_t r = __atomic_load_n(&h->released, __ATOMIC_ACQUIRE);
+    const uint32_t r = __atomic_load_n(flag, __ATOMIC_ACQUIRE);
     PyBuffer_Release(&view);
     return PyBool_FromLong(r != 0);
 }
@@ -162,17 +170,12 @@ static PyObject *ring_released(PyObject *module, PyObject *args)
 static PyObject *ring_free(PyObject *module, PyObject *args)
 {
     (void)module;
-    PyObject *arena;
-    unsigned long long offset;
-    if (!PyArg_ParseTuple(args, "OK:_ring_free", &arena, &offset)) {
-        return NULL;
-    }
     Py_buffer view;
-    if (arena_range(arena, offset, sizeof(ring_header), &view, 1) < 0) {
+    uint32_t *flag = released_flag(args, "OK:_ring_free", &view);
+    if (flag == NULL) {
         return NULL;
     }
-    ring_header *h = (ring_header *)(void *)((char *)view.buf + offset);
-    __atomic_store_n(&h->released, 1, __ATOMIC_RELEASE);
+    __atomic_store_n(flag, 1, __ATOMIC_RELEASE);
     PyBuffer_Release(&view);
     Py_RETURN_NONE;
 }
