@@ -173,7 +173,8 @@ class HdmlpIterableDataset(IterableDataset):
     dataset: path of a packed dataset (or an hdmlp.Dataset). batch_size, memory (int bytes
     or '1G', '25%'), seed, drop_last and **loader_kwargs (threads, refill, policy, engine,
     lookahead, direct_io, storage_cost, remote_memory, prefetch, peer_timeout, tls) go to
-    hdmlp.Loader. memory is this rank's total: with W DataLoader workers each gets memory/W.
+    hdmlp.Loader. memory is the rank's loader budget, with or without DataLoader workers
+    (workers share one loader; their shared arena comes on top, see the module doc).
     collate: 'auto' | True | False. num_workers, peers, host: for world > 1 (module doc).
     """
 
