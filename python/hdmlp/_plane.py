@@ -87,7 +87,6 @@ class _Session:
         self.outbox = {w: [] for w in range(workers)}  # messages for workers not joined yet
         self.states = []            # loader state after j batches (j = 0..)
         self.ended = False
-        self.error = None
 
 
 class Plane:
@@ -207,7 +206,6 @@ class Plane:
                                     hdmlp.PeerError, hdmlp.OutOfMemoryError)):
                     self.fatal = exc
                 with self.lock:
-                    s.error = exc
                     self._broadcast(s, {"op": "error", "session": s.sid,
                                         "type": type(exc).__name__, "message": str(exc)})
                     s.ended = True
