@@ -1,4 +1,19 @@
-/* Shared internals of the packing library (not for the CLI). */
+/*
+ * Shared internals of the packing library (not for the CLI).
+ *
+ * Layering: a file calls only files on lower layers (checked from the object files; no
+ * circles). Lower layers report through the caller's callbacks in pack_opts, passed down,
+ * never by calling the driver.
+ *   5 CLI         pack_main.c → pack_inspect.c, pack_progress.c, pack_run() (packer.h)
+ *   4 driver      pack_run.c: scan → sort → shuffle → dictionary → chunks → index → commit
+ *   3 stages      pack_scan_dir.c, pack_scan_list.c, pack_scan_archive.c (→ pack_spill.c),
+ *                 pack_write.c (→ pack_codec.c, pack_segment.c, pack_source.c),
+ *                 pack_outdir.c
+ *   2 services    pack_codec.c (→ pack_source.c), pack_spill.c, pack_source.c,
+ *                 pack_segment.c
+ *   1 base        pack_items.c (buffers, items, labels), pack_notify.c (cancel, progress,
+ *                 warnings through pack_opts); format/ and the hd_* helpers of libhdmlp
+ */
 #ifndef HDMLP_PACK_INTERNAL_H
 #define HDMLP_PACK_INTERNAL_H
 
@@ -82,7 +97,7 @@ int pack_add_item(pack_ctx *ctx, uint32_t input, const void *key, size_t key_len
 /* perm[0..n) = item ids sorted by (input, key bytes, scan order). */
 int pack_sort_items(const pack_ctx *ctx, uint64_t *perm);
 
-/* Progress/cancel helpers (pack_run.c). */
+/* Cancellation, progress and warnings, through the caller's pack_opts (pack_notify.c). */
 bool pack_cancelled(const pack_opts *o);
 void pack_report(const pack_opts *o, pack_phase phase, uint64_t samples_done,
                  uint64_t samples_total, uint64_t bytes_done, uint64_t bytes_total);

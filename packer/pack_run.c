@@ -3,7 +3,6 @@
 #include "pack_internal.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -21,41 +20,6 @@ void pack_opts_init(pack_opts *o)
     o->level = PACK_DEFAULT_LEVEL;
     o->threads = 1;
     o->segment_size = PACK_DEFAULT_SEGMENT_SIZE;
-}
-
-bool pack_cancelled(const pack_opts *o) { return o->cancel && o->cancel(o->cb_arg) != 0; }
-
-void pack_report(const pack_opts *o, pack_phase phase, uint64_t samples_done,
-                 uint64_t samples_total, uint64_t bytes_done, uint64_t bytes_total)
-{
-    if (o->progress) {
-        const pack_progress p = {phase, samples_done, samples_total, bytes_done, bytes_total};
-        o->progress(o->cb_arg, &p);
-    }
-}
-
-void pack_warn(const pack_opts *o, const char *fmt, ...)
-{
-    if (!o->message) {
-        return;
-    }
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    o->message(o->cb_arg, msg);
-}
-
-void pack_scan_tick(pack_ctx *ctx, uint64_t pending)
-{
-    const uint64_t bytes = ctx->raw_bytes + pending;
-    if (ctx->n_items - ctx->last_progress_items >= 1024 ||
-        bytes - ctx->last_progress_bytes >= (16u << 20)) {
-        ctx->last_progress_items = ctx->n_items;
-        ctx->last_progress_bytes = bytes;
-        pack_report(ctx->o, PACK_PHASE_SCAN, ctx->n_items, 0, bytes, 0);
-    }
 }
 
 static double now_s(void)
