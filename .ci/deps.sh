@@ -13,10 +13,8 @@ PKGS=(
   python3-setuptools python3-pil python3-venv python3-pip python3-build python3-wheel
   dataset-fashion-mnist
   fio gnuplot-nox e2fsprogs util-linux
-  libcurl4-openssl-dev libssl-dev nginx-light nodejs
+  libcurl4-openssl-dev libssl-dev nginx-light
 )
-# npm for the S3 test server (tests/objstore/); node images that bundle npm need no package.
-command -v npm >/dev/null 2>&1 || PKGS+=(npm)
 
 missing=()
 for p in "${PKGS[@]}"; do
