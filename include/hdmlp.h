@@ -96,7 +96,8 @@ typedef struct hdmlp_sample_info {
 } hdmlp_sample_info;
 
 /* Opens the dataset in directory `path`, validating the index (checksum, version, every
- * offset and length). Returns HDMLP_E_NOTFOUND, HDMLP_E_IO, HDMLP_E_CORRUPT or
+ * offset and length). A URL (http://, https://, s3://) opens a dataset in object storage:
+ * hdmlp_dataset_open_source() with a config from hdmlp_source_config_load_aws(). Returns HDMLP_E_NOTFOUND, HDMLP_E_IO, HDMLP_E_CORRUPT or
  * HDMLP_E_VERSION with detail in hdmlp_last_error(). The caller owns *out. */
 HDMLP_API int hdmlp_dataset_open(const char *path, hdmlp_dataset **out);
 /* Closes the dataset. Every view and key pointer obtained from it becomes invalid. The
@@ -141,6 +142,60 @@ HDMLP_API int hdmlp_dataset_verify(hdmlp_dataset *ds,
                                    void (*progress)(void *arg, uint64_t chunks_done,
                                                     uint64_t chunks_total),
                                    void *arg);
+
+/* ---------------------------------------------------------------------------------------
+ * Datasets in object storage. hdmlp_dataset_open() also takes a URL:
+ *   http://host[:port]/path/ and https://...  the directory's files by HTTP range GETs;
+ *   s3://bucket/prefix                         S3 or an S3-compatible store, SigV4-signed.
+ * A remote dataset reads its index at open (checked as a local one), checks every segment's
+ * size, and serves reads with HTTP range requests: many in flight per I/O thread, kept-alive
+ * connections, HTTP/2 where the server offers it. Failed requests (5xx, 429, timeouts,
+ * dropped connections, short bodies) are retried with backoff a bounded number of times;
+ * 403 and 404 fail at once naming the URL. Bytes are checked by the dataset's checksums as
+ * for a local dataset: a wrong body is never delivered. The SSD tier caches remote chunks.
+ * ------------------------------------------------------------------------------------- */
+typedef struct hdmlp_source_config hdmlp_source_config;
+
+/* A source configuration with defaults: no credentials (unsigned requests), region
+ * us-east-1, AWS's endpoint, path-style addressing when an endpoint is set (auto), the
+ * system CA store, timeouts connect 10 s / stall 15 s / request 120 s, 4 retries. A plain
+ * value object: not thread-safe; may be freed once the dataset is open. */
+HDMLP_API int hdmlp_source_config_create(hdmlp_source_config **out);
+HDMLP_API void hdmlp_source_config_free(hdmlp_source_config *cfg);
+/* Fills credentials, region and endpoint as AWS's tools do: AWS_ACCESS_KEY_ID,
+ * AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION / AWS_DEFAULT_REGION,
+ * AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL from the environment, else from the profile
+ * AWS_PROFILE (default "default") of ~/.aws/credentials and ~/.aws/config (or
+ * AWS_SHARED_CREDENTIALS_FILE / AWS_CONFIG_FILE). The one place the library reads the
+ * environment; hdmlp_dataset_open() calls it for s3:// URLs. Missing values leave the
+ * config as it was; HDMLP_E_INVAL for an access key without a secret. */
+HDMLP_API int hdmlp_source_config_load_aws(hdmlp_source_config *cfg);
+/* "http(s)://host[:port]" of an S3-compatible server (MinIO, Ceph, ...); NULL: AWS. */
+HDMLP_API int hdmlp_source_config_set_endpoint(hdmlp_source_config *cfg, const char *url);
+HDMLP_API int hdmlp_source_config_set_region(hdmlp_source_config *cfg, const char *region);
+/* Both keys, or neither (NULL, NULL: unsigned requests); session_token may be NULL. The
+ * strings are copied. */
+HDMLP_API int hdmlp_source_config_set_credentials(hdmlp_source_config *cfg,
+                                                  const char *access_key,
+                                                  const char *secret_key,
+                                                  const char *session_token);
+/* 1: http://endpoint/bucket/key (MinIO-like servers); 0: http://bucket.endpoint/key;
+ * -1: path style exactly when an endpoint is set. */
+HDMLP_API int hdmlp_source_config_set_path_style(hdmlp_source_config *cfg, int path_style);
+/* PEM file of CA certificates for https (NULL: the system store). */
+HDMLP_API int hdmlp_source_config_set_ca_file(hdmlp_source_config *cfg, const char *path);
+/* connect_ms: connection set-up; stall_ms (>= 1000): a transfer moving no byte for this
+ * long fails; request_ms: a whole request. A failure by timeout is retried like a 5xx. */
+HDMLP_API int hdmlp_source_config_set_timeouts(hdmlp_source_config *cfg, uint32_t connect_ms,
+                                               uint32_t stall_ms, uint32_t request_ms);
+/* Further attempts after a retryable failure, 0..20 (backoff 50 ms doubling to 2 s). */
+HDMLP_API int hdmlp_source_config_set_retries(hdmlp_source_config *cfg, uint32_t retries);
+/* Opens the dataset at `url` (http://, https:// or s3://) with cfg (NULL: defaults, no
+ * credentials). Errors as hdmlp_dataset_open(), the URL in the detail; HDMLP_E_NOTFOUND
+ * for a missing index or segment (404), HDMLP_E_IO for refused access (403), HDMLP_E_TIMEOUT
+ * when the server does not answer within the limits. The config is copied. */
+HDMLP_API int hdmlp_dataset_open_source(const char *url, const hdmlp_source_config *cfg,
+                                        hdmlp_dataset **out);
 
 /* ---------------------------------------------------------------------------------------
  * Sizes as text, as hdmlp-bench and the Python module read them ("256M", "25%").
@@ -401,6 +456,124 @@ HDMLP_API uint64_t hdmlp_batch_epoch(const hdmlp_batch *batch);
 /* Pointer to the batch's views (hdmlp_batch_size() of them), owned by the batch. */
 HDMLP_API const hdmlp_sample_view *hdmlp_batch_samples(const hdmlp_batch *batch);
 
+/* ---------------------------------------------------------------------------------------
+ * Image pipeline (optional). With an image config on the loader config, every sample is an
+ * encoded image that the loader decodes and augments on its own decode threads (never on
+ * the thread calling hdmlp_loader_next), a few batches ahead of the consumer, straight into
+ * one contiguous output buffer per batch. Everything else (order, ranks, tiers, resume,
+ * corrupt-sample handling) is unchanged: the same samples arrive in the same batches.
+ *
+ * Inputs: JPEG (baseline and progressive, grayscale/YCbCr/CMYK, through libjpeg-turbo),
+ * PNG (any bit depth and colour type, through libspng; 16-bit is reduced to 8, alpha is
+ * dropped) and raw arrays: a 16-byte header "HDRI", then height, width and channels (1 or
+ * 3) as little-endian uint32, then height × width × channels uint8 in row-major HWC order
+ * (exactly that many bytes). Anything else, or an image over 32768 pixels on a side or
+ * 2^28 pixels, is a corrupt sample (HDMLP_E_CORRUPT naming the sample and the reason).
+ *
+ * Augmentation is deterministic: every random draw of sample i in epoch e comes from the
+ * project's RNG seeded with (loader seed, e, i), so a run reproduces whatever the thread
+ * count or timing.
+ *   - HDMLP_IMAGE_TRAIN: torchvision's RandomResizedCrop: up to 10 attempts drawing an area
+ *     fraction uniformly in `scale` and a log-uniform aspect ratio in `ratio`; the first
+ *     crop that fits is taken at a uniform position; otherwise the fallback (the whole
+ *     image, clamped to the ratio range, centred). Then a horizontal flip with probability
+ *     `flip` (default 0.5).
+ *   - HDMLP_IMAGE_VAL: resize so the shorter side is min(height, width) / crop_fraction
+ *     (default 224/256 = 0.875), then a centre crop of height × width (torchvision's
+ *     Resize + CenterCrop). No flip unless `flip` is set.
+ * Resampling is PIL's antialiased bilinear (Image.BILINEAR with its reducing support: a
+ * triangle filter stretched by the scale factor, separable, horizontal pass first, 8-bit
+ * rounding between passes), which torchvision applies to PIL images. JPEG decoding may use
+ * libjpeg-turbo's DCT scaling (decoding at 1/2, 1/4 or 1/8 size) when the crop is still at
+ * least twice the output size after it; the result then differs from a full decode and
+ * resize by a few levels (tests/test_image_decode.c states the bound). Turn it off for
+ * exact parity.
+ * ------------------------------------------------------------------------------------- */
+typedef struct hdmlp_image_config hdmlp_image_config;
+
+typedef enum hdmlp_image_mode {
+    HDMLP_IMAGE_TRAIN = 0, /* RandomResizedCrop + horizontal flip (default) */
+    HDMLP_IMAGE_VAL = 1    /* Resize (shorter side) + CenterCrop */
+} hdmlp_image_mode;
+
+typedef enum hdmlp_image_layout {
+    HDMLP_LAYOUT_NHWC = 0, /* default */
+    HDMLP_LAYOUT_NCHW = 1
+} hdmlp_image_layout;
+
+typedef enum hdmlp_image_dtype {
+    HDMLP_DTYPE_UINT8 = 0,  /* pixel values 0..255 (default) */
+    HDMLP_DTYPE_FLOAT32 = 1 /* (value / 255 - mean[c]) / std[c] */
+} hdmlp_image_dtype;
+
+/* A plain value object like hdmlp_config: not thread-safe; setters check their range and
+ * return HDMLP_E_INVAL (naming the parameter) without changing the config on failure. */
+HDMLP_API int hdmlp_image_config_create(hdmlp_image_config **out);
+HDMLP_API void hdmlp_image_config_free(hdmlp_image_config *ic);
+/* Output height and width in pixels, each 1..8192. Default 224 × 224. */
+HDMLP_API int hdmlp_image_config_set_size(hdmlp_image_config *ic, uint32_t height,
+                                          uint32_t width);
+HDMLP_API int hdmlp_image_config_set_mode(hdmlp_image_config *ic, hdmlp_image_mode mode);
+/* RandomResizedCrop's area fraction range: 0 < min <= max <= 1. Default 0.08 .. 1. */
+HDMLP_API int hdmlp_image_config_set_scale(hdmlp_image_config *ic, double min, double max);
+/* RandomResizedCrop's aspect ratio (width / height) range: 0 < min <= max <= 100.
+ * Default 3/4 .. 4/3. */
+HDMLP_API int hdmlp_image_config_set_ratio(hdmlp_image_config *ic, double min, double max);
+/* Validation crop fraction, 0 < f <= 1. Default 0.875 (224 of 256). */
+HDMLP_API int hdmlp_image_config_set_crop_fraction(hdmlp_image_config *ic, double f);
+/* Horizontal flip probability, 0..1, in either mode. Default 0.5 in TRAIN, 0 in VAL. */
+HDMLP_API int hdmlp_image_config_set_flip(hdmlp_image_config *ic, double p);
+HDMLP_API int hdmlp_image_config_set_layout(hdmlp_image_config *ic, hdmlp_image_layout layout);
+HDMLP_API int hdmlp_image_config_set_dtype(hdmlp_image_config *ic, hdmlp_image_dtype dtype);
+/* Normalisation for HDMLP_DTYPE_FLOAT32, per output channel (the first `channels` entries
+ * are used): each std must be > 0 and every value finite. Default mean 0, std 1 (values in
+ * 0..1). Ignored for uint8. ImageNet's: mean {0.485, 0.456, 0.406}, std {0.229, 0.224,
+ * 0.225}. */
+HDMLP_API int hdmlp_image_config_set_normalize(hdmlp_image_config *ic, const float mean[3],
+                                               const float std[3]);
+/* Output channels: 3 (RGB; grayscale inputs are replicated, the default) or 1 (luma;
+ * colour inputs converted as PIL's convert("L"): (299 R + 587 G + 114 B) / 1000). */
+HDMLP_API int hdmlp_image_config_set_channels(hdmlp_image_config *ic, uint32_t channels);
+/* Decode threads, 0..64. 0 (the default) = automatic: the loader keeps a pool of one decode
+ * thread per online CPU besides its I/O threads (hdmlp_config_set_threads) and lets a total
+ * of (online CPUs + 1) of them run, moving one thread at a time between I/O and decoding
+ * from the measured rates (every ~200 ms: when decoding waits for data, towards I/O; when
+ * data waits for decoding, towards decoding); at least one of each. n > 0 fixes the split:
+ * all I/O threads and n decode threads. The split and rates are in the stats. */
+HDMLP_API int hdmlp_image_config_set_decode_threads(hdmlp_image_config *ic, uint32_t n);
+/* Decode-ahead depth: batches decoded ahead of the consumer, 1..16. Default 2. Each costs
+ * one output buffer in the memory budget. */
+HDMLP_API int hdmlp_image_config_set_prefetch(hdmlp_image_config *ic, uint32_t batches);
+/* JPEG DCT scaling (above), 0 or 1. Default 1. */
+HDMLP_API int hdmlp_image_config_set_dct_scaling(hdmlp_image_config *ic, int on);
+
+/* Turns the image pipeline on with a copy of `ic` (NULL turns it off). The output buffers
+ * (prefetch + the batches the consumer holds, each batch × height × width × channels ×
+ * element size bytes) are charged to the memory budget; hdmlp_loader_create fails with
+ * HDMLP_E_INVAL when the budget cannot hold prefetch + 2 of them beside the loader's own
+ * minimum. HDMLP_E_NOMEM when out of memory. */
+HDMLP_API int hdmlp_config_set_image(hdmlp_config *cfg, const hdmlp_image_config *ic);
+
+/* A decoded batch, as hdmlp_batch_image() describes it. */
+typedef struct hdmlp_image_batch {
+    void *data;     /* n images, contiguous: n × H × W × C (NHWC) or n × C × H × W (NCHW);
+                     * 64-byte aligned; owned by the batch, valid (and writable) until
+                     * hdmlp_batch_release */
+    uint64_t bytes; /* n × height × width × channels × element size */
+    uint32_t n;     /* images (== hdmlp_batch_size; skipped corrupt images are left out) */
+    uint32_t height, width, channels;
+    hdmlp_image_layout layout;
+    hdmlp_image_dtype dtype;
+    const uint32_t *labels;  /* n labels, owned by the batch */
+    const uint64_t *indices; /* n packed indices (as hdmlp_sample_view.index) */
+} hdmlp_image_batch;
+
+/* Describes the decoded images of a batch from a loader with an image pipeline. The batch's
+ * sample views (hdmlp_batch_samples) then point at each image inside the same buffer (size
+ * = one image's bytes). HDMLP_E_STATE when the loader has no image pipeline, HDMLP_E_INVAL
+ * on NULL. Any thread, while the batch is held. */
+HDMLP_API int hdmlp_batch_image(const hdmlp_batch *batch, hdmlp_image_batch *out);
+
 /* Counters since creation. All byte counts are exact. */
 typedef struct hdmlp_stats {
     uint64_t samples;                /* samples delivered */
@@ -462,6 +635,16 @@ typedef struct hdmlp_stats {
     uint64_t budget_slots;        /* cap on bytes in valid slots (A = this / (K x mean)) */
     /* the exchange's paths (hdmlp_config_set_same_host) */
     uint64_t peers_same_host; /* peers reached over the same-host (Unix) socket, not TCP */
+    /* image pipeline (hdmlp_config_set_image); all 0 without one */
+    uint64_t images_decoded;    /* images decoded into batches */
+    uint64_t decode_failures;   /* images that failed to decode (skipped or failing) */
+    uint64_t dct_scaled;        /* JPEG decodes that used DCT scaling */
+    uint64_t decode_busy_ns;    /* decode threads' total busy time */
+    uint64_t decode_rate;       /* images/s decoded over the last balance window (~200 ms) */
+    uint64_t read_rate;         /* samples/s the I/O side supplied over that window */
+    uint64_t io_threads_active; /* the current split: I/O threads allowed to run */
+    uint64_t decode_threads_active; /* and decode threads */
+    uint64_t balance_moves;         /* changes of the split (automatic balance) */
 } hdmlp_stats;
 
 HDMLP_API int hdmlp_loader_stats(hdmlp_loader *ld, hdmlp_stats *out);

@@ -43,6 +43,7 @@ struct hdmlp_config {
     uint32_t prefetch;      /* window; 0 = off */
     uint32_t peer_timeout_ms;
     int same_host; /* 1: peers on this host are dialled over the same-host socket */
+    struct hdmlp_image_config *image; /* the image pipeline's config (owned), or NULL */
 };
 
 void config_defaults(struct hdmlp_config *cfg);

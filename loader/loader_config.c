@@ -1,5 +1,6 @@
 /* Loader configuration: typed, range-checked setters. */
 #include "loader.h"
+#include "loader_image.h"
 
 #include <math.h>
 #include <string.h>
@@ -37,6 +38,7 @@ void config_defaults(struct hdmlp_config *cfg)
     cfg->prefetch = 256;
     cfg->peer_timeout_ms = 5000;
     cfg->same_host = 1;
+    cfg->image = NULL;
 }
 
 static char *dup_str(const char *s)
@@ -80,6 +82,8 @@ void config_clear(struct hdmlp_config *cfg)
     hd_free(cfg->tls_ca);
     hd_free(cfg->tls_cert);
     hd_free(cfg->tls_key);
+    hd_free(cfg->image);
+    cfg->image = NULL;
     cfg->peers = NULL;
     cfg->n_peers = 0;
     cfg->listen = NULL;
@@ -101,6 +105,7 @@ int config_copy(struct hdmlp_config *dst, const struct hdmlp_config *src)
     dst->listen = NULL;
     dst->ssd_dir = NULL;
     dst->tls_ca = dst->tls_cert = dst->tls_key = NULL;
+    dst->image = NULL;
     if (src->peers != NULL) {
         dst->peers = dup_peers((const char *const *)src->peers, src->n_peers);
     }
@@ -110,6 +115,14 @@ int config_copy(struct hdmlp_config *dst, const struct hdmlp_config *src)
     fail |= dup_opt(&dst->tls_ca, src->tls_ca);
     fail |= dup_opt(&dst->tls_cert, src->tls_cert);
     fail |= dup_opt(&dst->tls_key, src->tls_key);
+    dst->image = NULL;
+    if (src->image != NULL) {
+        dst->image = hd_malloc(sizeof(*dst->image));
+        if (dst->image != NULL) {
+            *dst->image = *src->image;
+        }
+        fail |= dst->image == NULL;
+    }
     if (fail) {
         config_clear(dst);
         return hd_err(HDMLP_E_NOMEM, "config: out of memory");
@@ -492,5 +505,21 @@ int hdmlp_config_set_on_corrupt(hdmlp_config *cfg, hdmlp_on_corrupt action)
         return hd_err(HDMLP_E_INVAL, "on_corrupt: %d is not fail or skip", (int)action);
     }
     cfg->skip_corrupt = action == HDMLP_CORRUPT_SKIP;
+    return HDMLP_OK;
+}
+
+int hdmlp_config_set_image(hdmlp_config *cfg, const hdmlp_image_config *ic)
+{
+    CHECK_CFG(cfg);
+    struct hdmlp_image_config *copy = NULL;
+    if (ic != NULL) {
+        copy = hd_malloc(sizeof(*copy));
+        if (copy == NULL) {
+            return hd_err(HDMLP_E_NOMEM, "config: out of memory for the image config");
+        }
+        *copy = *ic;
+    }
+    hd_free(cfg->image);
+    cfg->image = copy;
     return HDMLP_OK;
 }

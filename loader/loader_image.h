@@ -1,0 +1,93 @@
+/*
+ * The image pipeline's parts below the loader: the image config (loader_image_config.c),
+ * decoding JPEG / PNG / raw arrays into RGB or gray pixels (loader_image_decode.c), and
+ * the deterministic crop, resize, flip and output conversion (loader_image_aug.c). None of
+ * them knows the loader; loader_image_pipe.c runs them on decode threads.
+ */
+#ifndef HDMLP_LOADER_IMAGE_H
+#define HDMLP_LOADER_IMAGE_H
+
+#include "hdmlp.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct hdmlp_image_config {
+    uint32_t height, width;
+    hdmlp_image_mode mode;
+    double scale_min, scale_max;
+    double ratio_min, ratio_max;
+    double crop_fraction;
+    double flip; /* < 0: the mode's default */
+    hdmlp_image_layout layout;
+    hdmlp_image_dtype dtype;
+    float mean[3], std[3];
+    uint32_t channels;
+    uint32_t decode_threads; /* 0 = automatic balance */
+    uint32_t prefetch;
+    int dct_scaling;
+};
+
+/* The flip probability in effect (the mode's default unless set). */
+double image_flip_prob(const struct hdmlp_image_config *ic);
+/* Bytes of one output image and of one element. */
+uint64_t image_out_bytes(const struct hdmlp_image_config *ic);
+size_t image_elem_size(const struct hdmlp_image_config *ic);
+
+/* Largest accepted image: per side and in pixels. */
+#define IMAGE_MAX_SIDE 32768u
+#define IMAGE_MAX_PIXELS (1u << 28)
+
+/* A decoded image: h × w × c bytes (c = 1 or 3), row-major, owned by the caller. */
+typedef struct image_buf {
+    uint8_t *px;
+    uint32_t h, w, c;
+} image_buf;
+
+typedef enum image_kind { IMAGE_JPEG = 1, IMAGE_PNG = 2, IMAGE_RAW = 3 } image_kind;
+
+/* A crop of the source image in source pixels (floating point, as torchvision draws it in
+ * integers: top, left, height, width are whole numbers) and a flip. */
+typedef struct image_crop {
+    uint32_t top, left, height, width;
+    int flip;
+} image_crop;
+
+/* Per-thread decoder state (libjpeg-turbo handle); create/free. */
+typedef struct image_decoder image_decoder;
+int image_decoder_create(image_decoder **out);
+void image_decoder_free(image_decoder *d);
+
+/* Reads the header of an encoded image: its kind and size. HDMLP_E_CORRUPT (detail: the
+ * reason) for anything unrecognised, damaged or too large. */
+int image_probe(image_decoder *d, const uint8_t *data, size_t size, image_kind *kind,
+                uint32_t *h, uint32_t *w);
+/* Decodes into *out (allocated here, channels c_out = 1 or 3). `denom` (1, 2, 4 or 8)
+ * asks JPEG decoding for a 1/denom DCT-scaled image (ignored by other kinds): out->h and
+ * out->w are then the scaled size, ceil(h / denom). HDMLP_E_CORRUPT on damaged data. */
+int image_decode(image_decoder *d, const uint8_t *data, size_t size, uint32_t c_out,
+                 uint32_t denom, image_buf *out);
+void image_buf_free(image_buf *b);
+
+/* torchvision's parameter rules on an h × w image (the RNG is the sample's). */
+struct fmt_rng;
+void image_crop_train(const struct hdmlp_image_config *ic, struct fmt_rng *rng, uint32_t h,
+                      uint32_t w, image_crop *out);
+/* Validation: the region of the source that Resize(shorter side) + CenterCrop keeps, in
+ * source pixels (fractional), and the resized size it comes from. */
+void image_crop_val(const struct hdmlp_image_config *ic, uint32_t h, uint32_t w, uint32_t *rh,
+                    uint32_t *rw, uint32_t *top, uint32_t *left);
+/* Seeds the sample's RNG: (seed, epoch, packed index). */
+void image_rng_seed(struct fmt_rng *rng, uint64_t seed, uint64_t epoch, uint64_t index);
+
+/* Resizes the box [x0, x0 + bw) × [y0, y0 + bh) of src (coordinates in src pixels, may be
+ * fractional after DCT scaling) to dh × dw with PIL's antialiased bilinear filter, into dst
+ * (dh × dw × src->c, row-major). scratch: at least image_resize_scratch() bytes. */
+size_t image_resize_scratch(const image_buf *src, double bh, uint32_t dh, uint32_t dw);
+int image_resize(const image_buf *src, double y0, double x0, double bh, double bw, uint8_t *dst,
+                 uint32_t dh, uint32_t dw, uint8_t *scratch);
+/* Writes an h × w × c uint8 image (c == the config's channels) into out (one image of the
+ * batch) in the config's layout and dtype, flipping horizontally if asked. */
+void image_store(const struct hdmlp_image_config *ic, const uint8_t *px, int flip, void *out);
+
+#endif
