@@ -14,26 +14,6 @@
 
 #define REMOTE_BUCKETS 4096
 
-static void loader_destroy(hdmlp_loader *ld)
-{
-    pthread_mutex_destroy(&ld->lock);
-    cost_clock_destroy(&ld->src_clock);
-    cost_clock_destroy(&ld->ssd_clock);
-    pthread_cond_destroy(&ld->work_cv);
-    pthread_cond_destroy(&ld->ready_cv);
-    config_clear(&ld->cfg);
-    hd_free(ld);
-}
-
-void loader_unref_unlock(hdmlp_loader *ld)
-{
-    const unsigned left = --ld->refs;
-    pthread_mutex_unlock(&ld->lock);
-    if (left == 0) {
-        loader_destroy(ld);
-    }
-}
-
 /* Frees everything the planner and workers own (workers already joined). */
 static void loader_release_all(hdmlp_loader *ld)
 {
@@ -368,30 +348,6 @@ void hdmlp_loader_free(hdmlp_loader *ld)
     pthread_mutex_lock(&ld->lock);
     loader_release_all(ld);
     loader_unref_unlock(ld);
-}
-
-void loader_count_source(hdmlp_loader *ld, uint64_t epoch, uint64_t bytes)
-{
-    ld->st.source_bytes += bytes;
-    if (epoch >= ld->epoch_source_cap) {
-        uint64_t cap = ld->epoch_source_cap ? ld->epoch_source_cap : 16;
-        while (cap <= epoch) {
-            cap *= 2;
-        }
-        uint64_t *a = hd_realloc(ld->epoch_source, cap * sizeof(uint64_t));
-        if (a == NULL) {
-            return; /* the total above still counts */
-        }
-        for (uint64_t i = ld->epoch_source_cap; i < cap; i++) {
-            a[i] = 0;
-        }
-        ld->epoch_source = a;
-        ld->epoch_source_cap = cap;
-    }
-    ld->epoch_source[epoch] += bytes;
-    if (epoch + 1 > ld->epoch_source_known) {
-        ld->epoch_source_known = epoch + 1;
-    }
 }
 
 int hdmlp_loader_epoch_source_bytes(hdmlp_loader *ld, uint64_t *out, size_t n, size_t *count)

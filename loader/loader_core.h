@@ -5,6 +5,21 @@
  * queues refill jobs; I/O workers read, verify and decode them; batches are released from
  * any thread. One mutex guards everything below except what a worker does to the job it
  * has taken off the queue.
+ *
+ * Layering: a file calls only files on lower layers (checked from the object files; no
+ * circles). Upper layers hand lower ones the loader and callbacks; a lower layer never
+ * calls up.
+ *   5 API          loader_api.c (create, free, stats; starts threads, wires the exchange)
+ *   4 consumer     loader_next.c (batches), loader_resume.c (saved positions),
+ *      threads     loader_worker.c (I/O threads)
+ *   3 movers       loader_exchange.c (peers), loader_stage.c (SSD stager)
+ *   2 planning     loader_plan.c (scheduler ahead of the consumer, refill jobs, outboxes,
+ *                  the cost model's learning), loader_forecast.c
+ *   1 base         loader_state.c (reference count, source counters), loader_sched.c,
+ *                  loader_sampler.c, loader_refill.c, loader_costmodel.c, loader_tier.c,
+ *                  loader_sizing.c, loader_probe.c, loader_iomode.c, loader_io*.c,
+ *                  loader_dataset.c, loader_config.c, loader_units.c (calling only each
+ *                  other, without circles); format/
  */
 #ifndef HDMLP_LOADER_CORE_H
 #define HDMLP_LOADER_CORE_H
@@ -200,7 +215,6 @@ struct hdmlp_batch {
 int worker_start(struct hdmlp_loader *ld, ld_worker *w);
 void *worker_main(void *arg);
 void worker_free(ld_worker *w);
-void job_free(ld_job *job);
 
 /* Monotonic nanoseconds (stall times, peer deadlines). */
 static inline uint64_t loader_now_ns(void)
@@ -210,15 +224,18 @@ static inline uint64_t loader_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* loader_api.c, loader_next.c */
+/* loader_state.c: reference count and teardown; source bytes per epoch */
+/* Drops a reference (lock held; released here) and frees the loader after the last. */
 void loader_unref_unlock(struct hdmlp_loader *ld);
+/* Adds bytes read from the dataset directory in planned epoch `epoch` (lock held). */
+void loader_count_source(struct hdmlp_loader *ld, uint64_t epoch, uint64_t bytes);
+
+/* loader_api.c, loader_next.c */
 int loader_fail(struct hdmlp_loader *ld, int code, const char *detail);
 void batch_discard(struct hdmlp_loader *ld, struct hdmlp_batch *batch);
 /* Queues DONE for every peer once (lock held). */
 void loader_announce_done(struct hdmlp_loader *ld);
 
-/* Adds bytes read from the dataset directory in planned epoch `epoch` (lock held). */
-void loader_count_source(struct hdmlp_loader *ld, uint64_t epoch, uint64_t bytes);
 /* A completed read (whole chunk or ranges) of `ops` operations and `bytes` from the source or
  * the SSD tier took `service_us` of the storage's time: the cost model learns from it (lock
  * held). */
@@ -241,6 +258,7 @@ int loader_place_tiers(const fmt_index *ix, const struct hdmlp_config *cfg,
 int plan_advance(struct hdmlp_loader *ld);
 int plan_stuck(const struct hdmlp_loader *ld);
 void sample_free(ld_sample *s);
+void job_free(ld_job *job);
 uint32_t plan_owner(const struct hdmlp_loader *ld, uint64_t group);
 /* A refill job for the samples at in-chunk `slots` (increasing) of chunk; not queued. */
 int plan_job(struct hdmlp_loader *ld, uint64_t chunk, const uint32_t *slots, uint32_t n,
@@ -249,6 +267,8 @@ int plan_job(struct hdmlp_loader *ld, uint64_t chunk, const uint32_t *slots, uin
 uint64_t job_bytes(const ld_job *job);
 /* Queues a job for the workers (lock held; charge it first). */
 void plan_enqueue(struct hdmlp_loader *ld, ld_job *job);
+/* Appends a decision for peer `peer` to its outbox, which the exchange sends from. */
+int plan_outbox_push(struct hdmlp_loader *ld, uint32_t peer, const ld_out *o);
 
 /* loader_resume.c: moves a new loader to a saved position (before consumers start). */
 int resume_apply(struct hdmlp_loader *ld);
@@ -264,7 +284,6 @@ void exchange_flush(struct hdmlp_loader *ld);
 void exchange_request(struct hdmlp_loader *ld, ld_item *it);
 /* Takes a received sample for this rank's sequence number, or NULL (lock held). */
 ld_sample *exchange_take(struct hdmlp_loader *ld, uint64_t seq);
-int exchange_outbox_push(struct hdmlp_loader *ld, uint32_t peer, const ld_out *o);
 void exchange_free(struct hdmlp_loader *ld);
 
 #endif

@@ -23,28 +23,6 @@ static int later(uint64_t e1, uint64_t p1, uint64_t e2, uint64_t p2)
     return e1 > e2 || (e1 == e2 && p1 > p2);
 }
 
-int exchange_outbox_push(struct hdmlp_loader *ld, uint32_t peer, const ld_out *o)
-{
-    ld_outbox *b = &ld->out[peer];
-    if (b->count == b->cap) {
-        const uint64_t cap = b->cap ? b->cap * 2 : 256;
-        ld_out *q = hd_malloc(cap * sizeof(*q));
-        if (q == NULL) {
-            return hd_err(HDMLP_E_NOMEM, "loader: out of memory for rank %u's outbox", peer);
-        }
-        for (uint64_t i = 0; i < b->count; i++) {
-            q[i] = b->q[(b->head + i) % b->cap];
-        }
-        hd_free(b->q);
-        b->q = q;
-        b->cap = cap;
-        b->head = 0;
-    }
-    b->q[(b->head + b->count) % b->cap] = *o;
-    b->count++;
-    return HDMLP_OK;
-}
-
 static ld_out *outbox_at(ld_outbox *b, uint64_t i) { return &b->q[(b->head + i) % b->cap]; }
 
 static void outbox_purge(ld_outbox *b)

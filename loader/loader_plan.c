@@ -1,7 +1,7 @@
 /*
  * Planning: runs the scheduler ahead of the consumer in sequence order (clairvoyant
- * lookahead) and turns its decisions into delivery items and refill jobs, admitting each
- * only while the memory budget holds. Called with the loader lock held.
+ * lookahead) and turns its decisions into delivery items, refill jobs and peers' outbox
+ * entries, admitting each only while the memory budget holds. Called with the loader lock held.
  */
 #include "loader_core.h"
 #include "loader_sampler.h"
@@ -15,6 +15,39 @@ void sample_free(ld_sample *s)
         hd_free(s->err);
         hd_free(s);
     }
+}
+
+void job_free(ld_job *job)
+{
+    if (job == NULL) {
+        return;
+    }
+    refill_plan_free(&job->plan);
+    hd_free(job->samples);
+    hd_free(job->slots);
+    hd_free(job);
+}
+
+int plan_outbox_push(struct hdmlp_loader *ld, uint32_t peer, const ld_out *o)
+{
+    ld_outbox *b = &ld->out[peer];
+    if (b->count == b->cap) {
+        const uint64_t cap = b->cap ? b->cap * 2 : 256;
+        ld_out *q = hd_malloc(cap * sizeof(*q));
+        if (q == NULL) {
+            return hd_err(HDMLP_E_NOMEM, "loader: out of memory for rank %u's outbox", peer);
+        }
+        for (uint64_t i = 0; i < b->count; i++) {
+            q[i] = b->q[(b->head + i) % b->cap];
+        }
+        hd_free(b->q);
+        b->q = q;
+        b->cap = cap;
+        b->head = 0;
+    }
+    b->q[(b->head + b->count) % b->cap] = *o;
+    b->count++;
+    return HDMLP_OK;
 }
 
 static ld_sample *sample_new(const fmt_index *ix, uint64_t index)
@@ -279,7 +312,7 @@ static int admit_pending(struct hdmlp_loader *ld)
         rc = ring_push(ld, &it);
     } else {
         const ld_out o = {delivered, ld->plan_epoch, ld->plan_pos, group, slot, 0};
-        rc = exchange_outbox_push(ld, dest, &o);
+        rc = plan_outbox_push(ld, dest, &o);
     }
     if (rc != HDMLP_OK) {
         return rc;

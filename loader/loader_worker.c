@@ -7,17 +7,6 @@
 
 #include <string.h>
 
-void job_free(ld_job *job)
-{
-    if (job == NULL) {
-        return;
-    }
-    refill_plan_free(&job->plan);
-    hd_free(job->samples);
-    hd_free(job->slots);
-    hd_free(job);
-}
-
 int worker_start(struct hdmlp_loader *ld, ld_worker *w)
 {
     w->ld = ld;
