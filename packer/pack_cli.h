@@ -2,6 +2,7 @@
 #ifndef HDMLP_PACK_CLI_H
 #define HDMLP_PACK_CLI_H
 
+#include "hdmlp.h"
 #include "packer.h"
 
 #include <stdint.h>
@@ -33,5 +34,7 @@ const char *pack_human_bytes(uint64_t bytes, char *buf, size_t cap);
 int pack_cmd_info(const char *path);
 int pack_cmd_verify(const char *path, int progress);
 int pack_cmd_extract(const char *path, const char *what, const char *out_file);
+/* --info's image lines (pack_inspect_image.c). */
+void pack_info_images(hdmlp_dataset *ds);
 
 #endif /* HDMLP_PACK_CLI_H */

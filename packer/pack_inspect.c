@@ -94,6 +94,7 @@ int pack_cmd_info(const char *path)
         }
         printf("created       %s (%llu)\n", when, (unsigned long long)created);
     }
+    pack_info_images(ds);
     printf("labels        %u\n", n_labels);
     for (uint32_t l = 0; l < n_labels; l++) {
         size_t len = 0;

@@ -4,13 +4,15 @@
  * Layering: a file calls only files on lower layers (checked from the object files; no
  * circles). Lower layers report through the caller's callbacks in pack_opts, passed down,
  * never by calling the driver.
- *   5 CLI         pack_main.c → pack_inspect.c, pack_progress.c, pack_run() (packer.h)
+ *   5 CLI         pack_main.c → pack_inspect.c (→ pack_image.c's probe), pack_progress.c,
+ *                 pack_run() (packer.h)
  *   4 driver      pack_run.c: scan → sort → shuffle → dictionary → chunks → index → commit
  *   3 stages      pack_scan_dir.c, pack_scan_list.c, pack_scan_archive.c (→ pack_spill.c),
- *                 pack_write.c (→ pack_codec.c, pack_segment.c, pack_source.c),
+ *                 pack_write.c (→ pack_codec.c, pack_image.c, pack_segment.c,
+ *                 pack_source.c),
  *                 pack_outdir.c
- *   2 services    pack_codec.c (→ pack_source.c), pack_spill.c, pack_source.c,
- *                 pack_segment.c
+ *   2 services    pack_codec.c (→ pack_source.c), pack_image.c (image preparation),
+ *                 pack_spill.c, pack_source.c, pack_segment.c
  *   1 base        pack_items.c (buffers, items, labels), pack_notify.c (cancel, progress,
  *                 warnings through pack_opts); format/ and the hd_* helpers of libhdmlp
  */
@@ -18,6 +20,7 @@
 #define HDMLP_PACK_INTERNAL_H
 
 #include "format.h"
+#include "pack_image.h"
 #include "packer.h"
 
 #include <stdbool.h>
@@ -191,6 +194,7 @@ typedef struct pack_write_args {
     fmt_sample *samples; /* N records: key/label/raw_len pre-filled; the rest filled here */
     fmt_chunk *chunks;   /* C records, filled here */
     pack_segw *segw;
+    pack_image_totals img; /* out: what image preparation did */
 } pack_write_args;
 
 int pack_write_chunks(pack_write_args *a);

@@ -55,6 +55,14 @@ static const char usage_text[] =
     "                        stored compressed only if that saves at least 3 %.\n"
     "      --dict            train a zstd dictionary (at most 110 KiB) from up to\n"
     "                        1000 samples / 8 MiB of the packed order, use it\n"
+    "      --image-max-side N\n"
+    "                        re-encode JPEG and PNG samples whose longer side\n"
+    "                        exceeds N pixels as JPEG with that side N (aspect\n"
+    "                        kept), so that epochs read and decode fewer bytes;\n"
+    "                        keys stay; other samples are stored as given; an\n"
+    "                        image that cannot be decoded is kept as it is with a\n"
+    "                        warning naming it (default: off)\n"
+    "      --image-quality Q JPEG quality 1..100 of re-encoded images (default 90)\n"
     "  -j, --threads N       worker threads (default: number of CPUs)\n"
     "      --segment-size SIZE\n"
     "                        start a new segment file when the next chunk would\n"
@@ -65,10 +73,16 @@ static const char usage_text[] =
     "  -q, --quiet           no progress bar, no summary\n"
     "  -h, --help            show this help and exit\n"
     "  -V, --version         show the version and exit\n"
-    "\n"
+    "\n";
+
+/* Split in two: C11 compilers need only support string literals of 4095 bytes. */
+static const char usage_text2[] =
     "Inspection (through the public API):\n"
     "      --info DATASET    samples, chunks, segments, labels with counts, sizes,\n"
-    "                        codecs, dictionary size, seed\n"
+    "                        codecs, dictionary size, seed; image statistics\n"
+    "                        (types, bytes and sides: mean and percentiles) read\n"
+    "                        from the headers of up to 2000 samples in packed\n"
+    "                        order (a uniform random sample; all if fewer)\n"
     "      --verify DATASET  check every checksum; prints OK, or names the first\n"
     "                        bad chunk or sample and exits 1\n"
     "      --extract DATASET INDEX|KEY [-o FILE]\n"
@@ -220,6 +234,15 @@ static void print_summary(const pack_summary *s, const char *out)
         printf("no dictionary). ");
     }
     printf("Seed %llu. %.2f s, %.1f MB/s.\n", (unsigned long long)s->seed, s->seconds, rate);
+    if (s->images_resized || s->images_kept) {
+        char a_h[32], b_h[32];
+        printf("Images: %llu re-encoded (%s before, %s after), %llu over the limit kept as "
+               "they were.\n",
+               (unsigned long long)s->images_resized,
+               pack_human_bytes(s->image_bytes_in, a_h, sizeof(a_h)),
+               pack_human_bytes(s->image_bytes_out, b_h, sizeof(b_h)),
+               (unsigned long long)s->images_kept);
+    }
 }
 
 /* ---- main ------------------------------------------------------------------------------ */
@@ -231,6 +254,8 @@ enum {
     OPT_COMPRESS,
     OPT_DICT,
     OPT_SEGMENT,
+    OPT_IMAGE_SIDE,
+    OPT_IMAGE_QUALITY,
     OPT_INFO,
     OPT_VERIFY,
     OPT_EXTRACT
@@ -247,6 +272,8 @@ static const struct option long_opts[] = {
     {"dict", no_argument, NULL, OPT_DICT},
     {"threads", required_argument, NULL, 'j'},
     {"segment-size", required_argument, NULL, OPT_SEGMENT},
+    {"image-max-side", required_argument, NULL, OPT_IMAGE_SIDE},
+    {"image-quality", required_argument, NULL, OPT_IMAGE_QUALITY},
     {"force", no_argument, NULL, 'f'},
     {"quiet", no_argument, NULL, 'q'},
     {"help", no_argument, NULL, 'h'},
@@ -265,6 +292,7 @@ typedef struct args {
     size_t n_inputs;
     int quiet;
     int have_seed;
+    int have_quality;
     int pack_only; /* a packing option was given */
     pack_opts o;
 } args;
@@ -352,6 +380,25 @@ static int parse_args(int argc, char **argv, args *a)
             }
             a->pack_only = 1;
             break;
+        case OPT_IMAGE_SIDE:
+            if (parse_u64(optarg, &v) != 0 || v == 0 || v > 65535) {
+                usage_error("--image-max-side must be an integer from 1 to 65535 (got '%s')",
+                            optarg);
+                return 2;
+            }
+            a->o.image_max_side = (uint32_t)v;
+            a->pack_only = 1;
+            break;
+        case OPT_IMAGE_QUALITY:
+            if (parse_u64(optarg, &v) != 0 || v == 0 || v > 100) {
+                usage_error("--image-quality must be an integer from 1 to 100 (got '%s')",
+                            optarg);
+                return 2;
+            }
+            a->o.image_quality = (int)v;
+            a->have_quality = 1;
+            a->pack_only = 1;
+            break;
         case 'f':
             a->o.force = 1;
             a->pack_only = 1;
@@ -361,6 +408,7 @@ static int parse_args(int argc, char **argv, args *a)
             break;
         case 'h':
             fputs(usage_text, stdout);
+            fputs(usage_text2, stdout);
             return 0;
         case 'V':
             printf("hdmlp-pack %s (format %u.%u)\n", hdmlp_version_string(), 1u, 0u);
@@ -408,6 +456,10 @@ static int check_mode_args(const args *a)
         }
         if (a->o.dict && a->o.compress == PACK_COMPRESS_NONE) {
             usage_error("%s", "--dict cannot be used with --compress none");
+            return 2;
+        }
+        if (a->have_quality && a->o.image_max_side == 0) {
+            usage_error("%s", "--image-quality needs --image-max-side");
             return 2;
         }
         return -1;

@@ -20,6 +20,7 @@ void pack_opts_init(pack_opts *o)
     o->level = PACK_DEFAULT_LEVEL;
     o->threads = 1;
     o->segment_size = PACK_DEFAULT_SEGMENT_SIZE;
+    o->image_quality = PACK_IMAGE_DEFAULT_QUALITY;
 }
 
 static double now_s(void)
@@ -46,6 +47,9 @@ static int check_opts(const pack_opts *o, size_t n_inputs, const char *out)
     }
     if (o->dict && o->compress == PACK_COMPRESS_NONE) {
         return hd_err(HDMLP_E_INVAL, "a dictionary needs compression");
+    }
+    if (o->image_max_side > 65535 || o->image_quality < 1 || o->image_quality > 100) {
+        return hd_err(HDMLP_E_INVAL, "image max side must be 0..65535 and quality 1..100");
     }
     if (n_inputs == 0 || n_inputs > UINT16_MAX) {
         return hd_err(HDMLP_E_INVAL, "need 1..%u inputs", UINT16_MAX);
@@ -182,6 +186,7 @@ typedef struct run_state {
     fmt_label *labels;
     pack_segw segw;
     uint64_t dataset_id;
+    pack_image_totals img;
     uint8_t *index;
     size_t index_len;
 } run_state;
@@ -261,6 +266,7 @@ static int write_data(run_state *r)
     };
     pack_report(o, PACK_PHASE_WRITE, 0, n, 0, ctx->raw_bytes);
     rc = pack_write_chunks(&a);
+    r->img = a.img;
     if (rc == HDMLP_OK) {
         rc = pack_segw_finish(&r->segw);
     }
@@ -333,6 +339,10 @@ static int build_index(run_state *r, pack_summary *sum)
     sum->seed = o->seed;
     sum->dataset_id = r->dataset_id;
     sum->dict_bytes = r->dict_len;
+    sum->images_resized = r->img.resized;
+    sum->image_bytes_in = r->img.bytes_in;
+    sum->image_bytes_out = r->img.bytes_out;
+    sum->images_kept = r->img.kept;
     sum->file_bytes = r->segw.file_bytes + r->index_len;
     return HDMLP_OK;
 }

@@ -18,8 +18,10 @@
 #define PREFETCH_BYTES (32ull << 20)
 #define PREFETCH_SAMPLES 4096u
 #define ERRMSG_MAX 1024
+#define WARN_MAX 20 /* image preparation warnings passed on; the rest are counted */
 
 typedef struct wr_slot {
+    pack_buf warn; /* image preparation warnings of its samples, '\0'-terminated each */
     uint8_t *buf;
     uint64_t cap; /* capacity of buf */
     uint64_t len; /* chunk length (header + payload) */
@@ -54,6 +56,7 @@ typedef struct wr_state {
     uint64_t pf_pos, pf_bytes; /* next position to prefetch; raw bytes before it */
     uint64_t consumed_samples, consumed_bytes;
     int pf_waiting;
+    uint64_t warned; /* image preparation warnings seen by the writer */
 } wr_state;
 
 static uint64_t chunk_raw(const wr_state *s, uint64_t c, uint32_t *n)
@@ -144,6 +147,9 @@ static void fail(wr_state *s, int code)
 typedef struct worker {
     wr_state *s;
     pthread_t tid;
+    pack_image_ctx *img; /* image preparation, NULL when off */
+    pack_image_totals img_totals;
+    pack_buf *warn; /* of the chunk being built */
     fmt_encoder *enc;
     uint8_t *scratch;
     size_t scratch_cap;
@@ -164,30 +170,95 @@ static void consumed(wr_state *s, uint64_t bytes)
     pthread_mutex_unlock(&s->mu);
 }
 
-/* Reads, encodes and checksums sample at packed position p into buf + *off. */
-static int build_sample(worker *w, uint8_t *buf, uint64_t *off, uint64_t p)
+/* Grows a chunk buffer to hold `end` bytes and its padding (re-encoded images can come out
+ * longer than the bytes the buffer was sized for). */
+static int ensure_cap(uint8_t **buf, uint64_t *cap, uint64_t end)
+{
+    const uint64_t need = fmt_align_up(end);
+    if (need <= *cap) {
+        return HDMLP_OK;
+    }
+    uint8_t *const nb = need <= SIZE_MAX ? hd_realloc(*buf, (size_t)need) : NULL;
+    if (!nb) {
+        return hd_err(HDMLP_E_NOMEM, "out of memory for a chunk of %llu bytes",
+                      (unsigned long long)need);
+    }
+    *buf = nb;
+    *cap = need;
+    return HDMLP_OK;
+}
+
+/* Image preparation of the sample at *buf + off (it->size bytes): re-encoded bytes replace
+ * them (the chunk buffer grows if they are longer); *size is the sample's new length. A
+ * sample that cannot be prepared stays as it is, with a warning for the writer to pass on. */
+static int prepare_image(worker *w, const pack_item *it, uint8_t **buf, uint64_t *cap,
+                         uint64_t off, uint64_t *size)
+{
+    const pack_ctx *const ctx = w->s->a->ctx;
+    const uint8_t *img = NULL;
+    size_t img_len = 0;
+    const int r = pack_image_prepare(w->img, *buf + off, (size_t)it->size, &img, &img_len);
+    if (r < 0) {
+        char msg[512];
+        const int len =
+            snprintf(msg, sizeof(msg), "%.*s: %s; stored as it is",
+                     (int)(it->key_len < 256 ? it->key_len : 256),
+                     (const char *)ctx->keys.p + it->key_off, pack_image_why(w->img));
+        w->img_totals.kept++;
+        return pack_buf_append(w->warn, msg,
+                               len < 0                         ? 1
+                               : (size_t)len + 1 > sizeof(msg) ? sizeof(msg)
+                                                               : (size_t)len + 1);
+    }
+    if (r == 0) {
+        return HDMLP_OK;
+    }
+    const int rc = ensure_cap(buf, cap, off + img_len);
+    if (rc != HDMLP_OK) {
+        return rc;
+    }
+    memcpy(*buf + off, img, img_len);
+    w->img_totals.resized++;
+    w->img_totals.bytes_in += it->size;
+    w->img_totals.bytes_out += img_len;
+    *size = img_len;
+    return HDMLP_OK;
+}
+
+/* Reads, prepares, encodes and checksums sample at packed position p into *buf + *off. */
+static int build_sample(worker *w, uint8_t **buf, uint64_t *cap, uint64_t *off, uint64_t p)
 {
     const pack_write_args *const a = w->s->a;
     const pack_item *const it = &a->ctx->items[a->perm[p]];
-    uint8_t *const dst = buf + *off;
-    int rc = pack_read_item(&w->r, it, dst, it->size);
+    int rc = ensure_cap(buf, cap, *off + it->size);
+    if (rc == HDMLP_OK) {
+        rc = pack_read_item(&w->r, it, *buf + *off, it->size);
+    }
     if (rc != HDMLP_OK) {
         return rc;
     }
     consumed(w->s, it->size);
-    uint64_t stored = it->size;
+    uint64_t raw = it->size;
+    if (w->img) {
+        rc = prepare_image(w, it, buf, cap, *off, &raw);
+        if (rc != HDMLP_OK) {
+            return rc;
+        }
+    }
+    uint8_t *const dst = *buf + *off;
+    uint64_t stored = raw;
     uint32_t codec = FMT_CODEC_NONE;
     const pack_compress mode = a->ctx->o->compress;
-    if (w->enc && it->size > 0 &&
-        !(mode == PACK_COMPRESS_AUTO && pack_is_compressed_media(dst, it->size))) {
+    if (w->enc && raw > 0 &&
+        !(mode == PACK_COMPRESS_AUTO && pack_is_compressed_media(dst, raw))) {
         size_t out_len = 0;
         uint32_t cc = FMT_CODEC_NONE;
-        rc = fmt_encode(w->enc, dst, it->size, &w->scratch, &w->scratch_cap, &out_len, &cc);
+        rc = fmt_encode(w->enc, dst, raw, &w->scratch, &w->scratch_cap, &out_len, &cc);
         if (rc != HDMLP_OK) {
             return hd_err_wrap(rc, "compressing %.*s: ", (int)it->key_len,
                                (const char *)a->ctx->keys.p + it->key_off);
         }
-        if ((uint64_t)out_len * 100 <= it->size * 97) { /* shrinks by at least 3 % */
+        if ((uint64_t)out_len * 100 <= raw * 97) { /* shrinks by at least 3 % */
             memcpy(dst, w->scratch, out_len);
             stored = out_len;
             codec = cc;
@@ -195,6 +266,7 @@ static int build_sample(worker *w, uint8_t *buf, uint64_t *off, uint64_t p)
     }
     fmt_sample *const rec = &a->samples[p];
     rec->offset = *off;
+    rec->raw_len = raw;
     rec->stored_len = stored;
     rec->checksum = fmt_checksum(dst, stored);
     rec->codec = codec;
@@ -210,14 +282,15 @@ static int build_chunk(worker *w, uint64_t c, wr_slot *out)
     const uint64_t raw = chunk_raw(s, c, &n);
     const uint64_t est = fmt_align_up(FMT_CHUNK_HEADER_LEN + raw);
     uint64_t cap = 0;
-    uint8_t *const buf = est <= SIZE_MAX ? pool_get(s, est, &cap) : NULL;
+    uint8_t *buf = est <= SIZE_MAX ? pool_get(s, est, &cap) : NULL;
     if (!buf) {
         return hd_err(HDMLP_E_NOMEM, "out of memory for chunk %llu (%llu bytes)",
                       (unsigned long long)c, (unsigned long long)est);
     }
     uint64_t off = FMT_CHUNK_HEADER_LEN;
+    w->warn = &out->warn;
     for (uint64_t p = c * s->k; p < c * s->k + n; p++) {
-        int rc = build_sample(w, buf, &off, p);
+        int rc = build_sample(w, &buf, &cap, &off, p);
         if (rc == HDMLP_OK && pack_cancelled(a->ctx->o)) {
             rc = hd_err(HDMLP_E_INTERRUPTED, "interrupted");
         }
@@ -266,6 +339,7 @@ static void *worker_main(void *arg)
         const int rc = build_chunk(w, c, &slot);
         pthread_mutex_lock(&s->mu);
         if (rc != HDMLP_OK) {
+            pack_buf_free(&slot.warn);
             fail_locked(s, rc);
             pthread_mutex_unlock(&s->mu);
             break;
@@ -331,6 +405,14 @@ static void write_loop(wr_state *s)
         memset(slot, 0, sizeof(*slot));
         pthread_mutex_unlock(&s->mu);
 
+        for (size_t at = 0; at < mine.warn.len;
+             at += strlen((const char *)mine.warn.p + at) + 1) {
+            if (s->warned++ < WARN_MAX) {
+                pack_warn(a->ctx->o, "%s", (const char *)mine.warn.p + at);
+            }
+        }
+        wr_slot tmp = mine;
+        pack_buf_free(&tmp.warn);
         const int rc = pack_segw_append(a->segw, mine.buf, mine.len, &a->chunks[c]);
         pool_put(s, mine.buf, mine.cap);
         pthread_mutex_lock(&s->mu);
@@ -389,6 +471,9 @@ int pack_write_chunks(pack_write_args *a)
         if (o->compress != PACK_COMPRESS_NONE) {
             rc = fmt_encoder_create(o->level, a->dict, a->dict_len, &ws[i].enc);
         }
+        if (rc == HDMLP_OK && o->image_max_side > 0) {
+            rc = pack_image_ctx_create(o->image_max_side, o->image_quality, &ws[i].img);
+        }
     }
     pthread_t pf;
     int pf_started = 0;
@@ -407,6 +492,10 @@ int pack_write_chunks(pack_write_args *a)
     } else {
         fail(&s, rc);
     }
+    if (s.warned > WARN_MAX) {
+        pack_warn(o, "%llu more images could not be prepared and are stored as they are",
+                  (unsigned long long)(s.warned - WARN_MAX));
+    }
     for (unsigned i = 0; i < started; i++) {
         pthread_join(ws[i].tid, NULL);
     }
@@ -422,6 +511,7 @@ int pack_write_chunks(pack_write_args *a)
     }
     for (uint64_t i = 0; i < s.window; i++) {
         hd_free(s.slots[i].buf);
+        pack_buf_free(&s.slots[i].warn);
     }
     for (uint64_t i = 0; i < s.pool_n; i++) {
         hd_free(s.pool[i]);
@@ -432,11 +522,23 @@ int pack_write_chunks(pack_write_args *a)
         if (ws[i].enc) {
             fmt_encoder_free(ws[i].enc);
         }
+        pack_image_ctx_free(ws[i].img);
+        a->img.resized += ws[i].img_totals.resized;
+        a->img.bytes_in += ws[i].img_totals.bytes_in;
+        a->img.bytes_out += ws[i].img_totals.bytes_out;
+        a->img.kept += ws[i].img_totals.kept;
         hd_free(ws[i].scratch);
         pack_reader_free(&ws[i].r);
     }
     hd_free(ws);
     hd_free(s.slots);
+    if (rc == HDMLP_OK && o->image_max_side > 0) { /* re-encoding changed raw lengths */
+        uint64_t raw = 0;
+        for (uint64_t p = 0; p < a->n; p++) {
+            raw += a->samples[p].raw_len;
+        }
+        a->ctx->raw_bytes = raw;
+    }
     pthread_cond_destroy(&s.cv_pf);
     pthread_cond_destroy(&s.cv_done);
     pthread_cond_destroy(&s.cv_work);

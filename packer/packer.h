@@ -43,6 +43,16 @@
  *   label u32, raw size u64), all little-endian. The same inputs, options and `created`
  *   give byte-identical output, whatever the thread count.
  *
+ * Image preparation (image_max_side > 0)
+ *   A sample whose bytes are a JPEG or PNG with a longer side above image_max_side is
+ *   decoded, shrunk to image_max_side on its longer side (aspect kept, area average) and
+ *   stored re-encoded as JPEG at image_quality (4:2:0; grey JPEGs stay grey; PNG alpha is
+ *   dropped). Its key is unchanged; its raw length is the new JPEG's. Everything else is
+ *   stored as given. An image over the limit that cannot be decoded (corrupt, CMYK, too
+ *   large) is kept as it is and a warning names it: the loader's corrupt-sample handling
+ *   deals with it at training time. The dataset id covers the input sizes. Re-encoding
+ *   depends only on the sample's bytes, so output stays reproducible.
+ *
  * Threads: pack_run() runs on the calling thread plus `threads` workers and one prefetch
  * thread. progress and message callbacks run on the calling thread; cancel may be called
  * from any of the library's threads, concurrently.
@@ -97,7 +107,11 @@ typedef struct pack_summary {
     uint64_t dataset_id;
     uint64_t dict_bytes;
     uint64_t codec_count[3]; /* samples stored with codec 0, 1, 2 */
-    double seconds;          /* wall time of pack_run */
+    uint64_t images_resized; /* image preparation: images re-encoded, */
+    uint64_t image_bytes_in; /* their bytes before and after, */
+    uint64_t image_bytes_out;
+    uint64_t images_kept; /* images over the limit kept as they were (warned about) */
+    double seconds;       /* wall time of pack_run */
 } pack_summary;
 
 #define PACK_DEFAULT_CHUNK_SIZE 64u
@@ -117,6 +131,9 @@ typedef struct pack_opts {
                               chunk per segment; a chunk larger than this gets its own */
     int has_created;       /* use `created` as the index creation time, else time(NULL) */
     uint64_t created;
+    uint32_t image_max_side; /* > 0: JPEG/PNG samples whose longer side exceeds it are
+                                re-encoded as JPEG (pack_image.h); 0 = off (default) */
+    int image_quality;       /* JPEG quality 1..100 of re-encoded images (default 90) */
     void (*progress)(void *arg, const pack_progress *p); /* optional; often, cheap */
     void (*message)(void *arg, const char *msg);         /* optional; warnings */
     int (*cancel)(void *arg); /* optional; nonzero = stop with HDMLP_E_INTERRUPTED */
@@ -124,7 +141,7 @@ typedef struct pack_opts {
 } pack_opts;
 
 /* Fills *o with the defaults (K 64, auto compression at level 3, 1 thread, 1 GiB
- * segments, seed 0, no callbacks). */
+ * segments, seed 0, no image preparation (quality 90 when enabled), no callbacks). */
 void pack_opts_init(pack_opts *o);
 
 /* Packs inputs[0..n_inputs) into the dataset directory `out`, atomically: everything is
