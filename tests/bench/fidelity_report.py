@@ -195,7 +195,7 @@ def plot(grouped, config, path):
             ep = list(range(1, len(rs[0]["accuracy"]) + 1))
             ms = [mean_std([r["accuracy"][e] for r in rs]) for e in range(len(ep))]
             m = [a for a, _ in ms]
-            s = [b for _, b in ms]
+            s = [b if b == b else 0.0 for _, b in ms]  # one seed: no std
             ax_acc.errorbar(ep, m, yerr=s, capsize=3, marker="o", label=o)
             spe = config["subset"] // config["batch"]
             w = rs[0]["loss_window"]
@@ -220,7 +220,7 @@ def plot(grouped, config, path):
         names = [o for o in orders if o not in ("sequential", "file-order")]
         finals = [mean_std([r["accuracy"][-1] for r in orders[o]]) for o in names]
         ax_final.errorbar([m for m, _ in finals], range(len(names)),
-                          xerr=[s for _, s in finals], fmt="o", capsize=3)
+                          xerr=[s if s == s else 0.0 for _, s in finals], fmt="o", capsize=3)
         if perm_final:
             pm, ps = mean_std(perm_final)
             ax_final.axvspan(pm - ps, pm + ps, color="grey", alpha=0.25,
