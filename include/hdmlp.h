@@ -97,8 +97,9 @@ typedef struct hdmlp_sample_info {
 
 /* Opens the dataset in directory `path`, validating the index (checksum, version, every
  * offset and length). A URL (http://, https://, s3://) opens a dataset in object storage:
- * hdmlp_dataset_open_source() with a config from hdmlp_source_config_load_aws(). Returns HDMLP_E_NOTFOUND, HDMLP_E_IO, HDMLP_E_CORRUPT or
- * HDMLP_E_VERSION with detail in hdmlp_last_error(). The caller owns *out. */
+ * hdmlp_dataset_open_source() with a config from hdmlp_source_config_load_aws(). Returns
+ * HDMLP_E_NOTFOUND, HDMLP_E_IO, HDMLP_E_CORRUPT or HDMLP_E_VERSION with detail in
+ * hdmlp_last_error(). The caller owns *out. */
 HDMLP_API int hdmlp_dataset_open(const char *path, hdmlp_dataset **out);
 /* Closes the dataset. Every view and key pointer obtained from it becomes invalid. The
  * caller must ensure no other call on it is in progress and no loader still uses it. */
@@ -366,20 +367,28 @@ HDMLP_API int hdmlp_config_set_prefetch(hdmlp_config *cfg, uint32_t window);
 /* A peer that does not answer within timeout_ms fails the loader with HDMLP_E_PEER naming
  * it. 100..3600000; default 5000. */
 HDMLP_API int hdmlp_config_set_peer_timeout(hdmlp_config *cfg, uint32_t timeout_ms);
-/* Same-host path (default 1). Every rank's server also listens on a Unix-domain socket in
- * the abstract namespace (no file; its name is derived from the rank's "host:port" entry in
- * the peers, and it lives in the network namespace, like the TCP port); if that socket
- * cannot be bound, hdmlp_loader_create fails with HDMLP_E_IO naming it. With 1, a rank
- * reaches a peer whose host is this machine's — a loopback address, an address of one of
- * its interfaces, or a name whose first resolved address is one of those (such as
- * "localhost" or, usually, the host name; hdmlp_loader_create resolves names) — over that
- * socket instead of TCP, and other peers over TCP; a peer is never tried both ways. With
- * 0, every peer is reached over TCP (the servers still listen on both, so ranks may differ
- * in this setting). With TLS (hdmlp_config_set_tls) the exchange always uses TCP and no
- * socket is opened. The number of peers reached over the socket is in the stats
- * (peers_same_host). Measured on 2 cores, the socket is at parity with loopback TCP
- * (tests/bench/README.md, local_ranks_bench.sh). */
-HDMLP_API int hdmlp_config_set_same_host(hdmlp_config *cfg, int on);
+/* Same-host path: HDMLP_SAME_HOST_SHM (1, the default), HDMLP_SAME_HOST_SOCKET (2) or
+ * HDMLP_SAME_HOST_TCP (0). Without TLS every rank listens, beside its TCP port, on two
+ * Unix-domain sockets in the abstract namespace (no file; their names are derived from the
+ * rank's "host:port" entry in the peers, and they live in the network namespace, like the
+ * TCP port): the gRPC server's, and the ring socket where peers of this host set up a
+ * shared-memory ring (a sealed memfd per sending peer, passed with its doorbells over the
+ * socket, which only processes of the same user may use); if either cannot be bound,
+ * hdmlp_loader_create fails with HDMLP_E_IO naming it. A peer is local when its host is
+ * this machine's — a loopback address, an address of one of its interfaces, or a name
+ * whose first resolved address is one of those (such as "localhost" or, usually, the host
+ * name; hdmlp_loader_create resolves names). With SHM a rank sends to local peers by
+ * writing each message once into that peer's ring, which the peer reads in place (no
+ * gRPC, no socket copies); with SOCKET it sends them gRPC over the peer's Unix socket;
+ * with TCP over TCP; other peers always over TCP, and a peer is never tried two ways.
+ * Ranks may differ in this setting (every rank receives on all three). With TLS
+ * (hdmlp_config_set_tls) the exchange always uses TCP and no socket is opened. The number
+ * of peers reached over SHM or SOCKET is in the stats (peers_same_host). Measured figures
+ * of the three: tests/bench/README.md, local_ranks_bench.sh. */
+#define HDMLP_SAME_HOST_TCP 0
+#define HDMLP_SAME_HOST_SHM 1
+#define HDMLP_SAME_HOST_SOCKET 2
+HDMLP_API int hdmlp_config_set_same_host(hdmlp_config *cfg, int mode);
 /* Fills rank, world, peers (each rank takes a free port on bind_host, e.g. "127.0.0.1"),
  * seed and job token (both from rank 0) with MPI collectives. Initialises MPI if the
  * application has not (and then finalises it at exit); never finalises MPI it did not

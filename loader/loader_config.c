@@ -429,13 +429,15 @@ int hdmlp_config_set_peer_timeout(hdmlp_config *cfg, uint32_t timeout_ms)
     return HDMLP_OK;
 }
 
-int hdmlp_config_set_same_host(hdmlp_config *cfg, int on)
+int hdmlp_config_set_same_host(hdmlp_config *cfg, int mode)
 {
     CHECK_CFG(cfg);
-    if (on != 0 && on != 1) {
-        return hd_err(HDMLP_E_INVAL, "same_host: %d is not 0 or 1", on);
+    if (mode != HDMLP_SAME_HOST_TCP && mode != HDMLP_SAME_HOST_SHM &&
+        mode != HDMLP_SAME_HOST_SOCKET) {
+        return hd_err(HDMLP_E_INVAL, "same_host: %d is not 0 (tcp), 1 (shm) or 2 (socket)",
+                      mode);
     }
-    cfg->same_host = on;
+    cfg->same_host = mode;
     return HDMLP_OK;
 }
 

@@ -310,7 +310,7 @@ static uint64_t run_probes(rpc_tr *t)
     const uint64_t now = rpc_now_ns();
     for (uint32_t r = 0; r < t->world && !t->closing; r++) {
         rpc_lane *l = &t->lanes[r];
-        if (r == t->self || l->failed || l->call != NULL) {
+        if (r == t->self || l->shm || l->failed || l->call != NULL) {
             continue;
         }
         const uint64_t idle = l->last_ok_ns == 0 ? t->probe_ns : now - l->last_ok_ns;
@@ -394,10 +394,15 @@ int rpc_client_start(rpc_tr *t)
         }
         /* rpc_transport.h, "Paths": no fallback to TCP, so nothing can arrive twice. */
         char dial[RPC_SAME_HOST_ADDR_MAX];
-        l->same_host = t->cfg.same_host && t->tls.ca == NULL &&
-                       rpc_endpoint_is_local(l->target) &&
-                       rpc_same_host_address(l->target, dial, sizeof dial) == HDMLP_OK;
-        t->base.peers_same_host += l->same_host != 0;
+        const int local = t->cfg.same_host != HDMLP_SAME_HOST_TCP && t->tls.ca == NULL &&
+                          rpc_endpoint_is_local(l->target) &&
+                          rpc_same_host_address(l->target, dial, sizeof dial) == HDMLP_OK;
+        t->base.peers_same_host += local != 0;
+        if (local && t->cfg.same_host == HDMLP_SAME_HOST_SHM) {
+            l->shm = 1; /* rpc_shm.c dials its ring socket */
+            continue;
+        }
+        l->same_host = local;
         l->ch = grpc_channel_create(l->same_host ? dial : l->target, creds, &cargs);
         l->method =
             l->ch != NULL ? grpc_channel_register_call(l->ch, RPC_METHOD, NULL, NULL) : NULL;

@@ -46,6 +46,8 @@ typedef struct rpc_lane {
     uint32_t rank;
     const char *target; /* cfg.peers[rank] */
     int same_host;      /* the channel dials the peer's same-host socket, not target */
+    int shm;            /* the peer is reached through a shared-memory ring (rpc_shm.c): no
+                           channel, nothing of this lane is used but rank and target */
     grpc_channel *ch;
     void *method; /* registered-call handle */
     rpc_fifo urgent, prefetch;
@@ -85,9 +87,11 @@ typedef struct rpc_tr {
     uint64_t probe_ns; /* idle time after which a lane sends a probe */
 
     pthread_mutex_t lock;
-    pthread_cond_t cv; /* broadcast when a call completes or a lane changes */
-    int closing;       /* destroy() began: send() refuses, no probes, no on_error */
-    int stopping;      /* draining is over: no new calls */
+    pthread_cond_t cv;       /* broadcast when a call completes or a lane changes */
+    pthread_mutex_t deliver; /* held around on_msg: the server and ring threads take turns */
+    struct rpc_shm *shm;     /* the rings' side (NULL with TLS) */
+    int closing;             /* destroy() began: send() refuses, no probes, no on_error */
+    int stopping;            /* draining is over: no new calls */
     uint32_t in_flight;
     rpc_lane *lanes; /* world entries; lanes[self] unused */
     rpc_stats st;

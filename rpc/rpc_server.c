@@ -142,9 +142,11 @@ static void on_deliver(rpc_tr *t, srv_ctx *c)
     t->st.msgs_recv += env.n;
     t->st.bytes_recv += len;
     pthread_mutex_unlock(&t->lock);
+    pthread_mutex_lock(&t->deliver); /* the ring thread delivers too (rpc_shm.c) */
     for (size_t i = 0; i < env.n; i++) {
         t->h.on_msg(t->h.ctx, &env.msgs[i]);
     }
+    pthread_mutex_unlock(&t->deliver);
     rpc_envelope_free(&env);
     grpc_slice_unref(all);
 }

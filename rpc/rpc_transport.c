@@ -1,5 +1,6 @@
 /* The gRPC peer transport: creation, send(), destroy() (rpc_transport.h). */
 #include "rpc_internal.h"
+#include "rpc_shm.h"
 
 #include <string.h>
 #include <time.h>
@@ -23,6 +24,7 @@ void rpc_opts_default(const struct hdmlp_config *cfg, rpc_opts *o)
     o->queue_bytes = (uint64_t)64 << 20;
     o->batch_bytes = (uint64_t)1 << 20;
     o->drain_ms = cfg->peer_timeout_ms < 2000 ? cfg->peer_timeout_ms : 2000;
+    o->shm_ring_bytes = RPC_SHM_RING_DEFAULT;
 }
 
 static int tr_send(peer_transport *base, const peer_msg *m)
@@ -31,6 +33,9 @@ static int tr_send(peer_transport *base, const peer_msg *m)
     int rc = rpc_msg_check_send(m, t->world, t->self, t->o.max_data);
     if (rc != HDMLP_OK) {
         return rc;
+    }
+    if (t->lanes[m->to].shm) { /* fixed at creation */
+        return rpc_shm_send(t->shm, m);
     }
     rpc_item *it = hd_malloc(sizeof *it);
     if (it == NULL) {
@@ -87,6 +92,7 @@ static void tr_free(rpc_tr *t)
     rpc_tls_free(&t->tls);
     config_clear(&t->cfg);
     pthread_cond_destroy(&t->cv);
+    pthread_mutex_destroy(&t->deliver);
     pthread_mutex_destroy(&t->lock);
     hd_free(t);
 }
@@ -110,6 +116,7 @@ static void tr_destroy(peer_transport *base)
         return;
     }
     /* 1. Let what is queued go out, for a bounded time; the server keeps serving. */
+    rpc_shm_closing(t->shm);
     pthread_mutex_lock(&t->lock);
     t->closing = 1;
     struct timespec until;
@@ -126,7 +133,10 @@ static void tr_destroy(peer_transport *base)
         }
     }
     pthread_mutex_unlock(&t->lock);
-    /* 2. Cancel what is left, stop the client; 3. stop the server. */
+    rpc_shm_drain(t->shm, (uint64_t)until.tv_sec * 1000000000u + (uint64_t)until.tv_nsec);
+    /* 2. Stop the rings; cancel what is left, stop the client; 3. stop the server. */
+    rpc_shm_stop(t->shm);
+    t->shm = NULL;
     rpc_client_stop(t);
     rpc_server_stop(t);
     tr_free(t);
@@ -167,8 +177,13 @@ int rpc_transport_create_opts(const struct hdmlp_config *cfg, const peer_handler
     if (opts != NULL) {
         o = *opts;
     }
+    if (o.shm_ring_bytes == 0) {
+        o.shm_ring_bytes = RPC_SHM_RING_DEFAULT;
+    }
     if (o.max_data == 0 || o.max_data > ((uint64_t)1 << 30) || o.queue_bytes == 0 ||
-        o.batch_bytes == 0) {
+        o.batch_bytes == 0 || o.shm_ring_bytes < ((uint64_t)64 << 10) ||
+        o.shm_ring_bytes > ((uint64_t)1 << 30) ||
+        (o.shm_ring_bytes & (o.shm_ring_bytes - 1)) != 0) {
         return hd_err(HDMLP_E_INVAL, "rpc: transport limits out of range");
     }
     if (o.batch_bytes > o.max_data) {
@@ -189,6 +204,7 @@ int rpc_transport_create_opts(const struct hdmlp_config *cfg, const peer_handler
         return trc;
     }
     pthread_mutex_init(&t->lock, NULL);
+    pthread_mutex_init(&t->deliver, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* destroy() waits with a deadline */
@@ -216,8 +232,13 @@ int rpc_transport_create_opts(const struct hdmlp_config *cfg, const peer_handler
     if (rc == HDMLP_OK) {
         rc = rpc_client_start(t);
     }
+    if (rc == HDMLP_OK && t->tls.ca == NULL) {
+        rc = rpc_shm_start(t, &t->shm);
+    }
     if (rc != HDMLP_OK) {
         t->closing = 1;
+        rpc_shm_stop(t->shm);
+        t->shm = NULL;
         rpc_client_stop(t);
         rpc_server_stop(t);
         tr_free(t);

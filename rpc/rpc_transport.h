@@ -56,6 +56,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#define RPC_SHM_RING_DEFAULT ((uint64_t)4 << 20)
+
 typedef struct rpc_opts {
     uint64_t max_data;    /* largest SAMPLE payload sent or accepted (RPC_DEFAULT_MAX_DATA) */
     uint64_t queue_bytes; /* per-peer cap on queued, unsent bytes (64 MiB; a message always
@@ -63,6 +65,8 @@ typedef struct rpc_opts {
     uint64_t batch_bytes; /* target payload of one call (1 MiB; at most max_data) */
     uint32_t drain_ms;    /* destroy() waits this long at most for queued messages to go
                              out (min(timeout, 2000)) */
+    uint64_t shm_ring_bytes; /* data bytes of each ring this rank receives on (4 MiB; a power
+                                of two in 64 KiB..1 GiB; 0 = the default) */
 } rpc_opts;
 
 /* Fills *o with the defaults for cfg. */
@@ -78,13 +82,17 @@ int rpc_transport_create_opts(const struct hdmlp_config *cfg, const peer_handler
 int rpc_transport_port(const peer_transport *t);
 
 typedef struct rpc_stats {
-    uint64_t calls_sent;  /* Deliver calls that completed OK (probes included) */
-    uint64_t probes_sent; /* of which empty probes */
-    uint64_t msgs_sent;   /* messages in calls that completed OK */
-    uint64_t bytes_sent;  /* Envelope bytes of those calls */
-    uint64_t msgs_recv;   /* messages handed to on_msg */
-    uint64_t bytes_recv;  /* Envelope bytes of accepted calls */
-    uint64_t rejected;    /* incoming calls rejected (malformed, token, size, method) */
+    uint64_t calls_sent;    /* Deliver calls that completed OK (probes included) */
+    uint64_t probes_sent;   /* of which empty probes */
+    uint64_t msgs_sent;     /* messages in calls that completed OK */
+    uint64_t bytes_sent;    /* Envelope bytes of those calls, and bytes of records written into
+                               rings (probes of either path not counted there) */
+    uint64_t msgs_recv;     /* messages handed to on_msg */
+    uint64_t bytes_recv;    /* Envelope bytes of accepted calls */
+    uint64_t rejected;      /* incoming calls rejected (malformed, token, size, method), and
+                               rings closed on a sender for a bad hello or record */
+    uint64_t shm_msgs_sent; /* of msgs_sent, written into a peer's ring */
+    uint64_t shm_msgs_recv; /* of msgs_recv, read from a ring */
 } rpc_stats;
 
 /* Counters since creation. Thread-safe. */

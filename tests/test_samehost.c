@@ -1,10 +1,14 @@
 /*
- * The same-host path of the gRPC transport (rpc_transport.h, "Paths"): the socket name, the
- * locality test of a peers entry, which peers a transport dials over the socket (all of them
- * on 127.0.0.1; none with hdmlp_config_set_same_host(cfg, 0) or TLS), mixed settings between
- * ranks, a socket name already taken, and real loaders exchanging over each path: every
- * sample exactly once per epoch across ranks with its bytes checked, and the counter
- * peers_same_host in the stats (world - 1 over the socket, 0 over TCP).
+ * The same-host paths of the transport (rpc_transport.h, "Paths"): the socket names, the
+ * locality test of a peers entry, which peers a transport reaches through shared-memory
+ * rings (HDMLP_SAME_HOST_SHM, the default) or dials over the gRPC socket
+ * (HDMLP_SAME_HOST_SOCKET): all of them on 127.0.0.1, none with HDMLP_SAME_HOST_TCP or TLS;
+ * mixed settings between ranks, socket names already taken, and real loaders exchanging
+ * over each path: every sample exactly once per epoch across ranks with its bytes checked,
+ * and the counter peers_same_host in the stats (world - 1 over rings or the socket, 0 over
+ * TCP); the rings' contracts: order per pair with answers overtaking prefetches,
+ * samples larger than a ring's fragment, a dead and a hung peer reported once, a full
+ * queue, destroy draining. Hostile senders on a ring: tests/hostile/hostile_shm.c.
  * Ports come from rpc_pick_endpoint("127.0.0.1").
  */
 #include "hdmlp.h"
@@ -265,10 +269,20 @@ static void exchange_all(cluster *c, size_t per)
     }
 }
 
+/* Messages each rank received through rings and through gRPC calls. */
+static void path_counts(cluster *c, uint32_t r, uint64_t *shm, uint64_t *grpc)
+{
+    rpc_stats st;
+    rpc_transport_stats(c->t[r], &st);
+    *shm = st.shm_msgs_recv;
+    *grpc = st.msgs_recv - st.shm_msgs_recv;
+}
+
 Test(samehost, transports_on_loopback_dial_the_socket, .timeout = 30)
 {
     cluster c;
-    const int on[WORLD] = {1, 1, 1};
+    const int on[WORLD] = {HDMLP_SAME_HOST_SOCKET, HDMLP_SAME_HOST_SOCKET,
+                           HDMLP_SAME_HOST_SOCKET};
     cluster_config(&c, on);
     cluster_start(&c);
     for (uint32_t r = 0; r < WORLD; r++) {
@@ -276,16 +290,53 @@ Test(samehost, transports_on_loopback_dial_the_socket, .timeout = 30)
         cr_assert(socket_listening(c.eps[r]), "rank %u's socket", r);
     }
     exchange_all(&c, 50);
+    for (uint32_t r = 0; r < WORLD; r++) {
+        uint64_t shm, grpc;
+        path_counts(&c, r, &shm, &grpc);
+        cr_assert_eq(shm, 0, "rank %u: %llu messages through rings", r,
+                     (unsigned long long)shm);
+        cr_assert_eq(grpc, 50 * (WORLD - 1), "rank %u", r);
+    }
     cluster_free(&c);
     /* Destroyed servers leave no socket behind. */
     cr_assert_not(socket_listening(c.eps[0]));
 }
 
+Test(samehost, transports_on_loopback_use_rings_by_default, .timeout = 30)
+{
+    cluster c;
+    const int on[WORLD] = {HDMLP_SAME_HOST_SHM, HDMLP_SAME_HOST_SHM, HDMLP_SAME_HOST_SHM};
+    cluster_config(&c, on);
+    hdmlp_config *dflt;
+    cr_assert_eq(hdmlp_config_create(&dflt), HDMLP_OK);
+    cr_assert_eq(((const struct hdmlp_config *)dflt)->same_host, HDMLP_SAME_HOST_SHM);
+    hdmlp_config_free(dflt);
+    cluster_start(&c);
+    for (uint32_t r = 0; r < WORLD; r++) {
+        cr_assert_eq(c.t[r]->peers_same_host, WORLD - 1, "rank %u", r);
+    }
+    exchange_all(&c, 200);
+    for (uint32_t r = 0; r < WORLD; r++) {
+        uint64_t shm, grpc;
+        path_counts(&c, r, &shm, &grpc);
+        cr_assert_eq(shm, 200 * (WORLD - 1), "rank %u", r);
+        cr_assert_eq(grpc, 0, "rank %u: %llu messages through gRPC", r,
+                     (unsigned long long)grpc);
+        rpc_stats st;
+        rpc_transport_stats(c.t[r], &st);
+        cr_assert_eq(st.calls_sent, 0, "rank %u made %llu gRPC calls", r,
+                     (unsigned long long)st.calls_sent);
+        cr_assert_eq(st.shm_msgs_sent, 200 * (WORLD - 1), "rank %u", r);
+    }
+    cluster_free(&c);
+}
+
 Test(samehost, override_and_mixed_settings, .timeout = 30)
 {
-    /* Rank 1 dials TCP, the others the socket: everything still arrives. */
+    /* Rank 0 writes into rings, rank 1 dials TCP, rank 2 the socket: everything still
+     * arrives, each rank receiving on every path. */
     cluster c;
-    const int mixed[WORLD] = {1, 0, 1};
+    const int mixed[WORLD] = {HDMLP_SAME_HOST_SHM, HDMLP_SAME_HOST_TCP, HDMLP_SAME_HOST_SOCKET};
     cluster_config(&c, mixed);
     cluster_start(&c);
     cr_assert_eq(c.t[0]->peers_same_host, WORLD - 1);
@@ -293,11 +344,19 @@ Test(samehost, override_and_mixed_settings, .timeout = 30)
     cr_assert_eq(c.t[2]->peers_same_host, WORLD - 1);
     cr_assert(socket_listening(c.eps[1]), "a TCP-dialling rank still serves the socket");
     exchange_all(&c, 50);
+    for (uint32_t r = 0; r < WORLD; r++) {
+        uint64_t shm, grpc;
+        path_counts(&c, r, &shm, &grpc);
+        cr_assert_eq(shm, r == 0 ? 0 : 50, "rank %u: %llu from rank 0's rings", r,
+                     (unsigned long long)shm);
+        cr_assert_eq(grpc, r == 0 ? 100 : 50, "rank %u", r);
+    }
     cluster_free(&c);
     cr_assert_eq(hdmlp_config_set_same_host(NULL, 1), HDMLP_E_INVAL);
     hdmlp_config *cfg;
     cr_assert_eq(hdmlp_config_create(&cfg), HDMLP_OK);
-    cr_assert_eq(hdmlp_config_set_same_host(cfg, 2), HDMLP_E_INVAL);
+    cr_assert_eq(hdmlp_config_set_same_host(cfg, 3), HDMLP_E_INVAL);
+    cr_assert_eq(hdmlp_config_set_same_host(cfg, -1), HDMLP_E_INVAL);
     cr_assert(strstr(hdmlp_last_error(), "same_host") != NULL, "%s", hdmlp_last_error());
     hdmlp_config_free(cfg);
 }
@@ -305,7 +364,7 @@ Test(samehost, override_and_mixed_settings, .timeout = 30)
 Test(samehost, socket_in_use_fails_creation, .timeout = 30)
 {
     cluster c;
-    const int on[WORLD] = {1, 1, 1};
+    const int on[WORLD] = {HDMLP_SAME_HOST_SHM, HDMLP_SAME_HOST_SHM, HDMLP_SAME_HOST_SHM};
     cluster_config(&c, on);
     char addr[RPC_SAME_HOST_ADDR_MAX];
     cr_assert_eq(rpc_same_host_address(c.eps[0], addr, sizeof addr), HDMLP_OK);
@@ -340,7 +399,7 @@ Test(samehost, tls_keeps_tcp, .timeout = 30)
     snprintf(cert, sizeof cert, "%s/tls/rank.pem", data != NULL ? data : "tests/data");
     snprintf(key, sizeof key, "%s/tls/rank.key", data != NULL ? data : "tests/data");
     cluster c;
-    const int on[WORLD] = {1, 1, 1};
+    const int on[WORLD] = {HDMLP_SAME_HOST_SHM, HDMLP_SAME_HOST_SHM, HDMLP_SAME_HOST_SHM};
     cluster_config(&c, on);
     for (uint32_t r = 0; r < WORLD; r++) {
         cr_assert_eq(hdmlp_config_set_tls(c.cfg[r], ca, cert, key), HDMLP_OK);
@@ -446,8 +505,10 @@ static void loaders_run(int same_host, uint64_t want_peers)
     }
     cr_assert_gt(in, 0, "nothing came from peers");
     printf("samehost: %s: %llu bytes from peers, peers_same_host %llu per rank\n",
-           same_host ? "socket" : "tcp", (unsigned long long)in,
-           (unsigned long long)want_peers);
+           same_host == HDMLP_SAME_HOST_SHM      ? "shm"
+           : same_host == HDMLP_SAME_HOST_SOCKET ? "socket"
+                                                 : "tcp",
+           (unsigned long long)in, (unsigned long long)want_peers);
     for (uint32_t r = 0; r < WORLD; r++) {
         free(runs[r].seen);
     }
@@ -456,9 +517,14 @@ static void loaders_run(int same_host, uint64_t want_peers)
     testds_rm_rf(dir);
 }
 
+Test(samehost, loaders_over_rings_exactly_once, .timeout = 120)
+{
+    loaders_run(HDMLP_SAME_HOST_SHM, WORLD - 1);
+}
+
 Test(samehost, loaders_over_the_socket_exactly_once, .timeout = 120)
 {
-    loaders_run(1, WORLD - 1);
+    loaders_run(HDMLP_SAME_HOST_SOCKET, WORLD - 1);
 }
 
 Test(samehost, loaders_forced_tcp_exactly_once, .timeout = 120) { loaders_run(0, 0); }

@@ -81,8 +81,8 @@ void bench_usage(FILE *f)
         "  --remote-memory SIZE cap on samples prefetched from peers, within the budget\n"
         "                       (default and 0: 10 % of the budget)\n"
         "  --peer-timeout MS    a silent peer fails the run after MS (default 5000)\n"
-        "  --same-host MODE     peers on this host: socket (a Unix socket, the default) or\n"
-        "                       tcp (loopback TCP, as remote peers)\n"
+        "  --same-host MODE     peers on this host: shm (shared-memory rings, the default),\n"
+        "                       socket (gRPC over a Unix socket) or tcp (loopback TCP)\n"
         "  --tls-ca FILE        mutual TLS between the ranks (with --mpi or --peers; all\n"
         "  --tls-cert FILE      three together): the CA (PEM) that signed every rank's\n"
         "  --tls-key FILE       certificate, this rank's certificate and its key; the\n"
@@ -445,10 +445,10 @@ static int one_option(int c, const char *arg, char **argv, bench_opts *o)
                    ? usage_error("--peer-timeout: invalid number of milliseconds '%s'", arg)
                    : -1;
     case OPT_SAME_HOST:
-        if (strcmp(arg, "socket") != 0 && strcmp(arg, "tcp") != 0) {
-            return usage_error("--same-host: expected socket or tcp, got '%s'", arg);
+        if (strcmp(arg, "shm") != 0 && strcmp(arg, "socket") != 0 && strcmp(arg, "tcp") != 0) {
+            return usage_error("--same-host: expected shm, socket or tcp, got '%s'", arg);
         }
-        o->same_host_tcp = strcmp(arg, "tcp") == 0;
+        o->same_host = arg;
         return -1;
     case OPT_TLS_CA:
     case OPT_TLS_CERT:
@@ -624,8 +624,11 @@ int bench_configure(const bench_opts *o, hdmlp_config *cfg)
                 : rejected(hdmlp_config_set_peer_timeout(cfg, (uint32_t)o->peer_timeout),
                            "--peer-timeout");
     }
-    if (o->same_host_tcp) {
-        st = st ? st : rejected(hdmlp_config_set_same_host(cfg, 0), "--same-host");
+    if (o->same_host != NULL) {
+        const int mode = strcmp(o->same_host, "tcp") == 0      ? HDMLP_SAME_HOST_TCP
+                         : strcmp(o->same_host, "socket") == 0 ? HDMLP_SAME_HOST_SOCKET
+                                                               : HDMLP_SAME_HOST_SHM;
+        st = st ? st : rejected(hdmlp_config_set_same_host(cfg, mode), "--same-host");
     }
     if (o->tls_ca != NULL) {
         st = st ? st

@@ -343,7 +343,7 @@ static void json_context(bench_json *j, const bench_opts *o, hdmlp_dataset *ds)
         bench_json_string(j, "peer_timeout_ms", "default");
     }
     bench_json_bool(j, "tls", o->tls_ca != NULL);
-    bench_json_string(j, "same_host", o->same_host_tcp ? "tcp" : "socket");
+    bench_json_string(j, "same_host", o->same_host != NULL ? o->same_host : "shm");
     bench_json_end(j);
 }
 

@@ -63,7 +63,7 @@ typedef struct bench_opts {
     uint64_t peer_timeout;
     int peer_timeout_set;
     const char *tls_ca, *tls_cert, *tls_key; /* --tls-*: all three or none */
-    int same_host_tcp; /* --same-host tcp: peers on this host over TCP too */
+    const char *same_host; /* --same-host: shm, socket or tcp (NULL: the default, shm) */
 } bench_opts;
 
 /* One rank's results: the loader's counters and what the training loop saw. */
