@@ -118,6 +118,8 @@ typedef struct ld_worker {
     uint32_t reads_cap;
     uint8_t *buf; /* read buffer (hd_map_alloc), reserved in the budget */
     uint64_t buf_cap;
+    struct src_conn *src; /* connections to a remote dataset's store, else NULL */
+    struct src_range *src_ranges;
 } ld_worker;
 
 struct hdmlp_loader {

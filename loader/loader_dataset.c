@@ -1,6 +1,7 @@
 /* Opening a packed dataset: mapped, validated index; lazily opened segment files; single
  * sample reads and whole-dataset verification. */
 #include "loader_dataset.h"
+#include "loader_source.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -37,6 +38,10 @@ void ds_segment_path(const hdmlp_dataset *ds, uint32_t s, char *buf, size_t cap)
 
 int ds_segment_fd(hdmlp_dataset *ds, uint32_t s, int direct)
 {
+    if (ds->store != NULL) {
+        return hd_err(HDMLP_E_UNSUPPORTED, "%s: segments of a remote dataset have no file",
+                      ds->path);
+    }
     if (s >= ds->ix.h.n_segments) {
         return hd_err(HDMLP_E_RANGE, "segment %u out of range (%u segments)", s,
                       ds->ix.h.n_segments);
@@ -71,6 +76,9 @@ int ds_segment_fd(hdmlp_dataset *ds, uint32_t s, int direct)
 /* Reads exactly len bytes at off from segment s, retrying short reads and EINTR. */
 static int ds_pread_full(hdmlp_dataset *ds, uint32_t s, void *buf, uint64_t len, uint64_t off)
 {
+    if (ds->store != NULL) {
+        return ds_remote_read(ds, s, buf, len, off);
+    }
     const int fd = ds_segment_fd(ds, s, 0);
     if (fd < 0) {
         return fd;
@@ -105,6 +113,11 @@ static int ds_pread_full(hdmlp_dataset *ds, uint32_t s, void *buf, uint64_t len,
         done += (uint64_t)r;
     }
     return HDMLP_OK;
+}
+
+int ds_read(hdmlp_dataset *ds, uint32_t s, void *buf, uint64_t len, uint64_t off)
+{
+    return ds_pread_full(ds, s, buf, len, off);
 }
 
 static int ds_decoder_get(hdmlp_dataset *ds, fmt_decoder **out)
@@ -269,30 +282,42 @@ static int ds_check_segments(const hdmlp_dataset *ds)
     return HDMLP_OK;
 }
 
-static int ds_open_checked(ds_private *p, const char *path)
+/* Opens a local directory (remote == 0) or the URL `path` with cfg. */
+static int ds_open_checked(ds_private *p, const char *path, int remote,
+                           const hdmlp_source_config *cfg)
 {
     hdmlp_dataset *ds = &p->pub;
     struct stat st;
-    if (stat(path, &st) != 0) {
+    if (!remote && stat(path, &st) != 0) {
         const int err = errno;
         return hd_err(hd_errno_code(err), "%s: cannot open dataset directory: %s", path,
                       strerror(err));
     }
-    if (!S_ISDIR(st.st_mode)) {
+    if (!remote && !S_ISDIR(st.st_mode)) {
         return hd_err(HDMLP_E_NOTFOUND, "%s: not a directory: not an hdmlp dataset", path);
     }
-    const size_t plen = strlen(path);
+    size_t plen = strlen(path);
     if (plen + 32 > DS_PATH_MAX) {
         return hd_err(HDMLP_E_RANGE, "%s: path too long", path);
+    }
+    while (remote && plen > 0 && path[plen - 1] == '/') {
+        plen--; /* URLs name segments as URL/segment-N */
     }
     ds->path = hd_malloc(plen + 1);
     if (ds->path == NULL) {
         return hd_err(HDMLP_E_NOMEM, "out of memory");
     }
-    memcpy(ds->path, path, plen + 1);
-    char ipath[DS_PATH_MAX];
-    snprintf(ipath, sizeof(ipath), "%s/%s", path, FMT_INDEX_NAME);
-    int rc = ds_load_index(p, ipath);
+    memcpy(ds->path, path, plen);
+    ds->path[plen] = '\0';
+    int rc;
+    if (remote) {
+        rc = ds_remote_load(ds, path, cfg);
+        p->index_mapped = false;
+    } else {
+        char ipath[DS_PATH_MAX];
+        snprintf(ipath, sizeof(ipath), "%s/%s", path, FMT_INDEX_NAME);
+        rc = ds_load_index(p, ipath);
+    }
     if (rc != HDMLP_OK) {
         return rc;
     }
@@ -314,7 +339,7 @@ static int ds_open_checked(ds_private *p, const char *path)
     if (rc != HDMLP_OK) {
         return rc;
     }
-    rc = ds_check_segments(ds);
+    rc = remote ? ds_remote_check_segments(ds) : ds_check_segments(ds);
     if (rc != HDMLP_OK) {
         return rc;
     }
@@ -327,15 +352,9 @@ static int ds_open_checked(ds_private *p, const char *path)
     return HDMLP_OK;
 }
 
-int hdmlp_dataset_open(const char *path, hdmlp_dataset **out)
+static int ds_open(const char *path, int remote, const hdmlp_source_config *cfg,
+                   hdmlp_dataset **out)
 {
-    if (out == NULL) {
-        return hd_err(HDMLP_E_INVAL, "dataset open: NULL out");
-    }
-    *out = NULL;
-    if (path == NULL || path[0] == '\0') {
-        return hd_err(HDMLP_E_INVAL, "dataset open: empty path");
-    }
     ds_private *p = hd_calloc(1, sizeof(*p));
     if (p == NULL) {
         return hd_err(HDMLP_E_NOMEM, "dataset open: out of memory");
@@ -349,13 +368,53 @@ int hdmlp_dataset_open(const char *path, hdmlp_dataset **out)
         hd_free(p);
         return hd_err(HDMLP_E_NOMEM, "dataset open: cannot create a mutex");
     }
-    const int rc = ds_open_checked(p, path);
+    const int rc = ds_open_checked(p, path, remote, cfg);
     if (rc != HDMLP_OK) {
         hdmlp_dataset_close(&p->pub);
         return rc;
     }
     *out = &p->pub;
     return HDMLP_OK;
+}
+
+int hdmlp_dataset_open_source(const char *url, const hdmlp_source_config *cfg,
+                              hdmlp_dataset **out)
+{
+    if (out == NULL) {
+        return hd_err(HDMLP_E_INVAL, "dataset open: NULL out");
+    }
+    *out = NULL;
+    if (!src_is_url(url)) {
+        return hd_err(HDMLP_E_INVAL,
+                      "dataset open: \"%s\" is not an http://, https:// or "
+                      "s3:// URL",
+                      url != NULL ? url : "(null)");
+    }
+    return ds_open(url, 1, cfg, out);
+}
+
+int hdmlp_dataset_open(const char *path, hdmlp_dataset **out)
+{
+    if (out == NULL) {
+        return hd_err(HDMLP_E_INVAL, "dataset open: NULL out");
+    }
+    *out = NULL;
+    if (path == NULL || path[0] == '\0') {
+        return hd_err(HDMLP_E_INVAL, "dataset open: empty path");
+    }
+    if (!src_is_url(path)) {
+        return ds_open(path, 0, NULL, out);
+    }
+    hdmlp_source_config *cfg = NULL;
+    int rc = hdmlp_source_config_create(&cfg);
+    if (rc == HDMLP_OK && strncmp(path, "s3://", 5) == 0) {
+        rc = hdmlp_source_config_load_aws(cfg);
+    }
+    if (rc == HDMLP_OK) {
+        rc = ds_open(path, 1, cfg, out);
+    }
+    hdmlp_source_config_free(cfg);
+    return rc;
 }
 
 void hdmlp_dataset_close(hdmlp_dataset *ds)
@@ -383,6 +442,7 @@ void hdmlp_dataset_close(hdmlp_dataset *ds)
             hd_free(ds->index_map);
         }
     }
+    ds_remote_close(ds);
     hd_free(ds->seg_fd);
     hd_free(ds->seg_fd_direct);
     hd_free(p->label_names);

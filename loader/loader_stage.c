@@ -62,6 +62,11 @@ static int stage_read(struct hdmlp_loader *ld, uint64_t chunk, uint8_t *buf, uin
     fmt_chunk ch;
     fmt_index_chunk(ld->ix, chunk, &ch);
     *len = fmt_align_up(ch.length);
+    if (ld->ds->store != NULL) {
+        /* A remote dataset: the SSD tier caches its chunks like a local one's. */
+        return ds_read(ld->ds, ch.segment, buf, *len, ch.offset) == HDMLP_OK &&
+               fmt_chunk_header_check(ld->ix, chunk, buf, *len) == HDMLP_OK;
+    }
     const int fd = ds_segment_fd(ld->ds, ch.segment, 0);
     return fd >= 0 && read_whole(fd, buf, *len, ch.offset) == 0 &&
            fmt_chunk_header_check(ld->ix, chunk, buf, *len) == HDMLP_OK;

@@ -4,7 +4,9 @@
  * own buffers, and report completion. Errors travel with the job's samples.
  */
 #include "loader_core.h"
+#include "loader_source.h"
 
+#include <stdio.h>
 #include <string.h>
 
 int worker_start(struct hdmlp_loader *ld, ld_worker *w)
@@ -13,6 +15,12 @@ int worker_start(struct hdmlp_loader *ld, ld_worker *w)
     int rc = io_engine_create(ld->cfg.engine, 64, &w->io);
     if (rc != HDMLP_OK) {
         return rc;
+    }
+    if (ld->ds->store != NULL) {
+        rc = src_conn_create(ld->ds->store, 64, &w->src);
+        if (rc != HDMLP_OK) {
+            return rc;
+        }
     }
     rc = fmt_decoder_create(ld->ix, &w->dec);
     if (rc != HDMLP_OK) {
@@ -35,6 +43,8 @@ int worker_start(struct hdmlp_loader *ld, ld_worker *w)
 void worker_free(ld_worker *w)
 {
     io_engine_free(w->io);
+    src_conn_free(w->src);
+    hd_free(w->src_ranges);
     fmt_decoder_free(w->dec);
     hd_free(w->reads);
     hd_map_free(w->buf, w->buf_cap);
@@ -102,11 +112,25 @@ static int read_plan(ld_worker *w, ld_job *job, int fd, uint64_t chunk_base, con
     const refill_plan *p = &job->plan;
     fmt_chunk ch;
     fmt_index_chunk(ld->ix, job->chunk, &ch);
-    for (uint32_t i = 0; i < p->n_ranges; i++) {
-        w->reads[i] = (io_read){fd, p->ranges[i].seg_off - ch.offset + chunk_base,
-                                p->ranges[i].len, w->buf + p->ranges[i].buf_off, 0};
+    int rc;
+    if (fd < 0) {
+        /* A remote dataset: the ranges of the segment object, all in flight at once. */
+        char name[32];
+        snprintf(name, sizeof(name), FMT_SEGMENT_NAME_FMT, p->segment);
+        for (uint32_t i = 0; i < p->n_ranges; i++) {
+            w->src_ranges[i] = (src_range){name, p->ranges[i].seg_off, p->ranges[i].len,
+                                           w->buf + p->ranges[i].buf_off};
+            w->reads[i] = (io_read){fd, p->ranges[i].seg_off, p->ranges[i].len,
+                                    w->buf + p->ranges[i].buf_off, (int64_t)p->ranges[i].len};
+        }
+        rc = src_conn_read(w->src, w->src_ranges, p->n_ranges);
+    } else {
+        for (uint32_t i = 0; i < p->n_ranges; i++) {
+            w->reads[i] = (io_read){fd, p->ranges[i].seg_off - ch.offset + chunk_base,
+                                    p->ranges[i].len, w->buf + p->ranges[i].buf_off, 0};
+        }
+        rc = io_engine_read(w->io, w->reads, p->n_ranges);
     }
-    int rc = io_engine_read(w->io, w->reads, p->n_ranges);
     if (rc != HDMLP_OK) {
         hd_err_wrap(rc, "%s, chunk %llu: ", where, (unsigned long long)job->chunk);
         return rc;
@@ -179,6 +203,13 @@ static int run_job(ld_worker *w, ld_job *job)
             return hd_err(HDMLP_E_NOMEM, "loader: out of memory");
         }
         w->reads = r;
+        if (w->src != NULL) {
+            src_range *sr = hd_realloc(w->src_ranges, p->n_ranges * sizeof(src_range));
+            if (sr == NULL) {
+                return hd_err(HDMLP_E_NOMEM, "loader: out of memory");
+            }
+            w->src_ranges = sr;
+        }
         w->reads_cap = p->n_ranges;
     }
     if (place == TIER_SSD) {
@@ -204,8 +235,8 @@ static int run_job(ld_worker *w, ld_job *job)
     }
     char seg[512];
     ds_segment_path(ld->ds, p->segment, seg, sizeof(seg));
-    const int fd = ds_segment_fd(ld->ds, p->segment, ld->cfg.direct);
-    if (fd < 0) {
+    const int fd = w->src != NULL ? -1 : ds_segment_fd(ld->ds, p->segment, ld->cfg.direct);
+    if (fd < 0 && w->src == NULL) {
         return fd;
     }
     fmt_chunk ch;

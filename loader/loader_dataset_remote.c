@@ -1,0 +1,106 @@
+/*
+ * Datasets in object storage: the index fetched whole at open, every segment's size checked
+ * with HEAD requests (in flight together), and reads of the dataset's own (non-loader)
+ * paths (hdmlp_dataset_read_sample, hdmlp_dataset_verify, SSD staging) through one shared
+ * connection set. The loader's I/O threads read through their own (loader_worker.c).
+ */
+#include "loader_dataset.h"
+#include "loader_source.h"
+
+#include <stdio.h>
+#include <string.h>
+
+typedef unsigned long long ull;
+
+/* Indexes above this are refused before they are fetched (the format's sample table of
+ * 2^32 samples stays well below). */
+#define DS_INDEX_MAX (UINT64_C(1) << 36)
+#define DS_REMOTE_DEPTH 16u
+
+int ds_remote_load(hdmlp_dataset *ds, const char *url, const hdmlp_source_config *cfg)
+{
+    int rc = src_store_open(url, cfg, &ds->store);
+    if (rc == HDMLP_OK) {
+        rc = src_conn_create(ds->store, DS_REMOTE_DEPTH, &ds->conn);
+    }
+    if (rc != HDMLP_OK) {
+        return rc;
+    }
+    uint8_t *buf = NULL;
+    uint64_t len = 0;
+    rc = src_conn_get(ds->conn, FMT_INDEX_NAME, DS_INDEX_MAX, &buf, &len);
+    if (rc == HDMLP_E_NOTFOUND) {
+        return hd_err_wrap(rc, "%s: no index object: not an hdmlp dataset: ", url);
+    }
+    if (rc != HDMLP_OK) {
+        return rc;
+    }
+    if (len == 0) {
+        hd_free(buf);
+        return hd_err(HDMLP_E_CORRUPT, "%s/%s: empty object: not an hdmlp dataset", url,
+                      FMT_INDEX_NAME);
+    }
+    ds->index_map = buf;
+    ds->index_size = (size_t)len;
+    return HDMLP_OK;
+}
+
+int ds_remote_check_segments(hdmlp_dataset *ds)
+{
+    const uint32_t n = ds->ix.h.n_segments;
+    if (n == 0) {
+        return HDMLP_OK;
+    }
+    char *names = hd_malloc((size_t)n * 32);
+    const char **ptr = hd_malloc((size_t)n * sizeof(char *));
+    uint64_t *sizes = hd_malloc((size_t)n * sizeof(uint64_t));
+    int rc = HDMLP_OK;
+    if (names == NULL || ptr == NULL || sizes == NULL) {
+        rc = hd_err(HDMLP_E_NOMEM, "out of memory for %u segments", n);
+    }
+    for (uint32_t s = 0; rc == HDMLP_OK && s < n; s++) {
+        snprintf(names + (size_t)s * 32, 32, FMT_SEGMENT_NAME_FMT, s);
+        ptr[s] = names + (size_t)s * 32;
+    }
+    if (rc == HDMLP_OK) {
+        rc = src_conn_sizes(ds->conn, ptr, sizes, n);
+        if (rc == HDMLP_E_NOTFOUND) {
+            hd_err_wrap(rc, "segment object missing: ");
+        }
+    }
+    for (uint32_t s = 0; rc == HDMLP_OK && s < n; s++) {
+        fmt_segment seg;
+        fmt_index_segment(&ds->ix, s, &seg);
+        if (sizes[s] != seg.size) {
+            char path[4200];
+            ds_segment_path(ds, s, path, sizeof(path));
+            rc = hd_err(HDMLP_E_CORRUPT,
+                        "%s: segment object has %llu bytes, the index says %llu (%s)", path,
+                        (ull)sizes[s], (ull)seg.size,
+                        sizes[s] < seg.size ? "truncated" : "wrong object");
+        }
+    }
+    hd_free(names);
+    hd_free(ptr);
+    hd_free(sizes);
+    return rc;
+}
+
+int ds_remote_read(hdmlp_dataset *ds, uint32_t s, void *buf, uint64_t len, uint64_t off)
+{
+    char name[32];
+    snprintf(name, sizeof(name), FMT_SEGMENT_NAME_FMT, s);
+    const src_range r = {name, off, len, buf};
+    pthread_mutex_lock(&ds->fd_lock);
+    const int rc = src_conn_read(ds->conn, &r, 1);
+    pthread_mutex_unlock(&ds->fd_lock);
+    return rc;
+}
+
+void ds_remote_close(hdmlp_dataset *ds)
+{
+    src_conn_free(ds->conn);
+    src_store_free(ds->store);
+    ds->conn = NULL;
+    ds->store = NULL;
+}
