@@ -119,9 +119,9 @@ int sigv4_authorization(const sigv4_request *r, char *out, size_t cap)
     int bad = put(canon, SIGV4_TEXT_MAX, &cn, "%s\n%s\n", r->method, r->uri);
     bad |= put(canon, SIGV4_TEXT_MAX, &cn, "%s\n%s", r->query, "");
     for (unsigned i = 0; i < r->n_headers && !bad; i++) {
-        bad |= put(canon, SIGV4_TEXT_MAX, &cn, "\n%s:%s", h[i].name, h[i].value);
+        bad |= put(canon, SIGV4_TEXT_MAX, &cn, "%s:%s\n", h[i].name, h[i].value);
     }
-    bad |= put(canon, SIGV4_TEXT_MAX, &cn, "\n\n%s\n%s", signed_names, r->payload_hash);
+    bad |= put(canon, SIGV4_TEXT_MAX, &cn, "\n%s\n%s", signed_names, r->payload_hash);
     if (bad) {
         free(canon);
         return -1;

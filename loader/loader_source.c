@@ -386,7 +386,7 @@ static int make_prefix(src_store *s, const char *lead, const char *key)
     if (s->path_prefix == NULL) {
         return -2;
     }
-    snprintf(s->path_prefix, cap, "/%s%s%s%s", lead, lead[0] && enc[0] ? "/" : "", enc,
+    snprintf(s->path_prefix, cap, "/%s%s%s%s", lead, lead[0] ? "/" : "", enc,
              enc[0] ? "/" : "");
     return 0;
 }
