@@ -4,6 +4,7 @@
  * Memory sizing is in loader_sizing.c.
  */
 #include "loader_core.h"
+#include "loader_image_pipe.h"
 #include "loader_iomode.h"
 #include "loader_probe.h"
 #include "loader_sampler.h"
@@ -245,6 +246,9 @@ int loader_create_with(hdmlp_dataset *ds, const hdmlp_config *cfg,
     if (rc == HDMLP_OK) {
         rc = resume_apply(ld);
     }
+    if (rc == HDMLP_OK && ld->cfg.image != NULL) {
+        rc = image_pipe_start(ld);
+    }
     if (rc == HDMLP_OK && ld->tier != NULL && ld->cfg.ssd_dir != NULL && !loader_stager_off) {
         if (pthread_create(&ld->stager, NULL, stage_main, ld) != 0) {
             rc = hd_err(HDMLP_E_NOMEM, "loader: cannot start the SSD stager");
@@ -329,6 +333,7 @@ void hdmlp_loader_free(hdmlp_loader *ld)
         ld->net->destroy(ld->net);
         ld->net = NULL;
     }
+    image_pipe_stop(ld); /* before the I/O threads: some may wait for the split */
     pthread_mutex_lock(&ld->lock);
     ld->shutdown = 1;
     pthread_cond_broadcast(&ld->work_cv);

@@ -201,6 +201,7 @@ struct hdmlp_loader {
     char fail_detail[1024];
 
     hdmlp_stats st;
+    struct image_pipe *pipe; /* the image pipeline (loader_image_pipe.c), or NULL */
 };
 
 struct hdmlp_batch {
@@ -211,6 +212,7 @@ struct hdmlp_batch {
     size_t taken; /* positions taken so far (skipped corrupt samples included) */
     hdmlp_sample_view *views;
     ld_sample **samples;
+    struct image_out *image; /* decoded images (image pipeline), or NULL */
 };
 
 /* loader_worker.c */

@@ -46,8 +46,7 @@ typedef struct image_buf {
 
 typedef enum image_kind { IMAGE_JPEG = 1, IMAGE_PNG = 2, IMAGE_RAW = 3 } image_kind;
 
-/* A crop of the source image in source pixels (floating point, as torchvision draws it in
- * integers: top, left, height, width are whole numbers) and a flip. */
+/* A crop of the source image in whole source pixels, and a flip. */
 typedef struct image_crop {
     uint32_t top, left, height, width;
     int flip;
@@ -73,19 +72,22 @@ void image_buf_free(image_buf *b);
 struct fmt_rng;
 void image_crop_train(const struct hdmlp_image_config *ic, struct fmt_rng *rng, uint32_t h,
                       uint32_t w, image_crop *out);
-/* Validation: the region of the source that Resize(shorter side) + CenterCrop keeps, in
- * source pixels (fractional), and the resized size it comes from. */
+/* Validation: the size rh × rw the whole image is resized to, and the window of it that
+ * the centre crop keeps (top, left; the config's height × width). */
 void image_crop_val(const struct hdmlp_image_config *ic, uint32_t h, uint32_t w, uint32_t *rh,
                     uint32_t *rw, uint32_t *top, uint32_t *left);
 /* Seeds the sample's RNG: (seed, epoch, packed index). */
 void image_rng_seed(struct fmt_rng *rng, uint64_t seed, uint64_t epoch, uint64_t index);
 
-/* Resizes the box [x0, x0 + bw) × [y0, y0 + bh) of src (coordinates in src pixels, may be
- * fractional after DCT scaling) to dh × dw with PIL's antialiased bilinear filter, into dst
- * (dh × dw × src->c, row-major). scratch: at least image_resize_scratch() bytes. */
-size_t image_resize_scratch(const image_buf *src, double bh, uint32_t dh, uint32_t dw);
-int image_resize(const image_buf *src, double y0, double x0, double bh, double bw, uint8_t *dst,
-                 uint32_t dh, uint32_t dw, uint8_t *scratch);
+/* Resizes the box [x0, x0 + bw) × [y0, y0 + bh) of src (in src pixels; fractional after DCT
+ * scaling; the source is cut to the box's whole pixels first, as torchvision crops before
+ * resizing) to rh × rw with PIL's antialiased bilinear filter, and writes the window
+ * [top, top + dh) × [left, left + dw) of that result into dst (dh × dw × src->c, row-major).
+ * scratch: at least image_resize_scratch(src, dh, dw) bytes. */
+size_t image_resize_scratch(const image_buf *src, uint32_t dh, uint32_t dw);
+int image_resize_region(const image_buf *src, double y0, double x0, double bh, double bw,
+                        uint32_t rh, uint32_t rw, uint32_t top, uint32_t left, uint8_t *dst,
+                        uint32_t dh, uint32_t dw, uint8_t *scratch);
 /* Writes an h × w × c uint8 image (c == the config's channels) into out (one image of the
  * batch) in the config's layout and dtype, flipping horizontally if asked. */
 void image_store(const struct hdmlp_image_config *ic, const uint8_t *px, int flip, void *out);

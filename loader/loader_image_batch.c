@@ -1,11 +1,220 @@
-/* hdmlp_batch_image: the decoded view of a batch from a loader with an image pipeline. */
-#include "loader_core.h"
-#include "loader_image.h"
+/*
+ * The image pipeline's consumer side: queuing raw batches ahead (hdmlp_loader_next's
+ * thread), handing out decoded ones in order, compacting away images that failed with
+ * HDMLP_CORRUPT_SKIP, and the public view of a decoded batch.
+ */
+#include "loader_image_pipe.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Queues a raw batch for the decode threads (lock held). */
+static int submit(struct hdmlp_loader *ld, image_pipe *p, hdmlp_batch *b)
+{
+    image_out *o = hd_calloc(1, sizeof(*o));
+    const size_t n = b->n ? b->n : 1;
+    if (o != NULL) {
+        o->buf = hd_aligned_alloc(64, (size_t)p->img_bytes * n);
+        o->result = hd_calloc(n, sizeof(int));
+        o->err = hd_calloc(n, sizeof(char *));
+        o->raw_size = hd_calloc(n, sizeof(uint64_t));
+        o->labels = hd_calloc(n, sizeof(uint32_t));
+        o->indices = hd_calloc(n, sizeof(uint64_t));
+    }
+    if (o == NULL || !o->buf || !o->result || !o->err || !o->raw_size || !o->labels ||
+        !o->indices) {
+        image_out_free(o);
+        return hd_err(HDMLP_E_NOMEM, "image: out of memory for a batch of %zu images", b->n);
+    }
+    o->batch = b;
+    o->n_raw = (uint32_t)b->n;
+    o->charge = p->img_bytes * b->n;
+    for (size_t i = 0; i < b->n; i++) {
+        o->raw_size[i] = b->samples[i]->size;
+    }
+    o->pos_epoch = ld->deliver_epoch;
+    o->pos = ld->deliver_pos;
+    b->image = o;
+    ld->charged += o->charge;
+    if (ld->charged > ld->st.peak_memory_bytes) {
+        ld->st.peak_memory_bytes = ld->charged;
+    }
+    if (p->tail != NULL) {
+        p->tail->next = o;
+    } else {
+        p->head = o;
+    }
+    p->tail = o;
+    p->depth++;
+    p->win_supplied += b->n;
+    pthread_cond_broadcast(&p->work_cv);
+    return HDMLP_OK;
+}
+
+/* Returns a batch that will never reach the consumer to the loader (lock held). */
+static void drop(struct hdmlp_loader *ld, hdmlp_batch *b)
+{
+    image_out *o = b->image;
+    for (size_t i = 0; i < b->n; i++) {
+        ld->charged -= b->samples[i]->size;
+        sample_free(b->samples[i]);
+    }
+    ld->charged -= o != NULL ? o->charge : 0;
+    ld->outstanding_batches--;
+    ld->refs--; /* the handle's reference remains: the consumer is in a call on it */
+    image_out_free(o);
+    hd_free(b);
+    pthread_cond_broadcast(&ld->ready_cv);
+}
+
+/* Turns a fully decoded batch into what the consumer gets: images that failed are left out
+ * (HDMLP_CORRUPT_SKIP) or fail the loader. Lock held. */
+static int finalize(struct hdmlp_loader *ld, image_pipe *p, image_out *o)
+{
+    hdmlp_batch *b = o->batch;
+    for (uint32_t i = 0; i < o->n_raw; i++) {
+        if (o->result[i] != HDMLP_OK &&
+            !(ld->cfg.skip_corrupt && o->result[i] == HDMLP_E_CORRUPT)) {
+            char detail[1024];
+            snprintf(detail, sizeof(detail), "%s",
+                     o->err[i] ? o->err[i] : "image: decode failed");
+            const int rc = o->result[i];
+            drop(ld, b);
+            return loader_fail(ld, rc, detail);
+        }
+    }
+    size_t n = 0;
+    for (uint32_t i = 0; i < o->n_raw; i++) {
+        ld_sample *s = b->samples[i];
+        if (o->result[i] != HDMLP_OK) {
+            ld->st.skipped_samples++;
+            ld->st.samples--;
+            ld->st.bytes_delivered -= o->raw_size[i];
+            ld->st.stored_bytes_delivered -= s->stored;
+            snprintf(ld->last_skip, sizeof(ld->last_skip), "%s", o->err[i] ? o->err[i] : "");
+            sample_free(s);
+            continue;
+        }
+        if (n != i) {
+            memmove(o->buf + n * p->img_bytes, o->buf + (size_t)i * p->img_bytes, p->img_bytes);
+        }
+        b->samples[n] = s;
+        o->labels[n] = s->label;
+        o->indices[n] = s->index;
+        b->views[n] =
+            (hdmlp_sample_view){o->buf + n * p->img_bytes, p->img_bytes, s->index, s->label, 0};
+        n++;
+    }
+    b->n = n;
+    return HDMLP_OK;
+}
+
+/* Waits on the loader's condition (lock held) until woken or the deadline passes. */
+static int wait_ready(struct hdmlp_loader *ld, const struct timespec *deadline)
+{
+    const uint64_t t0 = loader_now_ns();
+    int wrc = 0;
+    if (deadline != NULL) {
+        wrc = pthread_cond_timedwait(&ld->ready_cv, &ld->lock, deadline);
+    } else {
+        pthread_cond_wait(&ld->ready_cv, &ld->lock);
+    }
+    ld->st.stall_ns += loader_now_ns() - t0;
+    return wrc == ETIMEDOUT ? HDMLP_E_TIMEOUT : HDMLP_OK;
+}
+
+int image_pipe_next(struct hdmlp_loader *ld, image_raw_next_fn raw, hdmlp_batch **out,
+                    const struct timespec *deadline)
+{
+    image_pipe *p = ld->pipe;
+    const struct timespec past = {0, 0};
+    for (;;) {
+        if (ld->failed) {
+            return hd_err(ld->failed, "%s", ld->fail_detail);
+        }
+        /* Keep `prefetch` batches queued; block for raw data only when none is. */
+        while (p->depth < p->ic.prefetch && !p->raw_end && p->pending_rc == HDMLP_OK) {
+            hdmlp_batch *b = NULL;
+            const int rc = raw(ld, &b, p->depth == 0 ? deadline : &past);
+            if (rc == HDMLP_OK) {
+                const int src = submit(ld, p, b);
+                if (src != HDMLP_OK) {
+                    drop(ld, b);
+                    return loader_fail(ld, src, hdmlp_last_error());
+                }
+                continue;
+            }
+            if (rc == HDMLP_END) {
+                p->raw_end = 1;
+            } else if (p->depth == 0 || rc == HDMLP_E_INTERRUPTED) {
+                return rc; /* the caller's deadline, an interrupt, the budget, a failure */
+            } else if (rc != HDMLP_E_TIMEOUT && rc != HDMLP_E_NOMEM) {
+                /* Deliver the batches queued before it first. */
+                p->pending_rc = rc;
+                snprintf(p->pending_detail, sizeof(p->pending_detail), "%s",
+                         hdmlp_last_error());
+            }
+            break;
+        }
+        image_out *o = p->head;
+        if (o == NULL) {
+            if (p->pending_rc != HDMLP_OK) {
+                return hd_err(p->pending_rc, "%s", p->pending_detail);
+            }
+            return HDMLP_END; /* raw_end: nothing queued and nothing to come */
+        }
+        if (o->done == o->n_raw) {
+            p->head = o->next;
+            if (p->head == NULL) {
+                p->tail = NULL;
+            }
+            p->depth--;
+            o->next = NULL;
+            p->handed_epoch = o->pos_epoch;
+            p->handed_pos = o->pos;
+            const int rc = finalize(ld, p, o);
+            if (rc != HDMLP_OK) {
+                return rc;
+            }
+            *out = o->batch;
+            return HDMLP_OK;
+        }
+        if (ld->interrupt) {
+            ld->interrupt = 0;
+            return hd_err(HDMLP_E_INTERRUPTED, "loader: interrupted while waiting for images");
+        }
+        const int full = p->depth >= p->ic.prefetch;
+        const uint64_t t0 = loader_now_ns();
+        const int wrc = wait_ready(ld, deadline);
+        if (full) {
+            p->win_full_ns += loader_now_ns() - t0;
+        }
+        if (wrc != HDMLP_OK) {
+            return hd_err(HDMLP_E_TIMEOUT, "loader: no decoded batch within the timeout");
+        }
+    }
+}
 
 int hdmlp_batch_image(const hdmlp_batch *batch, hdmlp_image_batch *out)
 {
     if (batch == NULL || out == NULL) {
         return hd_err(HDMLP_E_INVAL, "batch_image: batch and out are required");
     }
-    return hd_err(HDMLP_E_STATE, "batch_image: the loader has no image pipeline");
+    const image_out *o = batch->image;
+    if (o == NULL) {
+        return hd_err(HDMLP_E_STATE, "batch_image: the loader has no image pipeline");
+    }
+    const struct hdmlp_image_config *ic = batch->ld->cfg.image;
+    out->data = o->buf;
+    out->n = (uint32_t)batch->n;
+    out->height = ic->height;
+    out->width = ic->width;
+    out->channels = ic->channels;
+    out->layout = ic->layout;
+    out->dtype = ic->dtype;
+    out->bytes = image_out_bytes(ic) * batch->n;
+    out->labels = o->labels;
+    out->indices = o->indices;
+    return HDMLP_OK;
 }

@@ -4,6 +4,7 @@
  * budget when released (from any thread).
  */
 #include "loader_core.h"
+#include "loader_image_pipe.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -323,16 +324,12 @@ int hdmlp_loader_try_next(hdmlp_loader *ld, hdmlp_batch **out)
     return next_until(ld, out, &past);
 }
 
-static int next_until(hdmlp_loader *ld, hdmlp_batch **out, const struct timespec *deadline)
+/* The next raw batch, handed out of this layer: counted, views set, referenced (lock held).
+ * The image pipeline takes its batches from here. */
+static int raw_next(hdmlp_loader *ld, hdmlp_batch **out, const struct timespec *deadline)
 {
-    if (out == NULL || ld == NULL) {
-        return hd_err(HDMLP_E_INVAL, "loader_next: loader and out are required");
-    }
-    *out = NULL;
-    pthread_mutex_lock(&ld->lock);
     hdmlp_batch *batch = NULL;
-    int rc = ld->failed ? hd_err(ld->failed, "%s", ld->fail_detail)
-                        : next_locked(ld, &batch, deadline);
+    const int rc = next_locked(ld, &batch, deadline);
     if (batch != NULL) {
         for (size_t i = 0; i < batch->n; i++) {
             const ld_sample *s = batch->samples[i];
@@ -353,6 +350,19 @@ static int next_until(hdmlp_loader *ld, hdmlp_batch **out, const struct timespec
         }
         *out = batch;
     }
+    return rc;
+}
+
+static int next_until(hdmlp_loader *ld, hdmlp_batch **out, const struct timespec *deadline)
+{
+    if (out == NULL || ld == NULL) {
+        return hd_err(HDMLP_E_INVAL, "loader_next: loader and out are required");
+    }
+    *out = NULL;
+    pthread_mutex_lock(&ld->lock);
+    int rc = ld->failed         ? hd_err(ld->failed, "%s", ld->fail_detail)
+             : ld->pipe != NULL ? image_pipe_next(ld, raw_next, out, deadline)
+                                : raw_next(ld, out, deadline);
     pthread_mutex_unlock(&ld->lock);
     exchange_flush(ld);
     if (rc != HDMLP_OK) {
@@ -385,11 +395,15 @@ void hdmlp_batch_release(hdmlp_batch *batch)
     hdmlp_loader *ld = batch->ld;
     pthread_mutex_lock(&ld->lock);
     uncharge_samples(ld, batch->samples, batch->n);
+    if (batch->image != NULL) {
+        ld->charged -= batch->image->charge;
+    }
     ld->outstanding_batches--;
     pthread_cond_broadcast(&ld->ready_cv);
     loader_unref_unlock(ld);
     for (size_t i = 0; i < batch->n; i++) {
         sample_free(batch->samples[i]);
     }
+    image_out_free(batch->image);
     hd_free(batch);
 }

@@ -14,6 +14,7 @@
  *   76 u32 reserved      80 u64 epoch        88 u64 position     96 u64 XXH3 of 0..95
  */
 #include "loader_core.h"
+#include "loader_image_pipe.h"
 #include "loader_sampler.h"
 
 #include <string.h>
@@ -54,8 +55,10 @@ int hdmlp_loader_save_state(hdmlp_loader *ld, void *buf, size_t cap, size_t *len
     fmt_st64(p + 56, sched_abstract_chunks(ld->sch));
     fmt_st64(p + 64, ld->slot_cap);
     fmt_st32(p + 72, state_flags(&ld->cfg));
-    fmt_st64(p + 80, ld->deliver_epoch);
-    fmt_st64(p + 88, ld->deliver_pos);
+    uint64_t epoch = ld->deliver_epoch, pos = ld->deliver_pos;
+    image_pipe_position(ld, &epoch, &pos); /* batches decoded ahead are not handed out yet */
+    fmt_st64(p + 80, epoch);
+    fmt_st64(p + 88, pos);
     pthread_mutex_unlock(&ld->lock);
     fmt_st64(p + 96, fmt_checksum(p, 96));
     if (len != NULL) {

@@ -4,6 +4,7 @@
  * own buffers, and report completion. Errors travel with the job's samples.
  */
 #include "loader_core.h"
+#include "loader_image_pipe.h"
 #include "loader_source.h"
 
 #include <stdio.h>
@@ -282,7 +283,12 @@ void *worker_main(void *arg)
             if (ld->shutdown) {
                 break;
             }
-            if (ld->q_head == NULL) {
+            if (!image_pipe_io_allowed(ld, (uint32_t)(w - ld->workers))) {
+                /* The image pipeline gave this thread's turn to decoding: pass on any
+                 * wake-up it took and wait for the split to change. */
+                pthread_cond_signal(&ld->work_cv);
+                image_pipe_io_wait(ld);
+            } else if (ld->q_head == NULL) {
                 pthread_cond_wait(&ld->work_cv, &ld->lock);
             } else if (extra && ld->charged + w->buf_cap > ld->plan_limit) {
                 /* Leave the job to another thread: pass on the wake-up this one took. */

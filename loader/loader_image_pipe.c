@@ -1,0 +1,391 @@
+/*
+ * The image pipeline's threads and queue. The consumer (hdmlp_loader_next) assembles raw
+ * batches as before and queues them here, up to `prefetch` batches ahead, blocking only
+ * when nothing is queued; decode threads claim samples of the queued batches in order,
+ * decode and augment each straight into the batch's output buffer and free the sample's
+ * raw bytes at once; the consumer hands out the oldest batch once all its samples are done.
+ * Every time is measured under the loader's lock; the split between I/O and decode threads
+ * (automatic mode) moves one thread at a time from what the last window measured.
+ */
+#include "loader_image_pipe.h"
+
+#include "fmt_rng.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#define BALANCE_WINDOW_NS (200ull * 1000000ull)
+
+/* The decode of one sample into `out` (one image of the batch). */
+typedef struct decode_ctx {
+    image_decoder *dec;
+    uint8_t *scratch, *tmp;
+    size_t scratch_cap, tmp_cap;
+} decode_ctx;
+
+static int grow(uint8_t **buf, size_t *cap, size_t need)
+{
+    if (need <= *cap) {
+        return HDMLP_OK;
+    }
+    hd_free(*buf);
+    *buf = hd_malloc(need);
+    *cap = *buf != NULL ? need : 0;
+    return *buf != NULL ? HDMLP_OK : hd_err(HDMLP_E_NOMEM, "image: out of memory (scratch)");
+}
+
+static int decode_one(const image_pipe *p, decode_ctx *c, const uint8_t *data, size_t size,
+                      uint64_t seed, uint64_t epoch, uint64_t index, void *out, int *dct)
+{
+    const struct hdmlp_image_config *ic = &p->ic;
+    image_kind kind;
+    uint32_t h = 0, w = 0;
+    int rc = image_probe(c->dec, data, size, &kind, &h, &w);
+    if (rc != HDMLP_OK) {
+        return rc;
+    }
+    fmt_rng rng;
+    image_rng_seed(&rng, seed, epoch, index);
+    double y0 = 0, x0 = 0, bh = h, bw = w;
+    uint32_t rh = ic->height, rw = ic->width, top = 0, left = 0;
+    int flip = 0;
+    if (ic->mode == HDMLP_IMAGE_TRAIN) {
+        image_crop cr;
+        image_crop_train(ic, &rng, h, w, &cr);
+        y0 = cr.top;
+        x0 = cr.left;
+        bh = cr.height;
+        bw = cr.width;
+        flip = cr.flip;
+    } else {
+        image_crop_val(ic, h, w, &rh, &rw, &top, &left);
+        const double pf = image_flip_prob(ic);
+        flip = pf > 0.0 && (double)(fmt_rng_next(&rng) >> 11) * 0x1p-53 < pf;
+    }
+    uint32_t denom = 1;
+    if (kind == IMAGE_JPEG && ic->dct_scaling) {
+        for (uint32_t d = 8; d >= 2 && denom == 1; d /= 2) {
+            if (bw / d >= 2.0 * rw && bh / d >= 2.0 * rh) {
+                denom = d;
+            }
+        }
+    }
+    image_buf img;
+    rc = image_decode(c->dec, data, size, ic->channels, denom, &img);
+    if (rc != HDMLP_OK) {
+        return rc;
+    }
+    *dct = denom > 1;
+    const double sy = (double)img.h / h, sx = (double)img.w / w;
+    const int direct =
+        ic->dtype == HDMLP_DTYPE_UINT8 && ic->layout == HDMLP_LAYOUT_NHWC && !flip;
+    rc = grow(&c->scratch, &c->scratch_cap, image_resize_scratch(&img, ic->height, ic->width));
+    if (rc == HDMLP_OK && !direct) {
+        rc = grow(&c->tmp, &c->tmp_cap, (size_t)ic->height * ic->width * ic->channels);
+    }
+    if (rc == HDMLP_OK) {
+        uint8_t *dst = direct ? out : c->tmp;
+        rc = image_resize_region(&img, y0 * sy, x0 * sx, bh * sy, bw * sx, rh, rw, top, left,
+                                 dst, ic->height, ic->width, c->scratch);
+        if (rc == HDMLP_OK && !direct) {
+            image_store(ic, dst, flip, out);
+        }
+    }
+    image_buf_free(&img);
+    return rc;
+}
+
+/* Moves the split one thread after each window, from what it measured (lock held). */
+static void balance_tick(struct hdmlp_loader *ld, image_pipe *p, uint64_t now)
+{
+    const uint64_t span = now - p->win_start;
+    if (span < BALANCE_WINDOW_NS) {
+        return;
+    }
+    ld->st.decode_rate = p->win_decoded * 1000000000ull / span;
+    ld->st.read_rate = p->win_supplied * 1000000000ull / span;
+    if (p->automatic) {
+        const double idle = (double)p->win_idle_ns / ((double)p->decode_active * (double)span);
+        const double full = (double)p->win_full_ns / (double)span;
+        int verdict = 0;
+        if (idle > 0.25 && full < 0.1) {
+            verdict = -1; /* decoders wait for data: more I/O */
+        } else if (full > 0.25 && idle < 0.1) {
+            verdict = 1; /* data waits for decoders: more decoding */
+        }
+        /* Two windows in a row before a move, so one noisy window does not swing it. */
+        if (verdict != 0 && verdict == p->verdict) {
+            if (verdict < 0 && p->io_limit < p->io_max && p->decode_active > 1) {
+                p->io_limit++;
+                p->decode_active--;
+                ld->st.balance_moves++;
+                pthread_cond_broadcast(&p->io_cv);
+                verdict = 0;
+            } else if (verdict > 0 && p->io_limit > 1 && p->decode_active < p->n_threads) {
+                p->io_limit--;
+                p->decode_active++;
+                ld->st.balance_moves++;
+                pthread_cond_broadcast(&p->work_cv);
+                verdict = 0;
+            }
+        }
+        p->verdict = verdict;
+        ld->st.io_threads_active = p->io_limit;
+        ld->st.decode_threads_active = p->decode_active;
+    }
+    p->win_start = now;
+    p->win_decoded = p->win_supplied = p->win_idle_ns = p->win_full_ns = 0;
+}
+
+/* The first queued batch with an unclaimed sample (lock held). */
+static image_out *claimable(image_pipe *p)
+{
+    for (image_out *o = p->head; o != NULL; o = o->next) {
+        if (o->claimed < o->n_raw) {
+            return o;
+        }
+    }
+    return NULL;
+}
+
+static char *dup_detail(const char *s)
+{
+    char *d = hd_malloc(strlen(s) + 1);
+    if (d != NULL) {
+        strcpy(d, s);
+    }
+    return d;
+}
+
+static void *decode_main(void *arg)
+{
+    decode_thread *t = arg;
+    image_pipe *p = t->p;
+    struct hdmlp_loader *ld = t->ld;
+    decode_ctx c = {NULL, NULL, NULL, 0, 0};
+    const int crc = image_decoder_create(&c.dec);
+    pthread_mutex_lock(&ld->lock);
+    for (;;) {
+        if (p->stop) {
+            break;
+        }
+        image_out *o = t->index < p->decode_active ? claimable(p) : NULL;
+        if (o == NULL) {
+            const uint64_t t0 = loader_now_ns();
+            pthread_cond_wait(&p->work_cv, &ld->lock);
+            if (t->index < p->decode_active) {
+                p->win_idle_ns += loader_now_ns() - t0;
+            }
+            continue;
+        }
+        const uint32_t i = o->claimed++;
+        ld_sample *s = o->batch->samples[i];
+        const uint64_t epoch = o->batch->epoch, index = s->index;
+        pthread_mutex_unlock(&ld->lock);
+
+        const uint64_t t0 = loader_now_ns();
+        int dct = 0;
+        int rc = crc;
+        if (rc == HDMLP_OK) {
+            rc = decode_one(p, &c, s->data, s->size, ld->cfg.seed, epoch, index,
+                            o->buf + (size_t)i * p->img_bytes, &dct);
+        }
+        char *err = NULL;
+        if (rc != HDMLP_OK) {
+            hdmlp_sample_info info;
+            char name[256] = "";
+            if (hdmlp_dataset_sample_info(ld->ds, index, &info) == HDMLP_OK) {
+                snprintf(name, sizeof(name), " (%.*s)",
+                         (int)(info.key_size < 200 ? info.key_size : 200), info.key);
+            }
+            char detail[1400];
+            snprintf(detail, sizeof(detail), "image: sample %llu%s of epoch %llu: %s",
+                     (unsigned long long)index, name, (unsigned long long)epoch,
+                     hdmlp_last_error());
+            err = dup_detail(detail);
+            if (rc != HDMLP_E_NOMEM) {
+                rc = HDMLP_E_CORRUPT;
+            }
+        }
+        /* The raw bytes are not needed any more: back to the budget now. */
+        hd_free(s->data);
+        const uint64_t now = loader_now_ns();
+
+        pthread_mutex_lock(&ld->lock);
+        s->data = NULL;
+        ld->charged -= s->size;
+        s->size = 0;
+        o->result[i] = rc;
+        o->err[i] = err;
+        o->done++;
+        ld->st.decode_busy_ns += now - t0;
+        if (rc == HDMLP_OK) {
+            ld->st.images_decoded++;
+            ld->st.dct_scaled += (uint64_t)dct;
+        } else {
+            ld->st.decode_failures++;
+        }
+        p->win_decoded++;
+        if (o->done == o->n_raw) {
+            pthread_cond_broadcast(&ld->ready_cv);
+        }
+        pthread_cond_broadcast(&ld->ready_cv); /* memory was released */
+        balance_tick(ld, p, now);
+    }
+    pthread_mutex_unlock(&ld->lock);
+    image_decoder_free(c.dec);
+    hd_free(c.scratch);
+    hd_free(c.tmp);
+    return NULL;
+}
+
+void image_out_free(image_out *o)
+{
+    if (o == NULL) {
+        return;
+    }
+    for (uint32_t i = 0; o->err != NULL && i < o->n_raw; i++) {
+        hd_free(o->err[i]);
+    }
+    hd_free(o->err);
+    hd_free(o->result);
+    hd_free(o->raw_size);
+    hd_free(o->labels);
+    hd_free(o->indices);
+    hd_free(o->buf);
+    hd_free(o);
+}
+
+int image_pipe_start(struct hdmlp_loader *ld)
+{
+    const struct hdmlp_image_config *ic = ld->cfg.image;
+    image_pipe *p = hd_calloc(1, sizeof(*p));
+    if (p == NULL) {
+        return hd_err(HDMLP_E_NOMEM, "image: out of memory for the pipeline");
+    }
+    p->ic = *ic;
+    p->img_bytes = image_out_bytes(ic);
+    pthread_cond_init(&p->work_cv, NULL);
+    pthread_cond_init(&p->io_cv, NULL);
+    ld->pipe = p;
+    /* Output buffers: those decoded ahead and two the consumer may hold. */
+    const uint64_t batch_bytes = p->img_bytes * ld->cfg.batch;
+    const uint64_t reserve = batch_bytes * (ic->prefetch + 2);
+    if (reserve > ld->cfg.memory / 2 || reserve >= ld->plan_limit) {
+        return hd_err(
+            HDMLP_E_INVAL,
+            "image: %u batches of %u images of %u x %u x %u need %llu bytes, more than "
+            "half the memory budget (%llu bytes); raise the budget or lower the "
+            "batch size, image size or prefetch",
+            ic->prefetch + 2, ld->cfg.batch, ic->height, ic->width, ic->channels,
+            (unsigned long long)reserve, (unsigned long long)ld->cfg.memory);
+    }
+    ld->plan_limit -= reserve;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cpus < 1) {
+        cpus = 1;
+    }
+    if (cpus > 64) {
+        cpus = 64;
+    }
+    p->io_max = ld->n_workers;
+    if (ic->decode_threads == 0) {
+        p->automatic = 1;
+        p->n_threads = (uint32_t)cpus;
+        p->total = p->n_threads + 1;
+        p->io_limit = 1;
+        p->decode_active = p->total - p->io_limit;
+    } else {
+        p->n_threads = ic->decode_threads;
+        p->decode_active = p->n_threads;
+        p->io_limit = 0;
+    }
+    ld->st.io_threads_active = p->io_limit ? p->io_limit : p->io_max;
+    ld->st.decode_threads_active = p->decode_active;
+    p->win_start = loader_now_ns();
+    /* Where a saved state stands until the first decoded batch goes out (after resume). */
+    p->handed_epoch = ld->deliver_epoch;
+    p->handed_pos = ld->deliver_pos;
+    p->threads = hd_calloc(p->n_threads, sizeof(*p->threads));
+    if (p->threads == NULL) {
+        return hd_err(HDMLP_E_NOMEM, "image: out of memory for the decode threads");
+    }
+    for (uint32_t i = 0; i < p->n_threads; i++) {
+        decode_thread *t = &p->threads[i];
+        *t = (decode_thread){p, ld, i, 0, 0};
+        if (pthread_create(&t->thread, NULL, decode_main, t) != 0) {
+            return hd_err(HDMLP_E_NOMEM, "image: cannot start a decode thread");
+        }
+        t->started = 1;
+    }
+    return HDMLP_OK;
+}
+
+/* Drops a queued batch the consumer never received (lock held; ld->refs stays above 0). */
+static void drop_queued(struct hdmlp_loader *ld, image_out *o)
+{
+    hdmlp_batch *b = o->batch;
+    for (size_t i = 0; i < b->n; i++) {
+        ld->charged -= b->samples[i]->size;
+        sample_free(b->samples[i]);
+    }
+    ld->charged -= o->charge;
+    ld->outstanding_batches--;
+    ld->refs--;
+    image_out_free(o);
+    hd_free(b);
+}
+
+void image_pipe_stop(struct hdmlp_loader *ld)
+{
+    image_pipe *p = ld->pipe;
+    if (p == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&ld->lock);
+    p->stop = 1;
+    p->io_limit = 0;
+    pthread_cond_broadcast(&p->work_cv);
+    pthread_cond_broadcast(&p->io_cv);
+    pthread_mutex_unlock(&ld->lock);
+    for (uint32_t i = 0; p->threads != NULL && i < p->n_threads; i++) {
+        if (p->threads[i].started) {
+            pthread_join(p->threads[i].thread, NULL);
+        }
+    }
+    pthread_mutex_lock(&ld->lock);
+    while (p->head != NULL) {
+        image_out *o = p->head;
+        p->head = o->next;
+        drop_queued(ld, o);
+    }
+    ld->pipe = NULL;
+    pthread_mutex_unlock(&ld->lock);
+    pthread_cond_destroy(&p->work_cv);
+    pthread_cond_destroy(&p->io_cv);
+    hd_free(p->threads);
+    hd_free(p);
+}
+
+int image_pipe_io_allowed(struct hdmlp_loader *ld, uint32_t i)
+{
+    const image_pipe *p = ld->pipe;
+    return p == NULL || p->io_limit == 0 || i < p->io_limit;
+}
+
+void image_pipe_io_wait(struct hdmlp_loader *ld)
+{
+    pthread_cond_wait(&ld->pipe->io_cv, &ld->lock);
+}
+
+int image_pipe_position(const struct hdmlp_loader *ld, uint64_t *epoch, uint64_t *pos)
+{
+    const image_pipe *p = ld->pipe;
+    if (p == NULL) {
+        return 0;
+    }
+    *epoch = p->handed_epoch;
+    *pos = p->handed_pos;
+    return 1;
+}

@@ -1,0 +1,568 @@
+/*
+ * Image pipeline units: decoding against the libraries' own decodes (exact without DCT
+ * scaling, a stated bound with it), damaged and hostile inputs, PIL's bilinear resampling
+ * (values computed with Pillow 9.4, Image.BILINEAR), torchvision's RandomResizedCrop rule in
+ * distribution and its reproducibility, and the image config's setters.
+ */
+#include "fmt_rng.h"
+#include "hdmlp.h"
+#include "loader_image.h"
+#include "support/testimg.h"
+
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- resampling (PIL) ---------------------------------------------------------------------
+ */
+
+/* The 13 × 9 RGB image the golden values were computed from (same formula in Python). */
+static image_buf golden_src(void)
+{
+    image_buf b = {malloc(13 * 9 * 3), 9, 13, 3};
+    for (uint32_t y = 0; y < 9; y++) {
+        for (uint32_t x = 0; x < 13; x++) {
+            for (uint32_t c = 0; c < 3; c++) {
+                b.px[(y * 13 + x) * 3 + c] =
+                    (uint8_t)((x * 37 + y * 11 + c * 50 + (x * y) % 7 * 20) % 256);
+            }
+        }
+    }
+    return b;
+}
+
+static void resize(const image_buf *src, double y0, double x0, double bh, double bw,
+                   uint32_t rh, uint32_t rw, uint32_t top, uint32_t left, uint8_t *dst,
+                   uint32_t dh, uint32_t dw)
+{
+    uint8_t *scratch = malloc(image_resize_scratch(src, dh, dw));
+    cr_assert_eq(
+        image_resize_region(src, y0, x0, bh, bw, rh, rw, top, left, dst, dh, dw, scratch),
+        HDMLP_OK);
+    free(scratch);
+}
+
+static uint64_t fnv(const uint8_t *p, size_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++) {
+        h = (h ^ p[i]) * 0x100000001b3ull;
+    }
+    return h;
+}
+
+Test(image_resize, downscale_equals_pil)
+{
+    /* im.resize((5, 4), Image.BILINEAR) */
+    static const uint8_t want[60] = {
+        66,  113, 143, 152, 152, 126, 98, 103, 127, 90,  137, 148, 143, 149, 121,
+        117, 134, 133, 169, 119, 90,  89, 108, 147, 128, 141, 121, 127, 109, 96,
+        146, 147, 99,  130, 122, 105, 75, 111, 147, 151, 153, 95,  97,  110, 122,
+        132, 149, 170, 111, 117, 113, 89, 125, 140, 141, 155, 153, 99,  102, 120};
+    image_buf src = golden_src();
+    uint8_t got[60];
+    resize(&src, 0, 0, 9, 13, 4, 5, 0, 0, got, 4, 5);
+    cr_assert_arr_eq(got, want, 60);
+    free(src.px);
+}
+
+Test(image_resize, upscale_equals_pil)
+{
+    /* im.resize((20, 17), Image.BILINEAR): FNV-1a 64 of its 1020 bytes */
+    image_buf src = golden_src();
+    uint8_t got[17 * 20 * 3];
+    resize(&src, 0, 0, 9, 13, 17, 20, 0, 0, got, 17, 20);
+    cr_assert_eq(fnv(got, sizeof(got)), 0x01f9e61a37ee25f5ull);
+    free(src.px);
+}
+
+Test(image_resize, crop_then_resize_equals_pil)
+{
+    /* im.crop((2, 1, 11, 8)).resize((4, 3), Image.BILINEAR), as torchvision's resized_crop */
+    static const uint8_t want[36] = {188, 153, 77, 111, 106, 116, 69,  114, 156, 133, 159, 108,
+                                     181, 130, 98, 113, 101, 138, 95,  134, 134, 144, 159, 99,
+                                     140, 130, 98, 61,  87,  126, 104, 117, 148, 163, 144, 105};
+    image_buf src = golden_src();
+    uint8_t got[36];
+    resize(&src, 1, 2, 7, 9, 3, 4, 0, 0, got, 3, 4);
+    cr_assert_arr_eq(got, want, 36);
+    free(src.px);
+}
+
+Test(image_resize, window_of_resize_equals_pil)
+{
+    /* im.resize((5, 4), Image.BILINEAR).crop((1, 1, 4, 3)), as Resize + CenterCrop */
+    static const uint8_t want[18] = {169, 119, 90,  89, 108, 147, 128, 141, 121,
+                                     130, 122, 105, 75, 111, 147, 151, 153, 95};
+    image_buf src = golden_src();
+    uint8_t got[18];
+    resize(&src, 0, 0, 9, 13, 4, 5, 1, 1, got, 2, 3);
+    cr_assert_arr_eq(got, want, 18);
+    free(src.px);
+}
+
+Test(image_resize, same_size_is_a_copy)
+{
+    image_buf src = golden_src();
+    uint8_t got[13 * 9 * 3];
+    resize(&src, 0, 0, 9, 13, 9, 13, 0, 0, got, 9, 13);
+    cr_assert_arr_eq(got, src.px, sizeof(got));
+    free(src.px);
+}
+
+/* ---- decoding -----------------------------------------------------------------------------
+ */
+
+static image_decoder *decoder(void)
+{
+    image_decoder *d = NULL;
+    cr_assert_eq(image_decoder_create(&d), HDMLP_OK);
+    return d;
+}
+
+Test(image_decode, jpeg_equals_turbojpeg_full_decode)
+{
+    image_decoder *d = decoder();
+    for (uint32_t c = 1; c <= 3; c += 2) {
+        uint8_t *px = testimg_pattern(61, 43, 3, 5), *enc = NULL, *ref = NULL;
+        size_t len = 0;
+        cr_assert_eq(testimg_jpeg(px, 61, 43, 3, 85, &enc, &len), 0);
+        uint32_t rw = 0, rh = 0;
+        cr_assert_eq(testimg_ref_jpeg(enc, len, c, 1, &ref, &rw, &rh), 0);
+        image_buf img;
+        cr_assert_eq(image_decode(d, enc, len, c, 1, &img), HDMLP_OK, "%s", hdmlp_last_error());
+        cr_assert(img.w == 61 && img.h == 43 && img.c == c);
+        cr_assert_arr_eq(img.px, ref, (size_t)61 * 43 * c, "channels %u", c);
+        image_buf_free(&img);
+        free(px);
+        free(enc);
+        free(ref);
+    }
+    image_decoder_free(d);
+}
+
+Test(image_decode, jpeg_dct_scaled_equals_turbojpeg_scaled_decode)
+{
+    image_decoder *d = decoder();
+    uint8_t *px = testimg_pattern(200, 120, 3, 9), *enc = NULL, *ref = NULL;
+    size_t len = 0;
+    cr_assert_eq(testimg_jpeg(px, 200, 120, 3, 90, &enc, &len), 0);
+    for (uint32_t denom = 2; denom <= 8; denom *= 2) {
+        uint32_t rw = 0, rh = 0;
+        cr_assert_eq(testimg_ref_jpeg(enc, len, 3, denom, &ref, &rw, &rh), 0);
+        image_buf img;
+        cr_assert_eq(image_decode(d, enc, len, 3, denom, &img), HDMLP_OK);
+        cr_assert(img.w == rw && img.h == rh && rw == (200 + denom - 1) / denom);
+        cr_assert_arr_eq(img.px, ref, (size_t)rw * rh * 3);
+        image_buf_free(&img);
+        free(ref);
+    }
+    free(px);
+    free(enc);
+    image_decoder_free(d);
+}
+
+/* DCT scaling, as the pipeline uses it: decode at 1/denom, then resize the same crop to the
+ * output, against a full decode + resize. The documented bound: mean absolute difference
+ * below 3 levels and the 99th percentile below 16 (the scaled IDCT is itself a low-pass
+ * filter, slightly different from the bilinear one). */
+Test(image_decode, dct_scaling_within_bound_of_full_decode)
+{
+    image_decoder *d = decoder();
+    const uint32_t w = 640, h = 480, ow = 64, oh = 48;
+    uint8_t *px = testimg_pattern(w, h, 3, 11), *enc = NULL;
+    size_t len = 0;
+    cr_assert_eq(testimg_jpeg(px, w, h, 3, 90, &enc, &len), 0);
+    image_buf full, small;
+    cr_assert_eq(image_decode(d, enc, len, 3, 1, &full), HDMLP_OK);
+    cr_assert_eq(image_decode(d, enc, len, 3, 4, &small), HDMLP_OK);
+    uint8_t a[64 * 48 * 3], b[64 * 48 * 3];
+    /* the crop (top 40, left 60, 400 × 520) at full size and in the 1/4 image */
+    resize(&full, 40, 60, 400, 520, oh, ow, 0, 0, a, oh, ow);
+    resize(&small, 10, 15, 100, 130, oh, ow, 0, 0, b, oh, ow);
+    uint32_t hist[256] = {0};
+    double sum = 0;
+    for (size_t i = 0; i < sizeof(a); i++) {
+        const int e = abs((int)a[i] - (int)b[i]);
+        hist[e]++;
+        sum += e;
+    }
+    uint32_t p99 = 0, acc = 0;
+    while (acc + hist[p99] < sizeof(a) * 99 / 100) {
+        acc += hist[p99++];
+    }
+    cr_log_info("DCT 1/4 vs full: mean |diff| %.2f, p99 %u", sum / sizeof(a), p99);
+    cr_assert_lt(sum / sizeof(a), 3.0);
+    cr_assert_lt(p99, 16u);
+    image_buf_free(&full);
+    image_buf_free(&small);
+    free(px);
+    free(enc);
+    image_decoder_free(d);
+}
+
+Test(image_decode, png_equals_spng_decode)
+{
+    image_decoder *d = decoder();
+    for (uint32_t c = 1; c <= 3; c += 2) {
+        uint8_t *px = testimg_pattern(37, 29, c, 3), *enc = NULL, *ref = NULL;
+        size_t len = 0;
+        cr_assert_eq(testimg_png(px, 37, 29, c, &enc, &len), 0);
+        uint32_t rw = 0, rh = 0;
+        cr_assert_eq(testimg_ref_png(enc, len, &ref, &rw, &rh), 0);
+        image_buf img;
+        cr_assert_eq(image_decode(d, enc, len, 3, 1, &img), HDMLP_OK, "%s", hdmlp_last_error());
+        cr_assert(img.w == 37 && img.h == 29 && img.c == 3);
+        cr_assert_arr_eq(img.px, ref, (size_t)37 * 29 * 3);
+        /* and PNG is lossless: the pattern itself */
+        for (size_t i = 0; i < (size_t)37 * 29; i++) {
+            cr_assert_eq(img.px[3 * i], px[i * c], "pixel %zu", i);
+        }
+        image_buf_free(&img);
+        free(px);
+        free(enc);
+        free(ref);
+    }
+    image_decoder_free(d);
+}
+
+Test(image_decode, raw_array_and_gray_conversion)
+{
+    image_decoder *d = decoder();
+    uint8_t buf[16 + 4 * 2 * 3] = {'H', 'D', 'R', 'I', 2, 0, 0, 0, 4, 0, 0, 0, 3, 0, 0, 0};
+    for (int i = 0; i < 24; i++) {
+        buf[16 + i] = (uint8_t)(i * 10);
+    }
+    image_buf img;
+    cr_assert_eq(image_decode(d, buf, sizeof(buf), 3, 1, &img), HDMLP_OK);
+    cr_assert(img.h == 2 && img.w == 4 && img.c == 3);
+    cr_assert_arr_eq(img.px, buf + 16, 24);
+    image_buf_free(&img);
+    cr_assert_eq(image_decode(d, buf, sizeof(buf), 1, 1, &img), HDMLP_OK);
+    /* PIL's L: (19595 R + 38470 G + 7471 B + 0x8000) >> 16 */
+    cr_assert_eq(img.px[1], (uint8_t)((30u * 19595 + 40u * 38470 + 50u * 7471 + 0x8000) >> 16));
+    image_buf_free(&img);
+    /* one byte short, a bad channel count */
+    cr_assert_eq(image_decode(d, buf, sizeof(buf) - 1, 3, 1, &img), HDMLP_E_CORRUPT);
+    buf[12] = 2;
+    cr_assert_eq(image_decode(d, buf, sizeof(buf), 3, 1, &img), HDMLP_E_CORRUPT);
+    cr_assert(strstr(hdmlp_last_error(), "channels") != NULL, "%s", hdmlp_last_error());
+    image_decoder_free(d);
+}
+
+Test(image_decode, damaged_and_hostile_inputs_are_corrupt)
+{
+    image_decoder *d = decoder();
+    uint8_t *px = testimg_pattern(64, 48, 3, 1), *jpg = NULL, *png = NULL;
+    size_t jl = 0, pl = 0;
+    cr_assert_eq(testimg_jpeg(px, 64, 48, 3, 90, &jpg, &jl), 0);
+    cr_assert_eq(testimg_png(px, 64, 48, 3, &png, &pl), 0);
+    image_buf img;
+    /* truncated JPEG (libjpeg-turbo would fill grey and warn) */
+    cr_assert_eq(image_decode(d, jpg, jl / 2, 3, 1, &img), HDMLP_E_CORRUPT);
+    cr_assert(strstr(hdmlp_last_error(), "JPEG") != NULL, "%s", hdmlp_last_error());
+    /* truncated PNG */
+    cr_assert_eq(image_decode(d, png, pl - 20, 3, 1, &img), HDMLP_E_CORRUPT);
+    cr_assert(strstr(hdmlp_last_error(), "PNG") != NULL, "%s", hdmlp_last_error());
+    /* a flipped byte in the PNG's image data: CRC or zlib failure */
+    png[pl / 2] ^= 0x55;
+    cr_assert_eq(image_decode(d, png, pl, 3, 1, &img), HDMLP_E_CORRUPT);
+    /* a JPEG claiming 65000 × 65000 pixels: refused before any allocation */
+    for (size_t i = 0; i + 8 < jl; i++) {
+        if (jpg[i] == 0xFF && jpg[i + 1] == 0xC0) { /* SOF0: len(2) P(1) Y(2) X(2) */
+            jpg[i + 5] = jpg[i + 7] = 0xFD;
+            jpg[i + 6] = jpg[i + 8] = 0xE8;
+            break;
+        }
+    }
+    cr_assert_eq(image_decode(d, jpg, jl, 3, 1, &img), HDMLP_E_CORRUPT);
+    cr_assert(strstr(hdmlp_last_error(), "limit") != NULL, "%s", hdmlp_last_error());
+    /* neither format; empty */
+    cr_assert_eq(image_decode(d, (const uint8_t *)"GIF89a....", 10, 3, 1, &img),
+                 HDMLP_E_CORRUPT);
+    cr_assert_eq(image_decode(d, (const uint8_t *)"", 0, 3, 1, &img), HDMLP_E_CORRUPT);
+    free(px);
+    free(jpg);
+    free(png);
+    image_decoder_free(d);
+}
+
+/* ---- RandomResizedCrop ---------------------------------------------------------------------
+ */
+
+static struct hdmlp_image_config *train_config(void)
+{
+    hdmlp_image_config *ic = NULL;
+    cr_assert_eq(hdmlp_image_config_create(&ic), HDMLP_OK);
+    return ic;
+}
+
+/* torchvision.transforms.RandomResizedCrop.get_params, written out independently with its
+ * own generator (an LCG-free xorshift, uniform doubles), to compare distributions. */
+typedef struct ref_rng {
+    uint64_t x;
+} ref_rng;
+
+static double ref_uniform(ref_rng *r, double a, double b)
+{
+    r->x ^= r->x << 13;
+    r->x ^= r->x >> 7;
+    r->x ^= r->x << 17;
+    return a + (b - a) * ((double)(r->x >> 11) / 9007199254740992.0);
+}
+
+static void ref_crop(ref_rng *r, double s0, double s1, double r0, double r1, uint32_t h,
+                     uint32_t w, image_crop *out)
+{
+    const double area = (double)h * w;
+    for (int i = 0; i < 10; i++) {
+        const double ta = area * ref_uniform(r, s0, s1);
+        const double ar = exp(ref_uniform(r, log(r0), log(r1)));
+        const long cw = lround(sqrt(ta * ar)), ch = lround(sqrt(ta / ar));
+        if (cw > 0 && cw <= (long)w && ch > 0 && ch <= (long)h) {
+            out->width = (uint32_t)cw;
+            out->height = (uint32_t)ch;
+            out->top = (uint32_t)(ref_uniform(r, 0, 1) * (h - ch + 1));
+            out->left = (uint32_t)(ref_uniform(r, 0, 1) * (w - cw + 1));
+            return;
+        }
+    }
+    const double in_ratio = (double)w / h;
+    long cw = w, ch = h;
+    if (in_ratio < r0) {
+        ch = lround(cw / r0);
+    } else if (in_ratio > r1) {
+        cw = lround(ch * r1);
+    }
+    out->width = (uint32_t)cw;
+    out->height = (uint32_t)ch;
+    out->top = (uint32_t)(h - ch) / 2;
+    out->left = (uint32_t)(w - cw) / 2;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Two-sample Kolmogorov-Smirnov statistic (both arrays sorted here). */
+static double ks(double *a, double *b, size_t n)
+{
+    qsort(a, n, sizeof(double), cmp_double);
+    qsort(b, n, sizeof(double), cmp_double);
+    size_t i = 0, j = 0;
+    double d = 0;
+    while (i < n && j < n) {
+        const double v = a[i] < b[j] ? a[i] : b[j];
+        while (i < n && a[i] <= v) {
+            i++;
+        }
+        while (j < n && b[j] <= v) {
+            j++;
+        }
+        const double diff = fabs((double)i / n - (double)j / n);
+        d = diff > d ? diff : d;
+    }
+    return d;
+}
+
+#define NCROPS 20000
+/* KS critical value for n = m = 20000 at alpha = 1e-6: sqrt(-ln(alpha / 2) / 2) ×
+ * sqrt(2 / n) = 2.76 × 0.0100 = 0.0276. The seeds are fixed, so the outcome is too: the
+ * bound only has to be wide enough that a correct rule passes for these seeds, and narrow
+ * enough that a wrong one fails (the power check below). */
+#define KS_BOUND 0.0276
+
+/* Crop statistics (area fraction, log aspect, relative left, relative top) of the
+ * pipeline's rule (ours != 0, seeds (42, epoch 3, sample i)) or the reference rule. */
+static void crop_stats(int ours, double s0, double s1, uint32_t h, uint32_t w, double *stat[4])
+{
+    struct hdmlp_image_config *ic = train_config();
+    hdmlp_image_config_set_scale(ic, s0, s1);
+    ref_rng rr = {0x1234567887654321ull};
+    for (size_t i = 0; i < NCROPS; i++) {
+        image_crop c;
+        if (ours) {
+            fmt_rng rng;
+            image_rng_seed(&rng, 42, 3, i);
+            image_crop_train(ic, &rng, h, w, &c);
+        } else {
+            ref_crop(&rr, 0.08, 1.0, 3.0 / 4.0, 4.0 / 3.0, h, w, &c);
+        }
+        cr_assert(c.width >= 1 && c.width <= w && c.height >= 1 && c.height <= h);
+        cr_assert(c.left + c.width <= w && c.top + c.height <= h);
+        stat[0][i] = (double)c.width * c.height / ((double)w * h);
+        stat[1][i] = log((double)c.width / c.height);
+        stat[2][i] = w > c.width ? (double)c.left / (w - c.width) : 0.5;
+        stat[3][i] = h > c.height ? (double)c.top / (h - c.height) : 0.5;
+    }
+    hdmlp_image_config_free(ic);
+}
+
+static void crop_ks(double s0, double s1, uint32_t h, uint32_t w, double d[4])
+{
+    double *a[4], *b[4];
+    for (int k = 0; k < 4; k++) {
+        a[k] = malloc(NCROPS * sizeof(double));
+        b[k] = malloc(NCROPS * sizeof(double));
+    }
+    crop_stats(1, s0, s1, h, w, a);
+    crop_stats(0, 0.08, 1.0, h, w, b);
+    for (int k = 0; k < 4; k++) {
+        d[k] = ks(a[k], b[k], NCROPS);
+        free(a[k]);
+        free(b[k]);
+    }
+}
+
+Test(image_crop, follows_torchvision_rule_in_distribution, .timeout = 60)
+{
+    /* A landscape image (many first attempts fail for large scales) and a square one. */
+    const uint32_t sizes[2][2] = {{300, 500}, {256, 256}};
+    for (int s = 0; s < 2; s++) {
+        double d[4];
+        crop_ks(0.08, 1.0, sizes[s][0], sizes[s][1], d);
+        cr_log_info("KS area %.4f, log ratio %.4f, left %.4f, top %.4f", d[0], d[1], d[2],
+                    d[3]);
+        for (int k = 0; k < 4; k++) {
+            cr_assert_lt(d[k], KS_BOUND, "statistic %d of %u x %u: KS %.4f", k, sizes[s][1],
+                         sizes[s][0], d[k]);
+        }
+    }
+}
+
+Test(image_crop, distribution_test_detects_a_wrong_scale, .timeout = 60)
+{
+    /* The same test on a rule drawing scale from 0.10..1 instead of 0.08..1 must fail. */
+    double d[4];
+    crop_ks(0.10, 1.0, 300, 500, d);
+    cr_assert_gt(d[0], KS_BOUND, "KS %.4f", d[0]);
+}
+
+Test(image_crop, reproducible_for_seed_epoch_and_sample)
+{
+    struct hdmlp_image_config *ic = train_config();
+    int differ_sample = 0, differ_epoch = 0;
+    for (uint64_t i = 0; i < 100; i++) {
+        image_crop a, b, c, e;
+        fmt_rng r;
+        image_rng_seed(&r, 5, 1, i);
+        image_crop_train(ic, &r, 480, 640, &a);
+        image_rng_seed(&r, 5, 1, i);
+        image_crop_train(ic, &r, 480, 640, &b);
+        cr_assert(memcmp(&a, &b, sizeof(a)) == 0);
+        image_rng_seed(&r, 5, 1, i + 1);
+        image_crop_train(ic, &r, 480, 640, &c);
+        image_rng_seed(&r, 5, 2, i);
+        image_crop_train(ic, &r, 480, 640, &e);
+        differ_sample += memcmp(&a, &c, sizeof(a)) != 0;
+        differ_epoch += memcmp(&a, &e, sizeof(a)) != 0;
+    }
+    cr_assert_eq(differ_sample, 100);
+    cr_assert_eq(differ_epoch, 100);
+    hdmlp_image_config_free(ic);
+}
+
+Test(image_crop, fallback_is_the_centred_clamped_whole_image)
+{
+    /* 1000 × 10: no attempt can fit (w <= 10 × ... ratio); ratio clamps to 4/3. */
+    struct hdmlp_image_config *ic = train_config();
+    fmt_rng r;
+    image_rng_seed(&r, 1, 0, 0);
+    image_crop c;
+    image_crop_train(ic, &r, 10, 1000, &c);
+    cr_assert_eq(c.height, 10);
+    cr_assert_eq(c.width, 13); /* round(10 × 4/3) */
+    cr_assert_eq(c.top, 0);
+    cr_assert_eq(c.left, (1000 - 13) / 2);
+    hdmlp_image_config_free(ic);
+}
+
+Test(image_crop, flip_frequency_follows_probability)
+{
+    struct hdmlp_image_config *ic = train_config();
+    int flips = 0;
+    for (uint64_t i = 0; i < 4000; i++) {
+        fmt_rng r;
+        image_rng_seed(&r, 9, 0, i);
+        image_crop c;
+        image_crop_train(ic, &r, 100, 100, &c);
+        flips += c.flip;
+    }
+    /* binomial(4000, 0.5): sd 31.6; 6 sd */
+    cr_assert(flips > 2000 - 190 && flips < 2000 + 190, "%d flips", flips);
+    hdmlp_image_config_set_flip(ic, 0.0);
+    for (uint64_t i = 0; i < 200; i++) {
+        fmt_rng r;
+        image_rng_seed(&r, 9, 0, i);
+        image_crop c;
+        image_crop_train(ic, &r, 100, 100, &c);
+        cr_assert_eq(c.flip, 0);
+    }
+    hdmlp_image_config_free(ic);
+}
+
+Test(image_crop, validation_resize_and_centre_crop)
+{
+    struct hdmlp_image_config *ic = train_config();
+    hdmlp_image_config_set_mode(ic, HDMLP_IMAGE_VAL);
+    uint32_t rh, rw, top, left;
+    image_crop_val(ic, 375, 500, &rh, &rw, &top, &left);
+    /* Resize(256): 256 × int(256 × 500 / 375) = 256 × 341; CenterCrop(224) */
+    cr_assert(rh == 256 && rw == 341, "%u x %u", rw, rh);
+    cr_assert_eq(top, 16);
+    cr_assert_eq(left, (uint32_t)rint((341 - 224) / 2.0));
+    hdmlp_image_config_free(ic);
+}
+
+/* ---- config ------------------------------------------------------------------------------ */
+
+Test(image_config, setters_check_ranges)
+{
+    hdmlp_image_config *ic = NULL;
+    cr_assert_eq(hdmlp_image_config_create(&ic), HDMLP_OK);
+    cr_assert_eq(hdmlp_image_config_set_size(ic, 64, 96), HDMLP_OK);
+    cr_assert_eq(hdmlp_image_config_set_size(ic, 0, 96), HDMLP_E_INVAL);
+    cr_assert_eq(hdmlp_image_config_set_size(ic, 64, 8193), HDMLP_E_INVAL);
+    cr_assert_eq(hdmlp_image_config_set_scale(ic, 0.5, 1.0), HDMLP_OK);
+    cr_assert_eq(hdmlp_image_config_set_scale(ic, 0.0, 1.0), HDMLP_E_INVAL);
+    cr_assert_eq(hdmlp_image_config_set_scale(ic, 0.6, 0.5), HDMLP_E_INVAL);
+    cr_assert_eq(hdmlp_image_config_set_scale(ic, 0.5, 1.5), HDMLP_E_INVAL);
+    cr_assert_eq(hdmlp_image_config_set_ratio(ic, 0.5, 2.0), HDMLP_OK);
+    cr_assert_eq(hdmlp_image_config_set_ratio(ic, NAN, 2.0), HDMLP_E_INVAL);
+    cr_assert_eq(hdmlp_image_config_set_crop_fraction(ic, 1.0), HDMLP_OK);
+    cr_assert_eq(hdmlp_image_config_set_crop_fraction(ic, 0.0), HDMLP_E_INVAL);
+    cr_assert_eq(hdmlp_image_config_set_flip(ic, 1.0), HDMLP_OK);
+    cr_assert_eq(hdmlp_image_config_set_flip(ic, 1.01), HDMLP_E_INVAL);
+    cr_assert_eq(hdmlp_image_config_set_mode(ic, HDMLP_IMAGE_VAL), HDMLP_OK);
+    cr_assert_eq(hdmlp_image_config_set_mode(ic, (hdmlp_image_mode)2), HDMLP_E_INVAL);
+    cr_assert_eq(hdmlp_image_config_set_layout(ic, HDMLP_LAYOUT_NCHW), HDMLP_OK);
+    cr_assert_eq(hdmlp_image_config_set_layout(ic, (hdmlp_image_layout)7), HDMLP_E_INVAL);
+    cr_assert_eq(hdmlp_image_config_set_dtype(ic, HDMLP_DTYPE_FLOAT32), HDMLP_OK);
+    cr_assert_eq(hdmlp_image_config_set_dtype(ic, (hdmlp_image_dtype)-1), HDMLP_E_INVAL);
+    const float mean[3] = {0.5f, 0.5f, 0.5f}, std[3] = {0.25f, 0.25f, 0.25f};
+    const float bad_std[3] = {0.25f, 0.0f, 0.25f};
+    cr_assert_eq(hdmlp_image_config_set_normalize(ic, mean, std), HDMLP_OK);
+    cr_assert_eq(hdmlp_image_config_set_normalize(ic, mean, bad_std), HDMLP_E_INVAL);
+    cr_assert(strstr(hdmlp_last_error(), "channel 1") != NULL, "%s", hdmlp_last_error());
+    cr_assert_eq(hdmlp_image_config_set_channels(ic, 1), HDMLP_OK);
+    cr_assert_eq(hdmlp_image_config_set_channels(ic, 2), HDMLP_E_INVAL);
+    cr_assert_eq(hdmlp_image_config_set_decode_threads(ic, 64), HDMLP_OK);
+    cr_assert_eq(hdmlp_image_config_set_decode_threads(ic, 65), HDMLP_E_INVAL);
+    cr_assert_eq(hdmlp_image_config_set_prefetch(ic, 16), HDMLP_OK);
+    cr_assert_eq(hdmlp_image_config_set_prefetch(ic, 0), HDMLP_E_INVAL);
+    cr_assert_eq(hdmlp_image_config_set_dct_scaling(ic, 0), HDMLP_OK);
+    cr_assert_eq(hdmlp_image_config_set_dct_scaling(ic, 2), HDMLP_E_INVAL);
+    /* failed setters left the values alone */
+    cr_assert_eq(ic->height, 64);
+    cr_assert_eq(ic->width, 96);
+    cr_assert_eq(ic->scale_min, 0.5);
+    cr_assert_eq(ic->std[1], 0.25f);
+    cr_assert_eq(ic->channels, 1);
+    cr_assert_eq(hdmlp_image_config_set_size(NULL, 1, 1), HDMLP_E_INVAL);
+    hdmlp_image_config_free(ic);
+    hdmlp_image_config_free(NULL);
+}
