@@ -487,9 +487,10 @@ HDMLP_API const hdmlp_sample_view *hdmlp_batch_samples(const hdmlp_batch *batch)
  *     crop that fits is taken at a uniform position; otherwise the fallback (the whole
  *     image, clamped to the ratio range, centred). Then a horizontal flip with probability
  *     `flip` (default 0.5).
- *   - HDMLP_IMAGE_VAL: resize so the shorter side is min(height, width) / crop_fraction
- *     (default 224/256 = 0.875), then a centre crop of height × width (torchvision's
- *     Resize + CenterCrop). No flip unless `flip` is set.
+ *   - HDMLP_IMAGE_VAL: the smallest resize keeping the aspect ratio that covers
+ *     height / crop_fraction × width / crop_fraction (default crop_fraction 224/256 =
+ *     0.875), then a centre crop of height × width: for a square output, torchvision's
+ *     Resize(int(size / crop_fraction)) + CenterCrop(size). No flip unless `flip` is set.
  * Resampling is PIL's antialiased bilinear (Image.BILINEAR with its reducing support: a
  * triangle filter stretched by the scale factor, separable, horizontal pass first, 8-bit
  * rounding between passes), which torchvision applies to PIL images. JPEG decoding may use

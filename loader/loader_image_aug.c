@@ -64,16 +64,16 @@ void image_crop_train(const struct hdmlp_image_config *ic, fmt_rng *rng, uint32_
 void image_crop_val(const struct hdmlp_image_config *ic, uint32_t h, uint32_t w, uint32_t *rh,
                     uint32_t *rw, uint32_t *top, uint32_t *left)
 {
-    /* torchvision: Resize(int(side / crop_fraction)) on the shorter side, the longer one
-     * int(size * long / short), then CenterCrop with int(round((dim - crop) / 2)). */
-    const uint32_t side = ic->height > ic->width ? ic->height : ic->width;
-    const uint32_t s = (uint32_t)((double)side / ic->crop_fraction);
-    if (w <= h) {
-        *rw = s;
-        *rh = (uint32_t)((double)s * h / w);
+    /* The smallest resize keeping the aspect that covers height / f × width / f; for a
+     * square output, torchvision's Resize(int(size / f)) on the shorter side with the
+     * longer one int(short × long / short), then CenterCrop's int(round((dim - crop) / 2)). */
+    const double f = ic->crop_fraction;
+    if ((double)ic->height / h >= (double)ic->width / w) {
+        *rh = (uint32_t)((double)ic->height / f);
+        *rw = (uint32_t)((double)*rh * w / h);
     } else {
-        *rh = s;
-        *rw = (uint32_t)((double)s * w / h);
+        *rw = (uint32_t)((double)ic->width / f);
+        *rh = (uint32_t)((double)*rw * h / w);
     }
     if (*rh < ic->height) {
         *rh = ic->height;
