@@ -531,6 +531,12 @@ static int run(src_conn *c, xfer *xs, unsigned n)
             break;
         }
         const double t = now_ms();
+        for (unsigned i = next; i < n; i++) {
+            /* Retries scheduled above wake the loop when their backoff ends. */
+            if (!xs[i].done && !xs[i].active && xs[i].not_before < wake) {
+                wake = xs[i].not_before;
+            }
+        }
         int wait_ms = wake > t ? (int)(wake - t) + 1 : 0;
         if (active == 0 && wait_ms == 0) {
             continue;

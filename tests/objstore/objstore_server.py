@@ -1,0 +1,272 @@
+#!/usr/bin/env python3
+"""A small object store for hdmlp's tests and benchmarks, on 127.0.0.1 only (stdlib).
+
+Serves the files under --root over HTTP/1.1 with keep-alive: GET (one byte range or the
+whole object), HEAD and, with --s3, PUT. With --s3 the first path element is the bucket
+(path-style addressing, as MinIO-like servers) and every request must carry a valid AWS
+Signature V4 for --access-key/--secret-key (checked independently of the C signer:
+recomputed here from the request as received); failures answer S3's XML errors (403
+SignatureDoesNotMatch, InvalidAccessKeyId, AccessDenied; 404 NoSuchBucket, NoSuchKey).
+
+Fault injection (for GETs of objects named segment-*): --fault KIND:PERIOD[,...] applies
+KIND to every PERIOD-th such request: 503 (Service Unavailable), drop (the connection
+closes after half of the body), truncate (a Content-Length the body does not reach, then
+close), stall (sends half of the body then goes silent for --stall-seconds). --latency-ms
+delays every answer; --bandwidth caps each response's rate (bytes/s). Counters of requests
+and faults are answered at GET /_stats as JSON. Prints "PORT <n>" once listening.
+"""
+import argparse
+import datetime
+import hashlib
+import hmac
+import json
+import os
+import re
+import socketserver
+import sys
+import threading
+import time
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+
+class Server(socketserver.ThreadingMixIn, HTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 256
+
+
+def sigv4_expected(method, raw_path, query, headers, signed, payload_hash, amz_date, scope,
+                   secret):
+    pairs = sorted(urllib.parse.parse_qsl(query, keep_blank_values=True))
+    cq = "&".join(f"{urllib.parse.quote(k, safe='-_.~')}={urllib.parse.quote(v, safe='-_.~')}"
+                  for k, v in pairs)
+    canon_headers = "".join(f"{h}:{' '.join(headers.get(h, '').split())}\n" for h in signed)
+    canon = "\n".join([method, raw_path, cq, canon_headers, ";".join(signed), payload_hash])
+    to_sign = "\n".join(["AWS4-HMAC-SHA256", amz_date, scope,
+                         hashlib.sha256(canon.encode()).hexdigest()])
+    date, region, service, _ = scope.split("/")
+    k = hmac.new(("AWS4" + secret).encode(), date.encode(), hashlib.sha256).digest()
+    for part in (region, service, "aws4_request"):
+        k = hmac.new(k, part.encode(), hashlib.sha256).digest()
+    return hmac.new(k, to_sign.encode(), hashlib.sha256).hexdigest()
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    # -- helpers ---------------------------------------------------------------------------
+    def count(self, key):
+        with self.server.lock:
+            self.server.stats[key] = self.server.stats.get(key, 0) + 1
+            return self.server.stats[key]
+
+    def error(self, status, code, message):
+        body = (f'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{code}</Code>'
+                f"<Message>{message}</Message></Error>").encode()
+        self.count(f"status_{status}")
+        self.send_response(status)
+        self.send_header("Content-Type", "application/xml")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def delay(self):
+        if self.server.opts.latency_ms > 0:
+            time.sleep(self.server.opts.latency_ms / 1000.0)
+
+    def write_body(self, data):
+        rate = self.server.opts.bandwidth
+        if rate <= 0:
+            self.wfile.write(data)
+            return
+        step = max(4096, int(rate / 100))
+        start = time.monotonic()
+        for off in range(0, len(data), step):
+            self.wfile.write(data[off:off + step])
+            ahead = (off + step) / rate - (time.monotonic() - start)
+            if ahead > 0:
+                time.sleep(ahead)
+
+    def check_auth(self, body):
+        o = self.server.opts
+        if not o.s3:
+            return True
+        auth = self.headers.get("Authorization")
+        if auth is None:
+            self.error(403, "AccessDenied", "Anonymous access is forbidden")
+            return False
+        m = re.fullmatch(r"AWS4-HMAC-SHA256 Credential=([^/]+)/(\d{8}/[^/]+/s3/aws4_request), "
+                         r"SignedHeaders=([a-z0-9;-]+), Signature=([0-9a-f]{64})", auth)
+        if m is None:
+            self.error(400, "AuthorizationHeaderMalformed", "bad Authorization header")
+            return False
+        key, scope, signed, sig = m.groups()
+        if key != o.access_key:
+            self.error(403, "InvalidAccessKeyId", "The AWS Access Key Id does not exist")
+            return False
+        signed = signed.split(";")
+        hdrs = {k.lower(): v for k, v in self.headers.items()}
+        if "host" not in signed or "x-amz-date" not in signed:
+            self.error(403, "AccessDenied", "host and x-amz-date must be signed")
+            return False
+        payload = hdrs.get("x-amz-content-sha256", "")
+        if payload != "UNSIGNED-PAYLOAD" and payload != hashlib.sha256(body).hexdigest():
+            self.error(400, "XAmzContentSHA256Mismatch", "payload hash does not match")
+            return False
+        raw_path, _, query = self.path.partition("?")
+        want = sigv4_expected(self.command, raw_path, query, hdrs, signed, payload,
+                              hdrs.get("x-amz-date", ""), scope, o.secret_key)
+        if not hmac.compare_digest(want, sig):
+            self.count("bad_signatures")
+            self.error(403, "SignatureDoesNotMatch", "The request signature does not match")
+            return False
+        return True
+
+    def local_path(self):
+        raw_path = self.path.partition("?")[0]
+        parts = [urllib.parse.unquote(p) for p in raw_path.split("/") if p]
+        if any(p in (".", "..") for p in parts):
+            return None, None
+        o = self.server.opts
+        if o.s3:
+            if not parts or not os.path.isdir(os.path.join(o.root, parts[0])):
+                return None, "NoSuchBucket"
+        return os.path.join(o.root, *parts), None
+
+    # -- methods ---------------------------------------------------------------------------
+    def do_HEAD(self):
+        self.do_GET()
+
+    def do_GET(self):
+        n = self.count("requests")
+        if self.path == "/_stats":
+            with self.server.lock:
+                body = json.dumps(self.server.stats).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
+        self.delay()
+        if not self.check_auth(b""):
+            return
+        path, err = self.local_path()
+        if path is None:
+            self.error(404, err or "NoSuchKey", "no such bucket" if err else "bad key")
+            return
+        if not os.path.isfile(path):
+            self.error(404, "NoSuchKey", "The specified key does not exist.")
+            return
+        size = os.path.getsize(path)
+        rng = self.headers.get("Range")
+        start, end = 0, size - 1
+        status = 200
+        if rng is not None:
+            m = re.fullmatch(r"bytes=(\d+)-(\d*)", rng.strip())
+            if m is None:
+                self.error(400, "InvalidRange", "one range only")
+                return
+            start = int(m.group(1))
+            end = min(int(m.group(2)) if m.group(2) else size - 1, size - 1)
+            if start >= size:
+                self.error(416, "InvalidRange", "The requested range is not satisfiable")
+                return
+            status = 206
+        with open(path, "rb") as f:
+            f.seek(start)
+            data = f.read(end - start + 1)
+        fault = None
+        if self.command == "GET" and os.path.basename(path).startswith("segment-"):
+            k = self.count("segment_gets")
+            for kind, period in self.server.faults:
+                if k % period == 0:
+                    fault = kind
+                    break
+        if fault == "503":
+            self.count("fault_503")
+            self.error(503, "SlowDown", "Please reduce your request rate.")
+            return
+        self.send_response(status)
+        self.send_header("Accept-Ranges", "bytes")
+        if status == 206:
+            self.send_header("Content-Range", f"bytes {start}-{end}/{size}")
+        self.send_header("Content-Length", str(len(data) if fault != "truncate"
+                                                else len(data) + 1000))
+        if fault in ("drop", "truncate"):
+            self.send_header("Connection", "close")
+        self.end_headers()
+        if self.command == "HEAD":
+            return
+        if fault in ("drop", "truncate", "stall"):
+            self.count("fault_" + fault)
+            half = data[:len(data) // 2] if fault != "truncate" else data
+            self.wfile.write(half)
+            self.wfile.flush()
+            if fault == "stall":
+                time.sleep(self.server.opts.stall_seconds)
+            self.close_connection = True
+            return
+        self.write_body(data)
+        self.count("bytes_sent_" + ("206" if status == 206 else "200"))
+
+    def do_PUT(self):
+        self.count("requests")
+        self.delay()
+        length = int(self.headers.get("Content-Length", "0"))
+        body = self.rfile.read(length) if length else b""
+        if not self.server.opts.s3:
+            self.error(405, "MethodNotAllowed", "read-only")
+            return
+        if not self.check_auth(body):
+            return
+        path, err = self.local_path()
+        if path is None or err:
+            self.error(404, err or "NoSuchKey", "no such bucket")
+            return
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = path + ".part"
+        with open(tmp, "wb") as f:
+            f.write(body)
+        os.replace(tmp, path)
+        self.count("puts")
+        self.send_response(200)
+        self.send_header("ETag", '"' + hashlib.md5(body).hexdigest() + '"')
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--root", required=True)
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--s3", action="store_true")
+    ap.add_argument("--access-key", default="hdmlptestkey")
+    ap.add_argument("--secret-key", default="hdmlp/test/secret")
+    ap.add_argument("--fault", default="")
+    ap.add_argument("--latency-ms", type=float, default=0.0)
+    ap.add_argument("--bandwidth", type=float, default=0.0)
+    ap.add_argument("--stall-seconds", type=float, default=30.0)
+    o = ap.parse_args()
+    srv = Server(("127.0.0.1", o.port), Handler)
+    srv.opts = o
+    srv.lock = threading.Lock()
+    srv.stats = {}
+    srv.faults = []
+    for item in filter(None, o.fault.split(",")):
+        kind, period = item.split(":")
+        assert kind in ("503", "drop", "truncate", "stall"), kind
+        srv.faults.append((kind, int(period)))
+    print(f"PORT {srv.server_address[1]}", flush=True)
+    try:
+        srv.serve_forever()
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    sys.exit(main())
