@@ -3,7 +3,7 @@
 # its seed corpus and every input that once crashed it (tests/fuzz/regress/NAME/). Under
 # the ASan build of tests/run.sh this is the sanitizer check of each regression. Fuzzing
 # itself: tests/fuzz/run.sh and tests/fuzz/README.md.
-foreach(t index chunk rpc list archive)
+foreach(t index chunk rpc list archive image)
   add_executable(fuzz_replay_${t} ${CMAKE_CURRENT_LIST_DIR}/fuzz_replay.c
                  ${CMAKE_CURRENT_LIST_DIR}/fuzz_${t}.c)
   target_link_libraries(fuzz_replay_${t} PRIVATE hdmlp_static)

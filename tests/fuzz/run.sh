@@ -3,11 +3,13 @@
 # copy of its seed corpus. Exits non-zero if a build fails or a target finds a crash.
 #
 #   tests/fuzz/run.sh                 build and fuzz every target
-#   tests/fuzz/run.sh index           only fuzz_index (names: index, chunk, rpc, list, archive)
+#   tests/fuzz/run.sh index           only fuzz_index (names: index, chunk, rpc, list, archive,
+#                                     image)
 #   tests/fuzz/run.sh --gen-corpus    regenerate tests/fuzz/corpus/* (no fuzzing)
 #
 # Needs clang with the libFuzzer runtime (Debian: clang-14 + libclang-rt-14-dev); fuzz_rpc
-# also needs protoc-c and libprotobuf-c-dev, fuzz_list and fuzz_archive libarchive-dev.
+# also needs protoc-c and libprotobuf-c-dev, fuzz_list and fuzz_archive libarchive-dev,
+# fuzz_image libturbojpeg0-dev and libspng-dev.
 # Long runs and the regression replay: tests/fuzz/README.md.
 set -euo pipefail
 
@@ -15,7 +17,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 CC=${FUZZ_CC:-clang}
 seconds=${FUZZ_SECONDS:-30}
-targets=(index chunk rpc list archive)
+targets=(index chunk rpc list archive image)
 work=$(mktemp -d "${TMPDIR:-/tmp}/hdmlp-fuzz.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
@@ -36,6 +38,9 @@ target_extra() {
     if [ "$1" = list ] || [ "$1" = archive ]; then # the packer library, without its CLI
         extra=(-I packer packer/pack_{items,scan_dir,scan_archive,scan_list,spill,source}.c
             packer/pack_{codec,segment,write,outdir,run}.c -larchive -lpthread)
+    fi
+    if [ "$1" = image ]; then # the image pipeline's decode and augmentation
+        extra=(-I loader loader/loader_image_{decode,aug,config}.c -lturbojpeg -lspng -lm)
     fi
 }
 
