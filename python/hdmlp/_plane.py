@@ -300,6 +300,8 @@ class Plane:
             for key in ("storage_cost", "tls"):  # tuples, which JSON made lists
                 if isinstance(kwargs.get(key), list):
                     kwargs[key] = tuple(kwargs[key])
+            if isinstance(kwargs.get("image"), dict):  # hdmlp.torch sends its attributes
+                kwargs["image"] = hdmlp.ImagePipeline(**kwargs["image"])
             state = _decode_state(spec.get("state"))
             if state is not None:
                 kwargs["state"] = state

@@ -21,6 +21,12 @@ Batches, not samples: use DataLoader(batch_size=None). Each item is (samples, la
     they are tensors of one shape (collate 'auto'/True). The transform runs wherever
     __iter__ runs: in the DataLoader workers when num_workers > 0.
 
+Images: with image=hdmlp.ImagePipeline(...) the loader decodes and augments each sample
+on its own C threads and each item is (images, labels): one (n, H, W, C) uint8 tensor (or
+the pipeline's layout and dtype) viewing the batch's memory without a copy (num_workers=0),
+or one shared-memory tensor per batch with workers (one copy, in C without the GIL, then
+passed by descriptor). transform and collate do not apply.
+
 Ranks: rank/world default to torch.distributed (when initialised), else the RANK and
 WORLD_SIZE (or OMPI_COMM_WORLD_RANK/SIZE) environment variables, else 0 of 1. With
 world > 1 the ranks exchange samples over gRPC: the constructor (a collective call: every
@@ -176,11 +182,12 @@ class HdmlpIterableDataset(IterableDataset):
     hdmlp.Loader. memory is the rank's loader budget, with or without DataLoader workers
     (workers share one loader; their shared arena comes on top, see the module doc).
     collate: 'auto' | True | False. num_workers, peers, host: for world > 1 (module doc).
+    image: an hdmlp.ImagePipeline; items are then (images tensor, labels) (module doc).
     """
 
     def __init__(self, dataset, batch_size, memory, *, seed=0, transform=None, collate="auto",
                  with_indices=False, rank=None, world=None, drop_last=False, num_workers=0,
-                 peers=None, host=None, **loader_kwargs):
+                 peers=None, host=None, image=None, **loader_kwargs):
         super().__init__()
         if collate not in ("auto", True, False):
             raise ValueError(f"collate: expected 'auto', True or False, got {collate!r}")
@@ -203,6 +210,10 @@ class HdmlpIterableDataset(IterableDataset):
         self.with_indices = with_indices
         self.drop_last = drop_last
         self.loader_kwargs = dict(loader_kwargs)
+        if image is not None and not isinstance(image, hdmlp.ImagePipeline):
+            raise TypeError(f"image: expected an hdmlp.ImagePipeline, got "
+                            f"{type(image).__name__}")
+        self.image = image
         self.classes = self._dataset.classes
         self.num_workers = num_workers
         self._peers = None  # every rank's endpoint (world > 1)
@@ -322,9 +333,14 @@ class HdmlpIterableDataset(IterableDataset):
         kwargs = dict(self.loader_kwargs)
         if self._peers is not None:
             kwargs["peers"] = self._peers
+        if self.image is not None:  # JSON: the plane rebuilds it (_plane.Plane.serve)
+            kwargs["image"] = dict(vars(self.image))
         # Each worker holds the batch it works on while the next is made: W + 1 records
         # (+ headers, + the end of the arena a record does not fit into) never block.
-        largest = self._dataset.largest_batch_bytes(self.batch_size) + 64 * self.batch_size
+        if self.image is not None:
+            largest = self.batch_size * self.image.image_bytes + 64 * self.batch_size
+        else:
+            largest = self._dataset.largest_batch_bytes(self.batch_size) + 64 * self.batch_size
         arena = int(math.ceil((workers + 2) * largest / 4096)) * 4096
         return {"name": self._plane_name(), "path": self.path, "batch_size": self.batch_size,
                 "memory": self.memory, "arena": arena, "workers": workers, "seed": self.seed, "rank": self.rank,
@@ -359,6 +375,8 @@ class HdmlpIterableDataset(IterableDataset):
                 kwargs["peers"] = self._peers
             if self._resume is not None:
                 kwargs["state"] = self._resume
+            if self.image is not None:
+                kwargs["image"] = self.image
             self._loader = hdmlp.Loader(
                 self._dataset, self.batch_size, self.memory, seed=self.seed,
                 rank=self.rank, world=self.world, drop_last=self.drop_last, **kwargs)
@@ -372,9 +390,24 @@ class HdmlpIterableDataset(IterableDataset):
             self._client_pid = os.getpid()
         return self._client
 
+    def _images(self, batch, shared):
+        """The batch's decoded images as one tensor: a view of the batch's memory, or (to
+        cross a worker queue) a copy in a shared-memory tensor."""
+        if not shared:
+            return torch.from_numpy(batch.images)
+        dtype = torch.float32 if self.image.dtype == "float32" else torch.uint8
+        out = torch.empty((len(batch),) + self.image.shape, dtype=dtype)
+        if out.numel() * out.element_size() > BY_VALUE_MAX:
+            out.share_memory_()
+        if len(batch):
+            batch.copy_into(out.numpy())
+        return out
+
     def _convert(self, batch, shared=False):
         labels = torch.frombuffer(batch.labels, dtype=torch.int64)
-        if self.transform is None:
+        if self.image is not None:
+            samples = self._images(batch, shared)
+        elif self.transform is None:
             sizes = batch.sizes
             n = len(sizes)
             if self.collate is not False and n > 0 and min(sizes) == max(sizes):

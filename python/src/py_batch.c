@@ -87,8 +87,16 @@ static void release_c_batch(void *batch) { hdmlp_batch_release(batch); }
 
 PyObject *py_batch_new(py_state *st, hdmlp_batch *batch)
 {
-    return py_batch_wrap(st, batch, release_c_batch, (Py_ssize_t)hdmlp_batch_size(batch),
-                         hdmlp_batch_samples(batch), hdmlp_batch_epoch(batch));
+    hdmlp_image_batch image;
+    const int has_image = hdmlp_batch_image(batch, &image) == HDMLP_OK;
+    BatchObject *b = (BatchObject *)py_batch_wrap(
+        st, batch, release_c_batch, (Py_ssize_t)hdmlp_batch_size(batch),
+        hdmlp_batch_samples(batch), hdmlp_batch_epoch(batch));
+    if (b != NULL && has_image) {
+        b->has_image = 1;
+        b->image = image;
+    }
+    return (PyObject *)b;
 }
 
 PyObject *py_batch_wrap(py_state *st, void *owner, void (*release)(void *), Py_ssize_t n,
@@ -109,6 +117,8 @@ PyObject *py_batch_wrap(py_state *st, void *owner, void (*release)(void *), Py_s
     self->labels = NULL;
     self->indices = NULL;
     self->weakrefs = NULL;
+    self->has_image = 0;
+    memset(&self->image, 0, sizeof(self->image));
     return (PyObject *)self;
 }
 
@@ -234,6 +244,15 @@ static PyObject *get_sizes(BatchObject *self, void *c)
         return NULL;
     }
     return field_array(self, "Q", 2);
+}
+
+static PyObject *get_images(BatchObject *self, void *c)
+{
+    (void)c;
+    if (check_live(self) < 0) {
+        return NULL;
+    }
+    return py_image_array(state_of((PyObject *)self), self);
 }
 
 static PyObject *get_epoch(BatchObject *self, void *c)
@@ -374,6 +393,11 @@ static PyGetSetDef batch_getset[] = {
     {"indices", (getter)get_indices, NULL,
      "array('Q') of the samples' packed-order indices (as hdmlp-bench --ids).", NULL},
     {"sizes", (getter)get_sizes, NULL, "array('Q') of the samples' sizes in bytes.", NULL},
+    {"images", (getter)get_images, NULL,
+     "The decoded images (Loader(image=hdmlp.ImagePipeline(...))): a numpy array of shape "
+     "(n, H, W, C) or (n, C, H, W), uint8 or float32, viewing the batch's memory (zero-copy, "
+     "writable; the batch stays alive while it does).",
+     NULL},
     {"epoch", (getter)get_epoch, NULL, "Epoch (0-based) of every sample in the batch.", NULL},
     {"released", (getter)get_released, NULL, "True once the C batch was released.", NULL},
     {"exports", (getter)get_exports, NULL, "Number of live buffer exports of its samples.",

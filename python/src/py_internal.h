@@ -53,6 +53,7 @@ typedef struct py_state {
     PyTypeObject *EpochIterType;
     PyTypeObject *BatchType;
     PyTypeObject *SampleBufferType;
+    PyTypeObject *ImageBufferType;
     /* array.array, for labels and indices */
     PyObject *array_type;
 } py_state;
@@ -114,6 +115,8 @@ typedef struct BatchObject {
     PyObject *labels;   /* cached array('q') */
     PyObject *indices;  /* cached array('Q') */
     PyObject *weakrefs;
+    int has_image;           /* decoded by the loader's image pipeline: */
+    hdmlp_image_batch image; /* hdmlp_batch_image()'s description */
 } BatchObject;
 
 int py_batch_init_types(PyObject *module, py_state *st);
@@ -124,6 +127,15 @@ PyObject *py_batch_new(py_state *st, hdmlp_batch *batch);
  * fails, with an exception set and NULL returned). */
 PyObject *py_batch_wrap(py_state *st, void *owner, void (*release)(void *), Py_ssize_t n,
                         const hdmlp_sample_view *views, uint64_t epoch);
+
+/* ---- py_image.c: the image pipeline ---- */
+int py_image_init(PyObject *module, py_state *st);
+/* hdmlp.ImagePipeline (any object with its attributes) → a new *out (the caller frees it).
+ * 0, or -1 with the exception set (InvalidArgumentError naming the parameter). */
+int py_image_config(py_state *st, PyObject *pipeline, hdmlp_image_config **out);
+/* Batch.images: a numpy array (a 4-D memoryview without numpy) viewing the batch's decoded
+ * images, zero-copy; StateError for a batch without images. */
+PyObject *py_image_array(py_state *st, BatchObject *b);
 
 /* ---- py_ring.c: batches in a shared-memory ring (hdmlp.torch's node data plane) ---- */
 int py_ring_add_functions(PyObject *module);

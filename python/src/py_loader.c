@@ -243,20 +243,40 @@ static int fetch(py_state *st, LoaderObject *self, hdmlp_batch **out)
 
 /* ---- construction ---- */
 
+/* image=hdmlp.ImagePipeline(...) (None or absent: raw sample bytes). 0 or -1. */
+static int set_image(py_state *st, hdmlp_config *cfg, PyObject *image)
+{
+    if (image == NULL || image == Py_None) {
+        return 0;
+    }
+    hdmlp_image_config *ic = NULL;
+    if (py_image_config(st, image, &ic) < 0) {
+        return -1;
+    }
+    const int rc = hdmlp_config_set_image(cfg, ic);
+    hdmlp_image_config_free(ic);
+    if (rc != HDMLP_OK) {
+        py_raise(st, rc, "image", NULL);
+        return -1;
+    }
+    return 0;
+}
+
 static PyObject *loader_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {
-        "dataset",      "batch_size", "memory",    "seed",          "epochs",
-        "rank",         "world",      "drop_last", "threads",       "refill",
-        "policy",       "engine",     "lookahead", "direct_io",     "storage_cost",
-        "peers",        "listen",     "job_token", "remote_memory", "prefetch",
-        "peer_timeout", "on_corrupt", "tls",       "state",         NULL};
-    PyObject *dataset = NULL;
+        "dataset",       "batch_size", "memory",       "seed",       "epochs", "rank",
+        "world",         "drop_last",  "threads",      "refill",     "policy", "engine",
+        "lookahead",     "direct_io",  "storage_cost", "peers",      "listen", "job_token",
+        "remote_memory", "prefetch",   "peer_timeout", "on_corrupt", "tls",    "state",
+        "image",         NULL};
+    PyObject *dataset = NULL, *image = NULL;
     PyObject *a[PY_LOADER_NARGS] = {NULL};
-    if (!PyArg_ParseTupleAndKeywords(
-            args, kwds, "OOO|$OOOOOOOOOOOOOOOOOOOOO:Loader", kwlist, &dataset, &a[0], &a[1],
-            &a[2], &a[3], &a[4], &a[5], &a[6], &a[7], &a[8], &a[9], &a[10], &a[11], &a[12],
-            &a[13], &a[14], &a[15], &a[16], &a[17], &a[18], &a[19], &a[20], &a[21], &a[22])) {
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO|$OOOOOOOOOOOOOOOOOOOOOO:Loader", kwlist,
+                                     &dataset, &a[0], &a[1], &a[2], &a[3], &a[4], &a[5], &a[6],
+                                     &a[7], &a[8], &a[9], &a[10], &a[11], &a[12], &a[13],
+                                     &a[14], &a[15], &a[16], &a[17], &a[18], &a[19], &a[20],
+                                     &a[21], &a[22], &image)) {
         return NULL;
     }
     py_state *st = py_state_from_type(type);
@@ -287,6 +307,7 @@ static PyObject *loader_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     }
     PyObject *state = a[PY_LOADER_NARGS - 1];
     if (py_loader_configure(st, self->dataset->ds, self->cfg, a, &self->p) < 0 ||
+        set_image(st, self->cfg, image) < 0 ||
         (state != NULL && state != Py_None ? py_loader_resume(st, self, state)
                                            : create_c_loader(st, self)) < 0) {
         Py_DECREF(self);
@@ -701,7 +722,7 @@ PyDoc_STRVAR(
     "       drop_last=False, threads=2, refill='auto', policy='fill-rate', engine='auto',\n"
     "       lookahead=0, direct_io='auto', storage_cost=None, peers=None, listen=None,\n"
     "       job_token=None, remote_memory=None, prefetch=None, peer_timeout=None,\n"
-    "       on_corrupt='fail', tls=None, state=None)\n\n"
+    "       on_corrupt='fail', tls=None, state=None, image=None)\n\n"
     "Batches in a globally random order, each sample once per epoch, within `memory` bytes\n"
     "(int, or '256M', '1.5GiB', '25%' of the dataset's raw bytes). dataset: a Dataset or a\n"
     "path. seed None means 0: every rank must use the same seed. epochs None = unbounded.\n"
@@ -713,7 +734,10 @@ PyDoc_STRVAR(
     "corrupt or unreadable samples out of their batch (which is then shorter), counts them in\n"
     "stats()['skipped_samples'] and names the last in last_skip; 'fail' raises\n"
     "CorruptDataError / StorageError.\n"
-    "state: a dict from state_dict() to resume from (see load_state_dict).\n\n"
+    "state: a dict from state_dict() to resume from (see load_state_dict).\n"
+    "image=hdmlp.ImagePipeline(...): the loader decodes and augments every sample (an\n"
+    "encoded image) on its own threads; batch.images is then one (n, H, W, C) numpy array\n"
+    "(zero-copy) and batch.labels its labels. Corrupt images follow on_corrupt.\n\n"
     "for batch in loader: one epoch (len(loader) batches); each new iteration delivers the\n"
     "next epoch, as with a PyTorch DataLoader. Leaving an epoch early and iterating again\n"
     "skips the rest of it (its batches are read and dropped). set_epoch(e) chooses the\n"

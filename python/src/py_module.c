@@ -105,7 +105,7 @@ static int module_exec(PyObject *m)
     }
     if (py_errors_init(m, st) < 0 || py_dataset_init_type(m, st) < 0 ||
         py_batch_init_types(m, st) < 0 || py_loader_init_types(m, st) < 0 ||
-        py_ring_add_functions(m) < 0 || add_constants(m) < 0) {
+        py_ring_add_functions(m) < 0 || py_image_init(m, st) < 0 || add_constants(m) < 0) {
         return -1;
     }
     return 0;
@@ -135,6 +135,7 @@ static int module_traverse(PyObject *m, visitproc visit, void *arg)
     Py_VISIT(st->EpochIterType);
     Py_VISIT(st->BatchType);
     Py_VISIT(st->SampleBufferType);
+    Py_VISIT(st->ImageBufferType);
     Py_VISIT(st->array_type);
     return 0;
 }
@@ -163,6 +164,7 @@ static int module_clear(PyObject *m)
     Py_CLEAR(st->EpochIterType);
     Py_CLEAR(st->BatchType);
     Py_CLEAR(st->SampleBufferType);
+    Py_CLEAR(st->ImageBufferType);
     Py_CLEAR(st->array_type);
     return 0;
 }

@@ -92,6 +92,15 @@ PyObject *py_stats_dict(const hdmlp_stats *stats)
     PUT(budget_lookahead)
     PUT(budget_slots)
     PUT(peers_same_host)
+    PUT(images_decoded)
+    PUT(decode_failures)
+    PUT(dct_scaled)
+    PUT(decode_busy_ns)
+    PUT(decode_rate)
+    PUT(read_rate)
+    PUT(io_threads_active)
+    PUT(decode_threads_active)
+    PUT(balance_moves)
 #undef PUT
     return d;
 }
