@@ -155,7 +155,7 @@ static void axis_init(axis *a, uint32_t lo, uint32_t hi, double in0, double in_l
     }
 }
 
-static uint8_t clip8(int64_t v)
+static uint8_t clip8(int32_t v)
 {
     v >>= PRECISION_BITS;
     return v < 0 ? 0 : v > 255 ? 255 : (uint8_t)v;
@@ -178,7 +178,8 @@ size_t image_resize_scratch(const image_buf *src, uint32_t dh, uint32_t dw)
     const size_t coeffs = (size_t)dw * (kx * 4 + 8) + (size_t)dh * (ky * 4 + 8);
     const size_t tmp = (size_t)(kx > ky ? kx : ky) * sizeof(double);
     const size_t rows = (size_t)src->h * dw * src->c; /* the horizontal pass's rows */
-    return coeffs + tmp + rows + 64;
+    const size_t acc = (size_t)dw * src->c * sizeof(int32_t);
+    return coeffs + tmp + rows + acc + 64;
 }
 
 int image_resize_region(const image_buf *src, double y0, double x0, double bh, double bw,
@@ -212,32 +213,53 @@ int image_resize_region(const image_buf *src, double y0, double x0, double bh, d
         return hd_err(HDMLP_E_CORRUPT, "image: empty resampling window");
     }
     uint8_t *rows = p; /* (r1 - r0) × dw × c */
+    const size_t stride = (size_t)dw * c;
+    int32_t *acc =
+        (int32_t *)(((uintptr_t)(rows + (size_t)(r1 - r0) * stride) + 3) & ~(uintptr_t)3);
+    /* Sums fit in 32 bits: the triangle's weights are >= 0 and add up to 2^22, and 255 × 2^22
+     * + 2^21 < 2^31 (PIL's own arithmetic). */
     for (uint32_t y = r0; y < r1; y++) {
         const uint8_t *in = src->px + (size_t)y * src->w * c;
-        uint8_t *o = rows + (size_t)(y - r0) * dw * c;
+        uint8_t *o = rows + (size_t)(y - r0) * stride;
         for (uint32_t x = 0; x < dw; x++) {
             const uint32_t xmin = ax.bounds[2 * x], cnt = ax.bounds[2 * x + 1];
             const int32_t *k = ax.k + (size_t)x * ax.ksize;
-            for (uint32_t ch = 0; ch < c; ch++) {
-                int64_t ss = 1 << (PRECISION_BITS - 1);
+            const uint8_t *q = in + (size_t)xmin * c;
+            if (c == 3) {
+                int32_t s0 = 1 << (PRECISION_BITS - 1), s1 = s0, s2 = s0;
                 for (uint32_t j = 0; j < cnt; j++) {
-                    ss += (int64_t)in[(size_t)(xmin + j) * c + ch] * k[j];
+                    s0 += q[3 * j] * k[j];
+                    s1 += q[3 * j + 1] * k[j];
+                    s2 += q[3 * j + 2] * k[j];
                 }
-                o[(size_t)x * c + ch] = clip8(ss);
+                o[3 * x] = clip8(s0);
+                o[3 * x + 1] = clip8(s1);
+                o[3 * x + 2] = clip8(s2);
+            } else {
+                int32_t s0 = 1 << (PRECISION_BITS - 1);
+                for (uint32_t j = 0; j < cnt; j++) {
+                    s0 += q[j] * k[j];
+                }
+                o[x] = clip8(s0);
             }
         }
     }
-    const size_t stride = (size_t)dw * c;
     for (uint32_t y = 0; y < dh; y++) {
         const uint32_t ymin = ay.bounds[2 * y] - r0, cnt = ay.bounds[2 * y + 1];
         const int32_t *k = ay.k + (size_t)y * ay.ksize;
+        for (size_t x = 0; x < stride; x++) {
+            acc[x] = 1 << (PRECISION_BITS - 1);
+        }
+        for (uint32_t j = 0; j < cnt; j++) {
+            const uint8_t *row = rows + (size_t)(ymin + j) * stride;
+            const int32_t kj = k[j];
+            for (size_t x = 0; x < stride; x++) {
+                acc[x] += row[x] * kj;
+            }
+        }
         uint8_t *o = dst + (size_t)y * stride;
         for (size_t x = 0; x < stride; x++) {
-            int64_t ss = 1 << (PRECISION_BITS - 1);
-            for (uint32_t j = 0; j < cnt; j++) {
-                ss += (int64_t)rows[(size_t)(ymin + j) * stride + x] * k[j];
-            }
-            o[x] = clip8(ss);
+            o[x] = clip8(acc[x]);
         }
     }
     return HDMLP_OK;
