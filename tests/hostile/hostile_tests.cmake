@@ -11,7 +11,8 @@ set_tests_properties(corrupt_trials PROPERTIES TIMEOUT 300 LABELS reliability
   ENVIRONMENT "HDMLP_TEST_TMP=${CMAKE_CURRENT_BINARY_DIR}/tmp")
 
 add_executable(hostile_rpc ${CMAKE_CURRENT_LIST_DIR}/hostile_rpc.c
-  ${CMAKE_CURRENT_SOURCE_DIR}/support/testds.c)
+  ${CMAKE_CURRENT_LIST_DIR}/hostile_rpc_exchange.c ${CMAKE_CURRENT_LIST_DIR}/hostile_rpc_payloads.c
+  ${CMAKE_CURRENT_LIST_DIR}/hostile_rpc_attacker.c ${CMAKE_CURRENT_SOURCE_DIR}/support/testds.c)
 target_link_libraries(hostile_rpc PRIVATE hdmlp_static PkgConfig::GRPC)
 target_include_directories(hostile_rpc PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}
   ${PROJECT_SOURCE_DIR}/rpc $<TARGET_PROPERTY:hdmlp_rpc,INTERFACE_INCLUDE_DIRECTORIES>)
