@@ -1,0 +1,84 @@
+/*
+ * A small index built in memory (see format_small.h).
+ */
+#include "support/format_small.h"
+
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+
+void small_init(small *sm, bool with_dict)
+{
+    memset(sm, 0, sizeof(*sm));
+    size_t slen = 0;
+    for (unsigned i = 0; i < SMALL_N; i++) {
+        fmt_sample *s = &sm->samples[i];
+        s->stored_len = (i * 7) % 11; /* sample 0 is empty */
+        s->codec = with_dict ? i % 3 : i % 2;
+        s->raw_len = s->codec == FMT_CODEC_NONE ? s->stored_len : s->stored_len * 3 + 1;
+        s->checksum = 0xabc0u + i;
+        s->label = i % SMALL_L;
+        s->key_off = (uint32_t)slen;
+        s->key_len = (uint32_t)sprintf((char *)sm->strings + slen, "k%u", i);
+        slen += s->key_len;
+    }
+    for (unsigned l = 0; l < SMALL_L; l++) {
+        sm->labels[l].name_off = (uint32_t)slen;
+        sm->labels[l].name_len = (uint32_t)sprintf((char *)sm->strings + slen, "label-%u", l);
+        slen += sm->labels[l].name_len;
+    }
+    slen += 3; /* so the strings section is followed by padding (gap) bytes */
+    uint64_t seg_off = 0;
+    for (unsigned c = 0; c < SMALL_C; c++) {
+        const unsigned seg = c / 2;
+        if (c % 2 == 0) {
+            seg_off = 0;
+        }
+        uint64_t pos = FMT_CHUNK_HEADER_LEN;
+        const unsigned n = c + 1 < SMALL_C ? SMALL_K : SMALL_N - c * SMALL_K;
+        for (unsigned j = 0; j < n; j++) {
+            fmt_sample *s = &sm->samples[c * SMALL_K + j];
+            s->offset = pos;
+            pos += s->stored_len;
+        }
+        fmt_chunk *ch = &sm->chunks[c];
+        ch->offset = seg_off;
+        ch->length = pos;
+        ch->segment = seg;
+        ch->n_samples = n;
+        uint8_t hdr[FMT_CHUNK_HEADER_LEN];
+        ch->header_checksum = fmt_chunk_header_encode(hdr, SMALL_ID, c, n, pos - 64);
+        seg_off += fmt_align_up(pos);
+        sm->segments[seg].size = seg_off;
+        sm->segments[seg].n_chunks++;
+    }
+    memcpy(sm->dict, "a raw-content dictionary: hdmlp hdmlp!!", 40);
+    fmt_index_build *b = &sm->b;
+    b->h.dataset_id = SMALL_ID;
+    b->h.chunk_size = SMALL_K;
+    b->h.pack_seed = 42;
+    b->h.created = 1700000000;
+    b->samples = sm->samples;
+    b->n_samples = SMALL_N;
+    b->chunks = sm->chunks;
+    b->n_chunks = SMALL_C;
+    b->segments = sm->segments;
+    b->n_segments = SMALL_S;
+    b->labels = sm->labels;
+    b->n_labels = SMALL_L;
+    b->strings = sm->strings;
+    b->strings_len = slen;
+    b->dict = with_dict ? sm->dict : NULL;
+    b->dict_len = with_dict ? sizeof(sm->dict) : 0;
+}
+
+uint8_t *small_encode(bool with_dict, size_t *len, fmt_index *ix)
+{
+    small sm;
+    small_init(&sm, with_dict);
+    uint8_t *buf = NULL;
+    const int rc = fmt_index_encode(&sm.b, &buf, len);
+    cr_assert_eq(rc, HDMLP_OK, "encode: %s", hdmlp_last_error());
+    cr_assert_eq(fmt_index_decode(buf, *len, ix), HDMLP_OK, "%s", hdmlp_last_error());
+    return buf;
+}
