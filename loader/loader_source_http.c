@@ -45,6 +45,10 @@ typedef struct xfer {
     size_t errbody_len;
     unsigned attempt;
     double not_before; /* ms on the monotonic clock */
+    double moved_ms;   /* when a byte last moved (stall detection) */
+    curl_off_t moved;  /* bytes moved by then, both ways */
+    double stall_ms;
+    int stalled;
     int active, done;
     struct curl_slist *hdrs;
     CURL *easy;
@@ -170,6 +174,27 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
     return n;
 }
 
+/* Fails a transfer that moved no byte for stall_ms (curl's own low-speed check averages
+ * over seconds, so a body that stops after a burst would be noticed late). */
+static int on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                       curl_off_t ulnow)
+{
+    xfer *x = arg;
+    (void)dltotal;
+    (void)ultotal;
+    const double t = now_ms();
+    if (dlnow + ulnow != x->moved || x->moved_ms == 0.0) {
+        x->moved = dlnow + ulnow;
+        x->moved_ms = t;
+        return 0;
+    }
+    if (t - x->moved_ms > x->stall_ms) {
+        x->stalled = 1;
+        return 1;
+    }
+    return 0;
+}
+
 static size_t on_upload(char *buf, size_t size, size_t nmemb, void *arg)
 {
     xfer *x = arg;
@@ -273,6 +298,10 @@ static int start(src_conn *c, xfer *x)
     x->errbody[0] = '\0';
     x->errbuf[0] = '\0';
     x->body_pos = 0;
+    x->moved = 0;
+    x->moved_ms = 0.0;
+    x->stalled = 0;
+    x->stall_ms = (double)s->cfg.stall_ms;
     curl_slist_free_all(x->hdrs);
     x->hdrs = NULL;
     char range[64];
@@ -303,8 +332,9 @@ static int start(src_conn *c, xfer *x)
     curl_easy_setopt(e, CURLOPT_WRITEDATA, x);
     curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)s->cfg.connect_ms);
     curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)s->cfg.request_ms);
-    curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
-    curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, (long)((s->cfg.stall_ms + 999) / 1000));
+    curl_easy_setopt(e, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(e, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl_easy_setopt(e, CURLOPT_XFERINFODATA, x);
     curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
     curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
     curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
@@ -392,6 +422,10 @@ static int judge(src_conn *c, xfer *x, CURLcode res, const char *url, int last)
                       what, url, rng, (ull)(x->grow != NULL ? x->max : x->len));
     }
     curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &x->status);
+    if (x->stalled) {
+        res = CURLE_OPERATION_TIMEDOUT;
+        snprintf(x->errbuf, sizeof(x->errbuf), "no byte moved for %.0f ms", x->stall_ms);
+    }
     if (res != CURLE_OK) {
         if (retryable_curl(res) && !last) {
             return 1;
