@@ -172,9 +172,13 @@ static void *decode_main(void *arg)
         }
         image_out *o = t->index < p->decode_active ? claimable(p) : NULL;
         if (o == NULL) {
+            /* Idle for want of data only while the queue has room the I/O side has not
+             * filled (not when the consumer is simply busy with what is queued). */
+            const int starved =
+                t->index < p->decode_active && p->depth < p->ic.prefetch && !p->raw_end;
             const uint64_t t0 = loader_now_ns();
             pthread_cond_wait(&p->work_cv, &ld->lock);
-            if (t->index < p->decode_active) {
+            if (starved) {
                 p->win_idle_ns += loader_now_ns() - t0;
             }
             continue;
