@@ -1,9 +1,10 @@
-# Resource use (ctest label rel), included from tests/CMakeLists.txt: soak.c (RSS and file
+# Resource use (ctest label rel), included from tests/CMakeLists.txt: soak*.c (RSS and file
 # descriptors flat over epochs and create/free cycles, the memory budget with 1-16 I/O
 # threads, a full SSD cache, too few file descriptors) and valgrind memcheck over the CLIs
 # and the C example (valgrind_clis.sh). Long forms are in the README.
-add_executable(rel_soak ${CMAKE_CURRENT_LIST_DIR}/soak.c
-               ${CMAKE_CURRENT_SOURCE_DIR}/support/testds.c)
+add_executable(rel_soak ${CMAKE_CURRENT_LIST_DIR}/soak.c ${CMAKE_CURRENT_LIST_DIR}/soak_budget.c
+               ${CMAKE_CURRENT_LIST_DIR}/soak_limits.c ${CMAKE_CURRENT_LIST_DIR}/soak_measure.c
+               ${CMAKE_CURRENT_LIST_DIR}/soak_run.c ${CMAKE_CURRENT_SOURCE_DIR}/support/testds.c)
 target_link_libraries(rel_soak PRIVATE hdmlp_static)
 target_include_directories(rel_soak PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
 set(REL_ENV "HDMLP_TEST_TMP=${CMAKE_CURRENT_BINARY_DIR}/tmp")
