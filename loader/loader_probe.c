@@ -115,6 +115,12 @@ int probe_dataset(hdmlp_dataset *ds, int direct, const probe_limits *lim, probe_
     if (ds == NULL || (direct != 0 && direct != 1)) {
         return hd_err(HDMLP_E_INVAL, "probe: a dataset and direct 0 or 1 are required");
     }
+    if (ds->store != NULL) {
+        return hd_err(HDMLP_E_UNSUPPORTED,
+                      "probe: %s: calibrating a remote source is not supported yet; set the "
+                      "cost model (op-us, bandwidth) or let it learn from the reads",
+                      ds->path);
+    }
     probe_limits r;
     int rc = limits_resolve(lim, &r);
     if (rc != HDMLP_OK) {
