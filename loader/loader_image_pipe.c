@@ -261,6 +261,14 @@ void image_out_free(image_out *o)
     hd_free(o);
 }
 
+static void pipe_free(image_pipe *p)
+{
+    pthread_cond_destroy(&p->work_cv);
+    pthread_cond_destroy(&p->io_cv);
+    hd_free(p->threads);
+    hd_free(p);
+}
+
 int image_pipe_start(struct hdmlp_loader *ld)
 {
     const struct hdmlp_image_config *ic = ld->cfg.image;
@@ -272,20 +280,6 @@ int image_pipe_start(struct hdmlp_loader *ld)
     p->img_bytes = image_out_bytes(ic);
     pthread_cond_init(&p->work_cv, NULL);
     pthread_cond_init(&p->io_cv, NULL);
-    ld->pipe = p;
-    /* Output buffers: those decoded ahead and two the consumer may hold. */
-    const uint64_t batch_bytes = p->img_bytes * ld->cfg.batch;
-    const uint64_t reserve = batch_bytes * (ic->prefetch + 2);
-    if (reserve > ld->cfg.memory / 2 || reserve >= ld->plan_limit) {
-        return hd_err(
-            HDMLP_E_INVAL,
-            "image: %u batches of %u images of %u x %u x %u need %llu bytes, more than "
-            "half the memory budget (%llu bytes); raise the budget or lower the "
-            "batch size, image size or prefetch",
-            ic->prefetch + 2, ld->cfg.batch, ic->height, ic->width, ic->channels,
-            (unsigned long long)reserve, (unsigned long long)ld->cfg.memory);
-    }
-    ld->plan_limit -= reserve;
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     if (cpus < 1) {
         cpus = 1;
@@ -305,16 +299,35 @@ int image_pipe_start(struct hdmlp_loader *ld)
         p->decode_active = p->n_threads;
         p->io_limit = 0;
     }
+    p->threads = hd_calloc(p->n_threads, sizeof(*p->threads));
+    if (p->threads == NULL) {
+        pipe_free(p);
+        return hd_err(HDMLP_E_NOMEM, "image: out of memory for the decode threads");
+    }
+    /* Output buffers: those decoded ahead and two the consumer may hold. The I/O threads
+     * already run: the budget and the pipeline change under the lock. */
+    const uint64_t reserve = p->img_bytes * ld->cfg.batch * (ic->prefetch + 2);
+    pthread_mutex_lock(&ld->lock);
+    if (reserve > ld->cfg.memory / 2 || reserve >= ld->plan_limit) {
+        pthread_mutex_unlock(&ld->lock);
+        pipe_free(p);
+        return hd_err(
+            HDMLP_E_INVAL,
+            "image: %u batches of %u images of %u x %u x %u need %llu bytes, more than "
+            "half the memory budget (%llu bytes); raise the budget or lower the "
+            "batch size, image size or prefetch",
+            ic->prefetch + 2, ld->cfg.batch, ic->height, ic->width, ic->channels,
+            (unsigned long long)reserve, (unsigned long long)ld->cfg.memory);
+    }
+    ld->plan_limit -= reserve;
     ld->st.io_threads_active = p->io_limit ? p->io_limit : p->io_max;
     ld->st.decode_threads_active = p->decode_active;
     p->win_start = loader_now_ns();
     /* Where a saved state stands until the first decoded batch goes out (after resume). */
     p->handed_epoch = ld->deliver_epoch;
     p->handed_pos = ld->deliver_pos;
-    p->threads = hd_calloc(p->n_threads, sizeof(*p->threads));
-    if (p->threads == NULL) {
-        return hd_err(HDMLP_E_NOMEM, "image: out of memory for the decode threads");
-    }
+    ld->pipe = p;
+    pthread_mutex_unlock(&ld->lock);
     for (uint32_t i = 0; i < p->n_threads; i++) {
         decode_thread *t = &p->threads[i];
         *t = (decode_thread){p, ld, i, 0, 0};
@@ -366,10 +379,7 @@ void image_pipe_stop(struct hdmlp_loader *ld)
     }
     ld->pipe = NULL;
     pthread_mutex_unlock(&ld->lock);
-    pthread_cond_destroy(&p->work_cv);
-    pthread_cond_destroy(&p->io_cv);
-    hd_free(p->threads);
-    hd_free(p);
+    pipe_free(p);
 }
 
 int image_pipe_io_allowed(struct hdmlp_loader *ld, uint32_t i)
