@@ -37,6 +37,8 @@ typedef struct shm_out {
     uint64_t queued;
     uint64_t start_ns, retry_ns, last_write_ns, progress_ns, seen_tail;
     int reported;
+    uint64_t msg_end; /* ring position past the last message (not probe) written */
+    uint64_t hup_ns;  /* when the peer's ring socket hung up (0: it has not) */
     char name[RPC_SHM_ADDR_MAX];
     char why[256];
 } shm_out;
@@ -187,15 +189,19 @@ static int out_put(rpc_shm *s, uint32_t rank, const peer_msg *m, uint64_t off)
         frag = s->frag_max;
     }
     const uint64_t need = rpc_shm_rec_bytes(frag);
+    /* Prefetches may fill half the ring: an answer always finds room past them when the
+     * peer reads slowly, and so overtakes the prefetches still queued. */
+    const uint64_t reserve =
+        m != NULL && m->kind == PEER_SAMPLE && m->prefetch ? o->ring.size / 2 : 0;
     uint64_t space = rpc_shm_ring_space(&o->ring);
-    if (space != UINT64_MAX && space < need) {
+    if (space != UINT64_MAX && space < need + reserve) {
         space = rpc_shm_ring_wait_space(&o->ring);
     }
     if (space == UINT64_MAX) {
         out_fail(s, rank, "its ring's read position is impossible (ring corrupted)");
         return -1;
     }
-    if (space < need) {
+    if (space < need + reserve) {
         return 0;
     }
     rpc_shm_rec h;
@@ -210,6 +216,7 @@ static int out_put(rpc_shm *s, uint32_t rank, const peer_msg *m, uint64_t off)
         ring_bell(o->data_efd);
     }
     o->last_write_ns = now;
+    o->msg_end = m != NULL ? o->ring.local : o->msg_end;
     if (m != NULL) {
         pthread_mutex_lock(&s->t->lock);
         s->t->st.bytes_sent += need;
@@ -238,6 +245,7 @@ static void out_flush(rpc_shm *s, uint32_t rank)
         if (it == NULL) {
             return;
         }
+        it->next = NULL;
         o->cur = it;
         const uint64_t total = it->m.kind == PEER_SAMPLE ? it->m.size : 0;
         const int rc = out_put(s, rank, &it->m, it->sent);
@@ -264,7 +272,11 @@ int rpc_shm_send(rpc_shm *s, const peer_msg *m)
     shm_out *o = &s->out[m->to];
     if (s->closing) {
         rc = hd_err(HDMLP_E_STATE, "rpc: send to rank %u after destroy began", m->to);
-    } else if (o->state == OUT_FAILED) {
+    } else if (o->state == OUT_FAILED || o->hup_ns != 0) {
+        if (o->state != OUT_FAILED) {
+            out_fail(s, m->to, "its ring socket hung up (peer exited?)");
+            wake = 1;
+        }
         rc = hd_err(HDMLP_E_PEER, "rpc: %s", o->why);
     } else if (o->state == OUT_READY && o->cur == NULL && o->urg_h == NULL &&
                (urgent || o->pre_h == NULL) && size <= s->frag_max &&
@@ -315,7 +327,7 @@ static uint64_t out_tick(rpc_shm *s, uint32_t rank, uint64_t now)
 {
     shm_out *o = &s->out[rank];
     const rpc_tr *t = s->t;
-    const uint64_t timeout_ns = (uint64_t)t->cfg.peer_timeout_ms * 1000000u;
+    const uint64_t timeout_ns = (uint64_t)t->cfg.peer_timeout_ms * 1000000ull;
     if (o->state == OUT_DIAL && now >= o->retry_ns) {
         int fd;
         const int d = rpc_shm_dial(o->name, &fd);
@@ -335,9 +347,9 @@ static uint64_t out_tick(rpc_shm *s, uint32_t rank, uint64_t now)
     }
     if ((o->state == OUT_DIAL || o->state == OUT_HELLO) &&
         since(now, o->start_ns) > timeout_ns) {
-        out_fail(s, rank, "no ring from its socket @%s within %u ms (%s)", o->name,
-                 t->cfg.peer_timeout_ms,
-                 o->state == OUT_DIAL ? "cannot connect" : "connected, no answer");
+        out_fail(
+            s, rank, "no answer within %u ms (%s its ring socket @%s)", t->cfg.peer_timeout_ms,
+            o->state == OUT_DIAL ? "cannot connect to" : "connected, no ring from", o->name);
         return UINT64_MAX;
     }
     if (o->state == OUT_DIAL) {
@@ -348,6 +360,18 @@ static uint64_t out_tick(rpc_shm *s, uint32_t rank, uint64_t now)
     }
     if (o->state != OUT_READY) {
         return UINT64_MAX;
+    }
+    if (o->hup_ns != 0) {
+        const uint64_t tail = rpc_shm_ring_tail(&o->ring);
+        if (o->queued > 0 || o->msg_end - tail - 1 < o->ring.size ||
+            since(now, o->last_write_ns) >= t->probe_ns) {
+            out_fail(s, rank, "its ring socket hung up (peer exited?)%s",
+                     o->queued > 0 || o->msg_end - tail - 1 < o->ring.size
+                         ? " with messages not read"
+                         : "");
+            return UINT64_MAX;
+        }
+        return since(o->last_write_ns + t->probe_ns, now) / 1000000u + 1;
     }
     out_flush(s, rank);
     if (o->state == OUT_READY && o->cur == NULL && o->urg_h == NULL && o->pre_h == NULL &&
@@ -365,7 +389,9 @@ static uint64_t out_tick(rpc_shm *s, uint32_t rank, uint64_t now)
             o->seen_tail = tail;
             o->progress_ns = now;
         } else if (since(now, o->progress_ns) > timeout_ns) {
-            out_fail(s, rank, "no progress within %u ms (connected, peer not responding)",
+            out_fail(s, rank,
+                     "no answer within %u ms (connected, peer not responding: its ring not "
+                     "read)",
                      t->cfg.peer_timeout_ms);
             return UINT64_MAX;
         }
@@ -387,6 +413,14 @@ static void out_answer(rpc_shm *s, uint32_t rank)
     int fds[3];
     const long n = rpc_shm_recv_packet(o->sock, buf, sizeof buf - 1, fds);
     if (n == -1) {
+        return;
+    }
+    if (n == 0 && o->state == OUT_READY) {
+        /* The peer is gone. Reported at once if it leaves messages unread, else when its
+         * next probe would be due or something is sent to it (as a probe call to a peer
+         * that shut down fails), so that ranks ending together report nothing. */
+        o->hup_ns = rpc_now_ns();
+        close_fd(s, &o->sock);
         return;
     }
     if (n == -2 || n == 0) {
@@ -709,7 +743,7 @@ static void report(rpc_shm *s)
 static void *shm_main(void *arg)
 {
     rpc_shm *s = arg;
-    const uint64_t timeout_ns = (uint64_t)s->t->cfg.peer_timeout_ms * 1000000u;
+    const uint64_t timeout_ns = (uint64_t)s->t->cfg.peer_timeout_ms * 1000000ull;
     int wait_ms = 0;
     for (;;) {
         struct epoll_event ev[32];
@@ -859,7 +893,7 @@ static int drained(const rpc_shm *s)
 {
     for (uint32_t r = 0; r < s->t->world; r++) {
         const shm_out *o = &s->out[r];
-        if (o->used && o->state != OUT_FAILED &&
+        if (o->used && o->state != OUT_FAILED && o->hup_ns == 0 &&
             (o->queued > 0 || (o->state == OUT_READY && !rpc_shm_ring_empty(&o->ring)))) {
             return 0;
         }

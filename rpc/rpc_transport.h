@@ -24,29 +24,52 @@
  * 1.25 x timeout even when nothing is being sent to it. The first failed call (deadline,
  * connection lost, rejection by the peer) or an overflowing queue marks the peer failed:
  * its queued messages are dropped, send() to it returns HDMLP_E_PEER, and on_error is
- * called once for it, on the client thread, with "rank R (host:port): cause". Nothing is
+ * called once for it, on the client thread (the ring thread for ring peers), with
+ * "rank R (host:port): cause". Nothing is
  * ever retried (a retried call could deliver twice). on_error is not called once destroy()
  * has begun.
  *
- * Paths. Without TLS, every server listens on two addresses: its TCP "host:port" and a
- * Unix-domain socket in the abstract namespace (no file to leak or clean up), named by
- * rpc_same_host_address from the rank's entry in cfg->peers. The abstract namespace belongs
- * to the network namespace, like the loopback and interface addresses, so a peer whose
- * host is this machine's (rpc_endpoint_is_local) is reachable there exactly when it is
- * over TCP. With cfg->same_host (the default) such a peer's channel dials the socket,
- * any other peer's TCP; there is no fallback between the two (a call that could not
- * connect is never retried, see Failure): a server that cannot bind its socket fails
- * creation with HDMLP_E_IO naming it, so a live peer is always listening on both. With
- * cfg->same_host 0 every channel dials TCP; the server still binds the socket, so ranks
- * may differ in the setting. With TLS no socket is bound and every channel dials TCP:
- * mutual TLS authenticates each connection by the peer's host name, which a Unix socket
- * does not have. base.peers_same_host counts the channels dialling the socket.
+ * Paths. Without TLS, every rank listens on three addresses: its TCP "host:port", a
+ * Unix-domain socket in the abstract namespace (no file to leak or clean up) named by
+ * rpc_same_host_address from the rank's entry in cfg->peers, where the gRPC server also
+ * listens, and the ring socket beside it (rpc_shm_link.h), where a sending peer of this
+ * host gets a shared-memory ring into this rank (rpc_shm_ring.h). The abstract namespace
+ * belongs to the network namespace, like the loopback and interface addresses, so a peer
+ * whose host is this machine's (rpc_endpoint_is_local) is reachable there exactly when it
+ * is over TCP. cfg->same_host picks how such a peer is reached: HDMLP_SAME_HOST_SHM (the
+ * default) through its ring (no gRPC: rpc_shm.h), HDMLP_SAME_HOST_SOCKET by a channel
+ * dialling its gRPC socket, HDMLP_SAME_HOST_TCP by TCP; any other peer always by TCP.
+ * There is no fallback between paths (nothing could arrive twice): a rank that cannot bind
+ * either socket fails creation with HDMLP_E_IO naming it, so a live peer always listens on
+ * all three, and ranks may differ in the setting. With TLS no socket is bound and every
+ * channel dials TCP: mutual TLS authenticates each connection by the peer's host name,
+ * which a Unix socket does not have. base.peers_same_host counts the peers reached through
+ * a ring or the socket.
  *
- * Callbacks. on_msg runs on the server thread and should return quickly (well under the
- * timeout): while it runs, no further call from any peer is taken, and a peer whose call
- * waits longer than its timeout reports this rank failed. Handlers may call send() (it
- * never blocks on the network); they must not call destroy(). on_msg may run until
- * destroy() returns; destroy() sends what is queued for up to drain_ms first.
+ * Rings. The same contracts hold for peers reached through a ring, with the ring thread in
+ * the role of both client and server threads. The receiver makes one sealed memfd per
+ * sender, of shm_ring_bytes, and passes it with two eventfd doorbells over the ring socket
+ * after checking the sender's user (SO_PEERCRED), job token and ranks. send() writes the
+ * message straight into the ring when nothing is queued before it and it has room (one
+ * copy of the payload), else queues a copy that the ring thread writes as room frees up
+ * (answers before queued prefetches; a payload above a quarter of the ring in fragments);
+ * queued bytes above queue_bytes fail the peer. The receiver copies each record's header
+ * out of the ring before validating it (lengths within what was written, token, ranks,
+ * kind, sizes within max_data, fragments in order) and hands on_msg the payload in place;
+ * a bad record or hello closes the ring on the sender, with the cause sent on the socket
+ * (counted in rejected). An idle ring gets a probe record every timeout/4; a sender whose
+ * ring holds bytes not consumed for the timeout reports the peer ("no answer"), a hung
+ * up ring socket reports it at once (a dead process), and a peer not answering on its
+ * socket within the timeout is reported too. A receiver whose sender hung up delivers
+ * the complete messages left in the ring and drops a message cut short.
+ *
+ * Callbacks. on_msg runs on the server thread, or on the ring thread for peers reached
+ * through rings, never on both at once (they take turns under a lock), and should return
+ * quickly (well under the timeout): while it runs, no further call from any peer is taken,
+ * and a peer whose call or ring waits longer than its timeout reports this rank failed.
+ * Handlers may call send() (it never blocks on the network); they must not call destroy().
+ * on_msg may run until destroy() returns; destroy() sends what is queued for up to drain_ms
+ * first.
  */
 #ifndef HDMLP_RPC_TRANSPORT_H
 #define HDMLP_RPC_TRANSPORT_H

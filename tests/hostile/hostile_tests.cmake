@@ -19,3 +19,11 @@ target_include_directories(hostile_rpc PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}
 add_test(NAME hostile_rpc COMMAND hostile_rpc)
 set_tests_properties(hostile_rpc PROPERTIES TIMEOUT 60 LABELS "rpc;reliability"
   ENVIRONMENT "HDMLP_TEST_TMP=${CMAKE_CURRENT_BINARY_DIR}/tmp")
+
+# Hostile peers of the same-host rings: plain C, so it also runs under TSan (label threads).
+add_executable(hostile_shm ${CMAKE_CURRENT_LIST_DIR}/hostile_shm.c)
+target_link_libraries(hostile_shm PRIVATE hdmlp_static)
+target_include_directories(hostile_shm PRIVATE ${PROJECT_SOURCE_DIR}/rpc
+  $<TARGET_PROPERTY:hdmlp_rpc,INTERFACE_INCLUDE_DIRECTORIES>)
+add_test(NAME hostile_shm COMMAND hostile_shm)
+set_tests_properties(hostile_shm PROPERTIES TIMEOUT 60 LABELS "rpc;reliability;threads")
