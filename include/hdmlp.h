@@ -471,12 +471,15 @@ HDMLP_API const hdmlp_sample_view *hdmlp_batch_samples(const hdmlp_batch *batch)
  * the thread calling hdmlp_loader_next), a few batches ahead of the consumer, straight into
  * one contiguous output buffer per batch. Everything else (order, ranks, tiers, resume,
  * corrupt-sample handling) is unchanged: the same samples arrive in the same batches.
+ * In the stats, samples, batches and bytes_delivered count batches when they enter the
+ * decode queue (up to `prefetch` batches early; images skipped as corrupt are taken off),
+ * and stall_ns is the time hdmlp_loader_next waited for decoded batches.
  *
- * Inputs: JPEG (baseline and progressive, grayscale/YCbCr/CMYK, through libjpeg-turbo),
- * PNG (any bit depth and colour type, through libspng; 16-bit is reduced to 8, alpha is
- * dropped) and raw arrays: a 16-byte header "HDRI", then height, width and channels (1 or
- * 3) as little-endian uint32, then height × width × channels uint8 in row-major HWC order
- * (exactly that many bytes). Anything else, or an image over 32768 pixels on a side or
+ * Inputs: JPEG (baseline and progressive; grayscale, YCbCr, and CMYK converted as PIL
+ * does; through libjpeg-turbo), PNG (any bit depth and colour type, through libspng; 16-bit
+ * is reduced to 8, alpha is dropped) and raw arrays: a 16-byte header "HDRI", then height,
+ * width and channels (1 or 3) as little-endian uint32, then height × width × channels uint8
+ * in row-major HWC order (exactly that many bytes). Anything else, or an image over 32768 pixels on a side or
  * 2^28 pixels, is a corrupt sample (HDMLP_E_CORRUPT naming the sample and the reason).
  *
  * Augmentation is deterministic: every random draw of sample i in epoch e comes from the
@@ -541,8 +544,10 @@ HDMLP_API int hdmlp_image_config_set_dtype(hdmlp_image_config *ic, hdmlp_image_d
  * 0.225}. */
 HDMLP_API int hdmlp_image_config_set_normalize(hdmlp_image_config *ic, const float mean[3],
                                                const float std[3]);
-/* Output channels: 3 (RGB; grayscale inputs are replicated, the default) or 1 (luma;
- * colour inputs converted as PIL's convert("L"): (299 R + 587 G + 114 B) / 1000). */
+/* Output channels: 3 (RGB; grayscale inputs are replicated, the default) or 1 (luma: colour
+ * PNG and raw inputs as PIL's convert("L"), (19595 R + 38470 G + 7471 B + 2^15) >> 16;
+ * colour JPEGs decode their Y plane directly, which differs from that by at most a level or
+ * two). */
 HDMLP_API int hdmlp_image_config_set_channels(hdmlp_image_config *ic, uint32_t channels);
 /* Decode threads, 0..64. 0 (the default) = automatic: the loader keeps a pool of one decode
  * thread per online CPU besides its I/O threads (hdmlp_config_set_threads) and lets a total
@@ -651,7 +656,7 @@ typedef struct hdmlp_stats {
     uint64_t dct_scaled;        /* JPEG decodes that used DCT scaling */
     uint64_t decode_busy_ns;    /* decode threads' total busy time */
     uint64_t decode_rate;       /* images/s decoded over the last balance window (~200 ms) */
-    uint64_t read_rate;         /* samples/s the I/O side supplied over that window */
+    uint64_t read_rate;         /* samples/s the I/O threads read over that window */
     uint64_t io_threads_active; /* the current split: I/O threads allowed to run */
     uint64_t decode_threads_active; /* and decode threads */
     uint64_t balance_moves;         /* changes of the split (automatic balance) */

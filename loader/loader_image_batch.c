@@ -47,7 +47,6 @@ static int submit(struct hdmlp_loader *ld, image_pipe *p, hdmlp_batch *b)
     }
     p->tail = o;
     p->depth++;
-    p->win_supplied += b->n;
     pthread_cond_broadcast(&p->work_cv);
     return HDMLP_OK;
 }

@@ -104,7 +104,7 @@ static void balance_tick(struct hdmlp_loader *ld, image_pipe *p, uint64_t now)
         return;
     }
     ld->st.decode_rate = p->win_decoded * 1000000000ull / span;
-    ld->st.read_rate = p->win_supplied * 1000000000ull / span;
+    ld->st.read_rate = p->win_read * 1000000000ull / span;
     if (p->automatic) {
         const double idle = (double)p->win_idle_ns / ((double)p->decode_active * (double)span);
         const double full = (double)p->win_full_ns / (double)span;
@@ -135,7 +135,7 @@ static void balance_tick(struct hdmlp_loader *ld, image_pipe *p, uint64_t now)
         ld->st.decode_threads_active = p->decode_active;
     }
     p->win_start = now;
-    p->win_decoded = p->win_supplied = p->win_idle_ns = p->win_full_ns = 0;
+    p->win_decoded = p->win_read = p->win_idle_ns = p->win_full_ns = 0;
 }
 
 /* The first queued batch with an unclaimed sample (lock held). */
@@ -386,6 +386,13 @@ int image_pipe_io_allowed(struct hdmlp_loader *ld, uint32_t i)
 {
     const image_pipe *p = ld->pipe;
     return p == NULL || p->io_limit == 0 || i < p->io_limit;
+}
+
+void image_pipe_io_done(struct hdmlp_loader *ld, uint32_t n)
+{
+    if (ld->pipe != NULL) {
+        ld->pipe->win_read += n;
+    }
 }
 
 void image_pipe_io_wait(struct hdmlp_loader *ld)

@@ -58,7 +58,8 @@ struct image_pipe {
     uint32_t io_max;   /* I/O threads there are */
     uint32_t decode_active;
     uint64_t win_start;
-    uint64_t win_decoded, win_supplied;
+    uint64_t win_decoded;
+    uint64_t win_read;    /* samples the I/O threads completed */
     uint64_t win_idle_ns; /* decode threads waiting for samples */
     uint64_t win_full_ns; /* the consumer waiting on a full queue */
     int verdict;          /* last window's direction: -1 to I/O, +1 to decode, 0 */
@@ -83,6 +84,8 @@ int image_pipe_next(struct hdmlp_loader *ld, image_raw_next_fn raw, struct hdmlp
 int image_pipe_position(const struct hdmlp_loader *ld, uint64_t *epoch, uint64_t *pos);
 /* An I/O thread with index i may take jobs (lock held). */
 int image_pipe_io_allowed(struct hdmlp_loader *ld, uint32_t i);
+/* An I/O thread completed n samples (lock held): the read rate. */
+void image_pipe_io_done(struct hdmlp_loader *ld, uint32_t n);
 /* Waits (lock held) until the split may let I/O thread i run again or the loader stops. */
 void image_pipe_io_wait(struct hdmlp_loader *ld);
 /* Frees a batch's images (lock not held; its charge was returned by the caller). */

@@ -335,6 +335,7 @@ void *worker_main(void *arg)
                 }
             }
         }
+        image_pipe_io_done(ld, job->n);
         ld->inflight--;
         if (extra) {
             ld->charged -= w->buf_cap; /* its pages went back before the lock was taken */

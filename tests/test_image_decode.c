@@ -7,6 +7,7 @@
 #include "fmt_rng.h"
 #include "hdmlp.h"
 #include "loader_image.h"
+#include "support/testds.h"
 #include "support/testimg.h"
 
 #include <criterion/criterion.h>
@@ -201,6 +202,29 @@ Test(image_decode, dct_scaling_within_bound_of_full_decode)
     free(px);
     free(enc);
     image_decoder_free(d);
+}
+
+Test(image_decode, cmyk_jpeg_equals_pil_conversion)
+{
+    const char *dir = getenv("HDMLP_TEST_DATA");
+    cr_assert_not_null(dir, "HDMLP_TEST_DATA is not set");
+    char path[1024];
+    uint8_t *jpg = NULL, *want = NULL;
+    size_t jl = 0, wl = 0;
+    snprintf(path, sizeof(path), "%s/image/cmyk.jpg", dir);
+    cr_assert_eq(testds_read_file(path, &jpg, &jl), 0, "%s", path);
+    snprintf(path, sizeof(path), "%s/image/cmyk_pil_rgb.raw", dir);
+    cr_assert_eq(testds_read_file(path, &want, &wl), 0, "%s", path);
+    cr_assert_eq(wl, 24 * 16 * 3);
+    image_decoder *d = decoder();
+    image_buf img;
+    cr_assert_eq(image_decode(d, jpg, jl, 3, 1, &img), HDMLP_OK, "%s", hdmlp_last_error());
+    cr_assert(img.w == 24 && img.h == 16 && img.c == 3);
+    cr_assert_arr_eq(img.px, want, wl);
+    image_buf_free(&img);
+    image_decoder_free(d);
+    free(jpg);
+    free(want);
 }
 
 Test(image_decode, png_equals_spng_decode)
