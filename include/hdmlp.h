@@ -479,8 +479,9 @@ HDMLP_API const hdmlp_sample_view *hdmlp_batch_samples(const hdmlp_batch *batch)
  * does; through libjpeg-turbo), PNG (any bit depth and colour type, through libspng; 16-bit
  * is reduced to 8, alpha is dropped) and raw arrays: a 16-byte header "HDRI", then height,
  * width and channels (1 or 3) as little-endian uint32, then height × width × channels uint8
- * in row-major HWC order (exactly that many bytes). Anything else, or an image over 32768 pixels on a side or
- * 2^28 pixels, is a corrupt sample (HDMLP_E_CORRUPT naming the sample and the reason).
+ * in row-major HWC order (exactly that many bytes). Anything else, or an image over 32768
+ * pixels on a side or 2^28 pixels, is a corrupt sample (HDMLP_E_CORRUPT naming the sample
+ * and the reason).
  *
  * Augmentation is deterministic: every random draw of sample i in epoch e comes from the
  * project's RNG seeded with (loader seed, e, i), so a run reproduces whatever the thread
