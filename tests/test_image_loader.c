@@ -5,6 +5,8 @@
  * shape/dtype/layout, corrupt images under fail and skip, exact resume, and misuse.
  */
 #include "hdmlp.h"
+#include "loader.h"
+#include "support/fakenet.h"
 #include "support/testds.h"
 #include "support/testimg.h"
 
@@ -12,6 +14,7 @@
 #include <criterion/logging.h>
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -416,6 +419,79 @@ Test(image_loader, misuse_is_refused)
     cr_assert_null(ld);
     cr_assert(strstr(hdmlp_last_error(), "memory budget") != NULL, "%s", hdmlp_last_error());
     cr_assert_eq(hdmlp_config_set_image(NULL, ic), HDMLP_E_INVAL);
+    hdmlp_image_config_free(ic);
+    hdmlp_config_free(cfg);
+    hdmlp_dataset_close(ds);
+}
+
+typedef struct rank_ctx {
+    hdmlp_loader *ld;
+    run r;
+    int rc;
+} rank_ctx;
+
+static void *rank_main(void *arg)
+{
+    rank_ctx *c = arg;
+    c->rc = drain(c->ld, &c->r, 1);
+    hdmlp_loader_free(c->ld);
+    return NULL;
+}
+
+Test(image_loader, three_ranks_exactly_once_with_the_same_pixels)
+{
+    /* Each rank decodes what it is given; samples cross ranks raw. A sample's image in an
+     * epoch does not depend on which rank delivers it. */
+    hdmlp_dataset *ds = image_dataset(60, 96, 72, 0, NULL);
+    hdmlp_image_config *ic = image_config(16, 20);
+    hdmlp_config *cfg = config(5, 2);
+    static run one;
+    hdmlp_loader *ld = loader(ds, cfg, ic);
+    cr_assert_eq(drain(ld, &one, 1), HDMLP_END);
+    hdmlp_loader_free(ld);
+    fakenet *hub = NULL;
+    cr_assert_eq(fakenet_create(3, &hub), HDMLP_OK);
+    static rank_ctx ranks[3];
+    const char *peers[3] = {"127.0.0.1:1", "127.0.0.1:1", "127.0.0.1:1"};
+    /* a small budget and no chunk cache: abstract memory holds a fraction of the dataset */
+    hdmlp_config_set_memory(cfg, 1ull << 20);
+    hdmlp_config_set_ram_cache(cfg, 0);
+    for (uint32_t r = 0; r < 3; r++) {
+        hdmlp_config_set_rank(cfg, r, 3);
+        hdmlp_config_set_peers(cfg, peers, 3);
+        hdmlp_config_set_peer_timeout(cfg, 5000);
+        cr_assert_eq(loader_create_with(ds, cfg, fakenet_factory, &ranks[r].ld), HDMLP_OK, "%s",
+                     hdmlp_last_error());
+    }
+    pthread_t th[3];
+    for (int r = 0; r < 3; r++) {
+        pthread_create(&th[r], NULL, rank_main, &ranks[r]);
+    }
+    for (int r = 0; r < 3; r++) {
+        pthread_join(th[r], NULL);
+    }
+    fakenet_free(hub);
+    uint8_t seen[2][60] = {{0}};
+    uint32_t total = 0;
+    for (int r = 0; r < 3; r++) {
+        cr_assert_eq(ranks[r].rc, HDMLP_END, "rank %d: %d", r, ranks[r].rc);
+        total += ranks[r].r.n;
+        for (int e = 0; e < 2; e++) {
+            for (int i = 0; i < 60; i++) {
+                if (ranks[r].r.hash[e][i] != 0) {
+                    seen[e][i]++;
+                    cr_assert_eq(ranks[r].r.hash[e][i], one.hash[e][i],
+                                 "rank %d epoch %d sample %d", r, e, i);
+                }
+            }
+        }
+    }
+    cr_assert_eq(total, 120);
+    for (int e = 0; e < 2; e++) {
+        for (int i = 0; i < 60; i++) {
+            cr_assert_eq(seen[e][i], 1, "epoch %d sample %d", e, i);
+        }
+    }
     hdmlp_image_config_free(ic);
     hdmlp_config_free(cfg);
     hdmlp_dataset_close(ds);
