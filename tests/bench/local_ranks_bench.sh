@@ -1,13 +1,15 @@
 #!/bin/bash
-# Local ranks: the same-host path (a Unix socket, the default for peers on this host)
-# against loopback TCP (hdmlp-bench --same-host tcp), for R ranks on this machine joined
-# with --peers on 127.0.0.1 (issue 11, "Local ranks share memory, not sockets"). The dataset
-# is read from the page cache (read once before the runs), so what differs between the two
-# is the exchange. Per R and path, REPEATS runs alternating the paths; reported as medians:
+# Local ranks: the three same-host paths of hdmlp-bench --same-host: shm (shared-memory
+# rings, the default for peers on this host), socket (gRPC over a Unix socket) and tcp
+# (gRPC over loopback TCP), for R ranks on this machine joined with --peers on 127.0.0.1
+# (issue 11, "Local ranks share memory, not sockets"). The dataset is read from the page
+# cache (read once before the runs), so what differs between the paths is the exchange.
+# Per R and path, REPEATS runs rotating the order of the paths; reported as medians:
 # exchange throughput (bytes received from peers, all ranks, over the slowest rank's
 # loading seconds), CPU seconds (user + sys of every rank process, /usr/bin/time) per GB
-# received from peers and per GB delivered, epoch time; then socket/tcp ratios. The goal
-# of the issue: the socket path >= 2x the throughput or <= 0.5x the CPU per GB of TCP.
+# received from peers and per GB delivered, epoch time; then shm/tcp, socket/tcp and
+# shm/socket ratios. The goal of the issue: the same-host path >= 2x the throughput or
+# <= 0.5x the CPU per GB of TCP. The transport alone: tests/bench/bench_transport.c.
 #
 #   tests/bench/local_ranks_bench.sh [--build DIR] [--out DIR] [--work DIR] [--keep-data]
 #                                    [--small] [--ranks "2 4"] [--count N] [--epochs E]
@@ -110,9 +112,12 @@ print(json.dumps(d))' "$name" "$ranks" "$mode" "$rep" "$OUT/logs/$name.$r.time" 
 
 for R in $RANKS; do
     for ((rep = 0; rep < REPEATS; rep++)); do
-        # alternate which path goes first, so that drift of the machine's load hits both
-        modes="socket tcp"
-        [ $((rep % 2)) = 1 ] && modes="tcp socket"
+        # rotate which path goes first, so that drift of the machine's load hits all three
+        case $((rep % 3)) in
+        0) modes="shm socket tcp" ;;
+        1) modes="tcp shm socket" ;;
+        *) modes="socket tcp shm" ;;
+        esac
         for mode in $modes; do
             name=R$R-$mode-$rep
             log "$name: $R ranks, --same-host $mode, $EPOCHS epochs"
@@ -147,15 +152,19 @@ for (ranks, mode, rep), rs in runs.items():
 med = {k: {f: statistics.median(x[f] for x in v) for f in v[0]} | {"n": len(v)}
        for k, v in res.items()}
 print(f"{'ranks':>5} {'path':<6} {'runs':>4} {'exch MB/s':>9} {'CPU s/GB exch':>13} "
-      f"{'sys s/GB':>8} {'CPU s/GB dlv':>12} {'epoch s':>7} {'remote':>6} {'sock peers':>10}")
-for (ranks, mode), m in sorted(med.items(), key=lambda kv: (kv[0][0], kv[0][1] != "socket")):
+      f"{'sys s/GB':>8} {'CPU s/GB dlv':>12} {'epoch s':>7} {'remote':>6} {'same-host':>9}")
+order = {"shm": 0, "socket": 1, "tcp": 2}
+for (ranks, mode), m in sorted(med.items(), key=lambda kv: (kv[0][0], order.get(kv[0][1], 3))):
     print(f"{ranks:>5} {mode:<6} {m['n']:>4} {m['mbps']:>9.0f} {m['cpu_net']:>13.2f} "
           f"{m['sys']:>8.2f} {m['cpu_dlv']:>12.2f} {m['epoch']:>7.2f} {m['remote']:>6.0%} "
-          f"{m['same']:>10.0f}")
+          f"{m['same']:>9.0f}")
 for ranks in sorted({k[0] for k in med}):
-    s, t = med.get((ranks, "socket")), med.get((ranks, "tcp"))
-    if s and t:
-        print(f"R={ranks}: socket/tcp throughput {s['mbps'] / t['mbps']:.2f}x, CPU per GB "
-              f"exchanged {s['cpu_net'] / t['cpu_net']:.2f}x (goal: >= 2x or <= 0.5x)")
+    for a, b in (("shm", "tcp"), ("socket", "tcp"), ("shm", "socket")):
+        s, t = med.get((ranks, a)), med.get((ranks, b))
+        if s and t:
+            goal = " (goal: >= 2x or <= 0.5x)" if b == "tcp" else ""
+            print(f"R={ranks}: {a}/{b} throughput {s['mbps'] / t['mbps']:.2f}x, CPU per GB "
+                  f"exchanged {s['cpu_net'] / t['cpu_net']:.2f}x, epoch time "
+                  f"{s['epoch'] / t['epoch']:.2f}x{goal}")
 EOF
 cat "$OUT/table.txt"
