@@ -221,3 +221,25 @@ def test_torch_workers_same_sequence(images_ds):
     assert len(runs[0]) == len(runs[2])
     for (x0, y0, i0), (x2, y2, i2) in zip(runs[0], runs[2]):
         assert i0 == i2 and y0 == y2 and torch.equal(x0, x2)
+
+
+def test_train_images_example_runs(images_ds, tmp_root):
+    """examples/train_images.py end to end on the test images (labels here are arbitrary,
+    so only that both pipelines train, validate and report)."""
+    pytest.importorskip("torchvision")
+    import json
+    import subprocess
+    import sys
+    from conftest import SOURCE_DIR, tool
+    src = os.path.join(tmp_root, "images-src")
+    cmd = [sys.executable, os.path.join(SOURCE_DIR, "examples", "train_images.py"), src, src,
+           "--size", "24", "--epochs", "1", "--seeds", "0", "--batch-size", "32",
+           "--workers", "0", "--threads", "1", "--memory", "64M", "--limit-train", "60", "--json",
+           "--workdir", os.path.join(tmp_root, "train-images"), "--hdmlp-pack",
+           tool("hdmlp-pack")]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    assert res.returncode == 0, res.stdout + res.stderr
+    summary = json.loads(res.stdout.strip().splitlines()[-1])
+    assert set(summary) == {"hdmlp", "torchvision"}
+    for name, r in summary.items():
+        assert len(r["runs"]) == 1 and 0.0 <= r["mean"] <= 1.0

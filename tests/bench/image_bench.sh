@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# image_bench.sh: images/s to a 224x224 RandomResizedCrop + flip uint8 batch from natural
+# photographs (tests/bench/image_data.py): hdmlp's image pipeline (C decode threads) vs
+# torchvision's ImageFolder + PIL transforms in 2 DataLoader workers vs hdmlp's bytes + the
+# same PIL transforms in 2 workers; warm (files and packs in the page cache) and cold in
+# the benchmark cell (bench_lib.sh, regime A: 150 read ops/s + 400 MB/s); throughput vs the
+# loader's thread split (automatic vs manual).
+#
+#   sudo tests/bench/image_bench.sh [--build DIR] [--out DIR] [--work DIR] [--keep-data]
+#                                   [--count 4000] [--subset 4000] [--repeat 2] [--small]
+#
+# Data: 20,000 train crops (mean ~105 KiB, ~450 x 390 px, 19 classes; image_data.py,
+# which needs mate-backgrounds and python3-skimage: installed here with apt-get when
+# missing), packed with K = 64, uncompressed ("orig"), and again with
+# --image-max-side 256 --image-quality 90 ("prep", pack-time preparation); ImageFolder
+# gets the same prepared bytes as files (extracted from the pack) for its "prep" runs.
+# Warm: each contender takes --count images (after a read of every file into the page
+# cache), --repeat rounds, medians. hdmlp: memory 25 % of the raw bytes + 160 MiB (the
+# 224x224 output buffers must fit in half the budget), I/O threads 2, decode threads
+# automatic.
+# Cold, regime A: one whole epoch of a --subset-image subset (every 5th file) per
+# contender, caches dropped, cell memory = 25 % of the subset's bytes + 768 MiB for the
+# Python processes (one figure for all; the disk bytes in the table show what each read).
+# --small: --count 1500, --subset 1500, 1 round.
+# Writes OUT/results.jsonl and OUT/table.txt (image_report.py renders it).
+set -uo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+BENCH_NAME=image_bench
+# shellcheck source-path=SCRIPTDIR source=bench_lib.sh
+. "$HERE/bench_lib.sh"
+OUT=image-bench-out
+WORK=${TMPDIR:-/var/tmp}/hdmlp-image-bench
+COUNT=4000
+SUBSET=4000
+REPEAT=2
+while [ $# -gt 0 ]; do
+    case $1 in
+    --count) COUNT=${2:?}; shift 2 ;;
+    --subset) SUBSET=${2:?}; shift 2 ;;
+    --repeat) REPEAT=${2:?}; shift 2 ;;
+    *) bench_option "$@"; shift "$BENCH_SHIFT" ;;
+    esac
+done
+if [ "$SMALL" = 1 ]; then COUNT=1500; SUBSET=1500; REPEAT=1; fi
+bench_need_root "apt-get, cgroup cells, dropping caches"
+bench_tools
+bench_dirs
+bench_traps :
+cell_init "image_bench$$"
+cell_disk "$WORK"
+"$PY" -c 'import torch, torchvision, PIL' 2>/dev/null || skip "needs torch, torchvision and PIL"
+export PYTHONPATH="$BUILD/python${PYTHONPATH:+:$PYTHONPATH}"
+"$PY" -c 'import hdmlp.torch; hdmlp.ImagePipeline' 2>/dev/null ||
+    die "$PY cannot import hdmlp.torch with ImagePipeline from $BUILD/python"
+DRIVE=("$PY" -W ignore "$HERE/image_bench.py")
+
+# ---- data ---------------------------------------------------------------------------------
+missing=()
+for p in mate-backgrounds python3-skimage; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    log "installing ${missing[*]} (the source photographs)"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" \
+        >"$OUT/logs/apt.log" 2>&1 || die "apt-get install ${missing[*]} failed (see $OUT/logs/apt.log)"
+fi
+if [ "$(cat "$WORK/data.done" 2>/dev/null)" != "20000 2000 1" ]; then
+    log "making the dataset (image_data.py: 20,000 + 2,000 JPEGs)"
+    rm -rf "$WORK/data"
+    nice -n 5 "$PY" "$HERE/image_data.py" "$WORK/data" --train 20000 --val 2000 --seed 1 -j 2 \
+        >"$OUT/logs/image_data.log" || die "image_data.py failed"
+    echo "20000 2000 1" >"$WORK/data.done"
+fi
+cat "$OUT/logs/image_data.log" 2>/dev/null >&2
+pack orig "$WORK/data/train" 64
+if [ ! -f "$WORK/prep/index" ] || [ "$WORK/prep" -ot "$WORK/orig/index" ]; then
+    log "packing prep (--image-max-side 256 --image-quality 90)"
+    "$PACK" --chunk-size 64 --seed "$PACK_SEED" --compress none --threads 2 --quiet --force \
+        --image-max-side 256 --image-quality 90 -o "$WORK/prep" "$WORK/data/train" ||
+        die "packing prep failed"
+fi
+# prep_files DIR DATASET: the dataset's samples as files under DIR/KEY (ImageFolder's input)
+if [ ! -f "$WORK/prep_files.done" ]; then
+    log "extracting the prepared JPEGs for ImageFolder"
+    rm -rf "$WORK/prep_files"
+    "$PY" - "$WORK/prep" "$WORK/prep_files" <<'EOF' || die "extracting prep failed"
+import os, sys
+import hdmlp
+ds, out = hdmlp.Dataset(sys.argv[1]), sys.argv[2]
+for i in range(len(ds)):
+    key = ds.info(i)["key"].decode()
+    os.makedirs(os.path.join(out, os.path.dirname(key)), exist_ok=True)
+    with open(os.path.join(out, key), "wb") as f:
+        f.write(ds[i])
+EOF
+    touch "$WORK/prep_files.done"
+fi
+# the cold subset: every 5th training file (hard links), packed
+if [ "$(cat "$WORK/sub.done" 2>/dev/null)" != "$SUBSET" ]; then
+    rm -rf "$WORK/sub" "$WORK/sub_ds"
+    (cd "$WORK/data/train" && find . -type f -name '*.jpg' | LC_ALL=C sort | awk 'NR % 5 == 1' |
+        head -n "$SUBSET" | while read -r f; do
+            mkdir -p "$WORK/sub/$(dirname "$f")" && ln "$f" "$WORK/sub/$f"
+        done)
+    echo "$SUBSET" >"$WORK/sub.done"
+fi
+pack sub_ds "$WORK/sub" 64
+sub_bytes=$(find "$WORK/sub" -type f -printf '%s\n' | awk '{ s += $1 } END { print s }')
+orig_bytes=$(find "$WORK/data/train" -type f -printf '%s\n' | awk '{ s += $1 } END { print s }')
+
+RES=$OUT/results.jsonl
+: >"$RES"
+echo "{\"meta\": {$(meta_host), \"rev\": \"$(git_rev)\", \"count\": $COUNT, \"subset\": $SUBSET, \"repeat\": $REPEAT, \"orig_bytes\": $orig_bytes, \"subset_bytes\": $sub_bytes}}" >>"$RES"
+mem_for() { # 25 % of a dataset's bytes + 160 MiB: the loader needs its output buffers
+    # (prefetch 2 + 2 held, 128 x 224 x 224 x 3 bytes each) within half its budget
+    echo $(($1 / 4 + (160 << 20)))
+}
+prep_bytes=$(du -sb "$WORK/prep" | cut -f1)
+
+# record SECTION TAG JSON-LINE
+record() {
+    echo "{\"section\": \"$1\", \"tag\": \"$2\", \"load\": \"$(loadavg)\", \"result\": ${3:-null}}" >>"$RES"
+}
+warm_files() { find "$@" -type f -print0 | xargs -0 cat >/dev/null; }
+
+# ---- warm ---------------------------------------------------------------------------------
+log "warming the page cache"
+warm_files "$WORK/data/train" "$WORK/prep_files" "$WORK/orig" "$WORK/prep"
+for round in $(seq 1 "$REPEAT"); do
+    for c in hdmlp:orig imagefolder:orig hdmlp-pil:orig hdmlp:prep imagefolder:prep; do
+        who=${c%%:*} data=${c#*:}
+        case $who:$data in
+        hdmlp:orig) args=(hdmlp "$WORK/orig" --memory "$(mem_for "$orig_bytes")") ;;
+        hdmlp:prep) args=(hdmlp "$WORK/prep" --memory "$(mem_for "$prep_bytes")") ;;
+        hdmlp-pil:orig) args=(hdmlp-pil "$WORK/orig" --workers 2 --memory "$(mem_for "$orig_bytes")") ;;
+        imagefolder:orig) args=(imagefolder "$WORK/data/train" --workers 2) ;;
+        imagefolder:prep) args=(imagefolder "$WORK/prep_files" --workers 2) ;;
+        esac
+        log "warm round $round/$REPEAT: $who on $data (load $(loadavg))"
+        nice -n 5 "${DRIVE[@]}" "${args[@]}" --count "$COUNT" >"$OUT/logs/warm-$c-$round.out" \
+            2>"$OUT/logs/warm-$c-$round.err" || log "  failed: $(tail -1 "$OUT/logs/warm-$c-$round.err")"
+        record warm "$c" "$(last_json "$OUT/logs/warm-$c-$round.out")"
+    done
+    # thread split: automatic (0) vs manual decode threads, with 1 or 2 I/O threads
+    for split in 2:0 1:1 1:2 2:1 2:2 1:3; do
+        io=${split%%:*} dec=${split#*:}
+        log "split round $round/$REPEAT: io $io decode $dec (load $(loadavg))"
+        nice -n 5 "${DRIVE[@]}" hdmlp "$WORK/orig" --io-threads "$io" --threads "$dec" \
+            --memory "$(mem_for "$orig_bytes")" --count "$COUNT" \
+            >"$OUT/logs/split-$split-$round.out" 2>"$OUT/logs/split-$split-$round.err"
+        record split "$split" "$(last_json "$OUT/logs/split-$split-$round.out")"
+    done
+done
+
+# ---- cold, regime A ---------------------------------------------------------------------
+prewarm() { :; }
+cellmem=$((sub_bytes / 4 + (768 << 20)))
+for round in $(seq 1 "$REPEAT"); do
+    for who in hdmlp imagefolder hdmlp-pil; do
+        case $who in
+        hdmlp) args=(hdmlp "$WORK/sub_ds" --memory "$(mem_for "$sub_bytes")") ;;
+        hdmlp-pil) args=(hdmlp-pil "$WORK/sub_ds" --workers 2 --memory "$(mem_for "$sub_bytes")") ;;
+        imagefolder) args=(imagefolder "$WORK/sub" --workers 2) ;;
+        esac
+        tag=A-$who-$round
+        log "cold round $round/$REPEAT: regime A $who (load $(loadavg))"
+        cell_run "$tag" "$cellmem" 400000000 150 -- nice -n 5 "${DRIVE[@]}" "${args[@]}"
+        echo "{\"section\": \"A\", \"tag\": \"$who\", \"load\": \"$(loadavg)\", \"cell\": $CELL_JSON, \"result\": $(last_json "$OUT/logs/$tag.out" || echo null)}" >>"$RES"
+    done
+done
+"$PY" "$HERE/image_report.py" "$RES" | tee "$OUT/table.txt"
