@@ -154,8 +154,10 @@ static void fake_receiver(int listen_fd, uint32_t me, int bad)
         return;
     }
     rpc_shm_hello h;
+    char hb[sizeof h + 1];
     int fds[3];
-    const long n = wait_packet(fd, (char *)&h, sizeof h + 1, fds);
+    const long n = wait_packet(fd, hb, sizeof hb, fds);
+    memcpy(&h, hb, sizeof h);
     CHECK(n == (long)sizeof h && h.magic == RPC_SHM_HELLO_MAGIC && h.token == TOKEN &&
               h.from == 0 && h.to == me,
           "rank 0's hello to rank %u: %ld bytes", me, n);
