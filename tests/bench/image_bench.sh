@@ -8,6 +8,7 @@
 #
 #   sudo tests/bench/image_bench.sh [--build DIR] [--out DIR] [--work DIR] [--keep-data]
 #                                   [--count 4000] [--subset 4000] [--repeat 2] [--small]
+#                                   [--sections "warm split cold"]
 #
 # Data: 20,000 train crops (mean ~105 KiB, ~450 x 390 px, 19 classes; image_data.py,
 # which needs mate-backgrounds and python3-skimage: installed here with apt-get when
@@ -15,13 +16,14 @@
 # --image-max-side 256 --image-quality 90 ("prep", pack-time preparation); ImageFolder
 # gets the same prepared bytes as files (extracted from the pack) for its "prep" runs.
 # Warm: each contender takes --count images (after a read of every file into the page
-# cache), --repeat rounds, medians. hdmlp: memory 25 % of the raw bytes + 160 MiB (the
+# cache), --repeat rounds, medians. hdmlp: memory 25 % of the raw bytes + 256 MiB (the
 # 224x224 output buffers must fit in half the budget), I/O threads 2, decode threads
 # automatic.
 # Cold, regime A: one whole epoch of a --subset-image subset (every 5th file) per
 # contender, caches dropped, cell memory = 25 % of the subset's bytes + 768 MiB for the
 # Python processes (one figure for all; the disk bytes in the table show what each read).
-# --small: --count 1500, --subset 1500, 1 round.
+# --small: --count 1500, --subset 1500, 1 round. --sections: which parts run (warm:
+# the contenders warm; split: the thread splits; cold: regime A).
 # Writes OUT/results.jsonl and OUT/table.txt (image_report.py renders it).
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -33,8 +35,10 @@ WORK=${TMPDIR:-/var/tmp}/hdmlp-image-bench
 COUNT=4000
 SUBSET=4000
 REPEAT=2
+SECTIONS="warm split cold"
 while [ $# -gt 0 ]; do
     case $1 in
+    --sections) SECTIONS=${2:?}; shift 2 ;;
     --count) COUNT=${2:?}; shift 2 ;;
     --subset) SUBSET=${2:?}; shift 2 ;;
     --repeat) REPEAT=${2:?}; shift 2 ;;
@@ -111,9 +115,10 @@ orig_bytes=$(find "$WORK/data/train" -type f -printf '%s\n' | awk '{ s += $1 } E
 RES=$OUT/results.jsonl
 : >"$RES"
 echo "{\"meta\": {$(meta_host), \"rev\": \"$(git_rev)\", \"count\": $COUNT, \"subset\": $SUBSET, \"repeat\": $REPEAT, \"orig_bytes\": $orig_bytes, \"subset_bytes\": $sub_bytes}}" >>"$RES"
-mem_for() { # 25 % of a dataset's bytes + 160 MiB: the loader needs its output buffers
-    # (prefetch 2 + 2 held, 128 x 224 x 224 x 3 bytes each) within half its budget
-    echo $(($1 / 4 + (160 << 20)))
+mem_for() { # 25 % of a dataset's bytes + 256 MiB for the loader's 224x224 output buffers
+    # (prefetch 2 + the batches held, 128 x 224 x 224 x 3 bytes each; it needs them within
+    # half its budget, and with + 160 MiB a loop holding one batch ran out of budget)
+    echo $(($1 / 4 + (256 << 20)))
 }
 prep_bytes=$(du -sb "$WORK/prep" | cut -f1)
 
@@ -124,9 +129,13 @@ record() {
 warm_files() { find "$@" -type f -print0 | xargs -0 cat >/dev/null; }
 
 # ---- warm ---------------------------------------------------------------------------------
-log "warming the page cache"
-warm_files "$WORK/data/train" "$WORK/prep_files" "$WORK/orig" "$WORK/prep"
+want() { case " $SECTIONS " in *" $1 "*) return 0 ;; esac; return 1; }
+if want warm || want split; then
+    log "warming the page cache"
+    warm_files "$WORK/data/train" "$WORK/prep_files" "$WORK/orig" "$WORK/prep"
+fi
 for round in $(seq 1 "$REPEAT"); do
+    want warm || break
     for c in hdmlp:orig imagefolder:orig hdmlp-pil:orig hdmlp:prep imagefolder:prep; do
         who=${c%%:*} data=${c#*:}
         case $who:$data in
@@ -141,6 +150,9 @@ for round in $(seq 1 "$REPEAT"); do
             2>"$OUT/logs/warm-$c-$round.err" || log "  failed: $(tail -1 "$OUT/logs/warm-$c-$round.err")"
         record warm "$c" "$(last_json "$OUT/logs/warm-$c-$round.out")"
     done
+done
+for round in $(seq 1 "$REPEAT"); do
+    want split || break
     # thread split: automatic (0) vs manual decode threads, with 1 or 2 I/O threads
     for split in 2:0 1:1 1:2 2:1 2:2 1:3; do
         io=${split%%:*} dec=${split#*:}
@@ -156,6 +168,7 @@ done
 prewarm() { :; }
 cellmem=$((sub_bytes / 4 + (768 << 20)))
 for round in $(seq 1 "$REPEAT"); do
+    want cold || break
     for who in hdmlp imagefolder hdmlp-pil; do
         case $who in
         hdmlp) args=(hdmlp "$WORK/sub_ds" --memory "$(mem_for "$sub_bytes")") ;;
