@@ -79,7 +79,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define RPC_SHM_RING_DEFAULT ((uint64_t)4 << 20)
+#define RPC_SHM_RING_DEFAULT ((uint64_t)1 << 20)
 
 typedef struct rpc_opts {
     uint64_t max_data;    /* largest SAMPLE payload sent or accepted (RPC_DEFAULT_MAX_DATA) */
@@ -88,7 +88,7 @@ typedef struct rpc_opts {
     uint64_t batch_bytes; /* target payload of one call (1 MiB; at most max_data) */
     uint32_t drain_ms;    /* destroy() waits this long at most for queued messages to go
                              out (min(timeout, 2000)) */
-    uint64_t shm_ring_bytes; /* data bytes of each ring this rank receives on (4 MiB; a power
+    uint64_t shm_ring_bytes; /* data bytes of each ring this rank receives on (1 MiB; a power
                                 of two in 64 KiB..1 GiB; 0 = the default) */
 } rpc_opts;
 

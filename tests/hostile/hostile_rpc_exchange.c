@@ -96,6 +96,10 @@ int exchange_create(exchange *x, hdmlp_dataset *ds, uint64_t epochs, uint32_t ti
         hdmlp_config_set_rank(cfg, r, WORLD);
         hdmlp_config_set_peers(cfg, ptrs, WORLD);
         hdmlp_config_set_job_token(cfg, TOKEN);
+        /* The exchange runs over gRPC, as the attacks and the RSS limits assume (over rings
+         * it is several times faster and delivers on a second thread: tests/hostile/
+         * hostile_shm.c attacks those). */
+        hdmlp_config_set_same_host(cfg, HDMLP_SAME_HOST_SOCKET);
         hdmlp_config_set_peer_timeout(cfg, timeout_ms);
         hdmlp_config_set_memory(cfg, hdmlp_dataset_raw_bytes(ds) / 4);
         hdmlp_config_set_batch_size(cfg, BATCH);
