@@ -5,7 +5,7 @@ set -euo pipefail
 
 PKGS=(
   build-essential cmake pkg-config gcc clang clang-format git openssl
-  libarchive-dev libzstd-dev libxxhash-dev libturbojpeg0-dev libspng-dev
+  libarchive-dev libzstd-dev libxxhash-dev libturbojpeg0-dev libjpeg62-turbo-dev libspng-dev
   libgrpc-dev protobuf-c-compiler libprotobuf-c-dev
   libopenmpi-dev openmpi-bin
   libcriterion-dev liburing-dev libclang-rt-14-dev valgrind time

@@ -67,6 +67,23 @@ int image_probe(image_decoder *d, const uint8_t *data, size_t size, image_kind *
 int image_decode(image_decoder *d, const uint8_t *data, size_t size, uint32_t c_out,
                  uint32_t denom, image_buf *out);
 void image_buf_free(image_buf *b);
+/* Decodes the image (probed: kind, h × w) for the box {top, left, height, width} of source
+ * pixels: a JPEG at 1/denom scale and, with region set, only the box's pixels
+ * (image_decode_jpeg_region); box comes back in out's pixel coordinates, ready for
+ * image_resize_region. The result equals a full decode's at the box. */
+int image_decode_box(image_decoder *d, const uint8_t *data, size_t size, image_kind kind,
+                     uint32_t h, uint32_t w, uint32_t c_out, uint32_t denom, int region,
+                     double box[4], image_buf *out);
+/* Converts a 4-channel inverted CMYK image in place to c_out (1 or 3) channels. */
+void image_from_cmyk(image_buf *b, uint32_t c_out);
+/* Decodes only rows [top, top + height) and columns [left, left + width) of a JPEG's
+ * 1/denom-scaled image, each of their pixels as a full decode gives it (out may hold more
+ * columns, to whole iMCUs, which may differ at its edges: use only the region); *oy, *ox:
+ * where out's first row and column are in the scaled image. The whole stream is still read,
+ * so damage anywhere fails (HDMLP_E_CORRUPT). loader_image_jpeg.c. */
+int image_decode_jpeg_region(const uint8_t *data, size_t size, uint32_t c_out, uint32_t denom,
+                             uint32_t top, uint32_t left, uint32_t height, uint32_t width,
+                             image_buf *out, uint32_t *oy, uint32_t *ox);
 
 /* torchvision's parameter rules on an h × w image (the RNG is the sample's). */
 struct fmt_rng;

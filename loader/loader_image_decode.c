@@ -8,6 +8,7 @@
 
 #include "format.h"
 
+#include <math.h>
 #include <spng.h>
 #include <string.h>
 #include <turbojpeg.h>
@@ -174,6 +175,27 @@ static void convert(const uint8_t *src, uint32_t c_in, uint8_t *dst, uint32_t c_
     }
 }
 
+void image_from_cmyk(image_buf *b, uint32_t c_out)
+{
+    /* Inverted (Adobe) CMYK, as libjpeg returns it: R = C × K / 255, and so on (what PIL's
+     * convert("RGB") gives). */
+    const size_t n = (size_t)b->w * b->h;
+    uint8_t *p = b->px;
+    for (size_t i = 0; i < n; i++) {
+        const uint32_t k = p[4 * i + 3];
+        uint8_t rgb[3];
+        for (int j = 0; j < 3; j++) {
+            rgb[j] = (uint8_t)((p[4 * i + j] * k + 127) / 255);
+        }
+        if (c_out == 1) {
+            p[i] = luma(rgb[0], rgb[1], rgb[2]);
+        } else {
+            memcpy(p + 3 * i, rgb, 3);
+        }
+    }
+    b->c = c_out;
+}
+
 static int alloc_px(image_buf *out, uint32_t h, uint32_t w, uint32_t c)
 {
     out->h = h;
@@ -216,22 +238,7 @@ static int decode_jpeg(image_decoder *d, const uint8_t *data, size_t size, uint3
                       tjGetErrorStr2(d->tj));
     }
     if (cmyk) {
-        /* Inverted (Adobe) CMYK, as libjpeg returns it: R = C × K / 255, and so on. */
-        const size_t n = (size_t)sw * sh;
-        uint8_t *p = out->px;
-        for (size_t i = 0; i < n; i++) {
-            const uint32_t k = p[4 * i + 3];
-            uint8_t rgb[3];
-            for (int j = 0; j < 3; j++) {
-                rgb[j] = (uint8_t)((p[4 * i + j] * k + 127) / 255);
-            }
-            if (c_out == 1) {
-                p[i] = luma(rgb[0], rgb[1], rgb[2]);
-            } else {
-                memcpy(p + 3 * i, rgb, 3);
-            }
-        }
-        out->c = c_out;
+        image_from_cmyk(out, c_out);
     }
     return HDMLP_OK;
 }
@@ -290,5 +297,38 @@ int image_decode(image_decoder *d, const uint8_t *data, size_t size, uint32_t c_
     if (rc == HDMLP_OK) {
         convert(data + RAW_HEADER, c, out->px, c_out, (size_t)h * w);
     }
+    return rc;
+}
+
+int image_decode_box(image_decoder *d, const uint8_t *data, size_t size, image_kind kind,
+                     uint32_t h, uint32_t w, uint32_t c_out, uint32_t denom, int region,
+                     double box[4], image_buf *out)
+{
+    if (kind != IMAGE_JPEG) {
+        denom = 1;
+    }
+    /* the decoded (DCT-scaled) image's size: ceil(side / denom), as libjpeg computes it */
+    const uint32_t sh = (h + denom - 1) / denom, sw = (w + denom - 1) / denom;
+    const double sy = (double)sh / h, sx = (double)sw / w;
+    double y0 = box[0] * sy, x0 = box[1] * sx;
+    const double bh = box[2] * sy, bw = box[3] * sx;
+    int rc;
+    if (kind == IMAGE_JPEG && region) {
+        /* the box's whole pixels, as the resampling cuts them */
+        const uint32_t top = (uint32_t)floor(y0), left = (uint32_t)floor(x0);
+        const double b = ceil(y0 + bh), r = ceil(x0 + bw);
+        const uint32_t bottom = b >= sh ? sh : (uint32_t)b, right = r >= sw ? sw : (uint32_t)r;
+        uint32_t oy = 0, ox = 0;
+        rc = image_decode_jpeg_region(data, size, c_out, denom, top, left, bottom - top,
+                                      right - left, out, &oy, &ox);
+        y0 -= oy;
+        x0 -= ox;
+    } else {
+        rc = image_decode(d, data, size, c_out, denom, out);
+    }
+    box[0] = y0;
+    box[1] = x0;
+    box[2] = bh;
+    box[3] = bw;
     return rc;
 }

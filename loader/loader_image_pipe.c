@@ -71,13 +71,15 @@ static int decode_one(const image_pipe *p, decode_ctx *c, const uint8_t *data, s
             }
         }
     }
+    /* A training crop decodes only its own pixels (JPEG); validation needs the whole image. */
     image_buf img;
-    rc = image_decode(c->dec, data, size, ic->channels, denom, &img);
+    double box[4] = {y0, x0, bh, bw};
+    rc = image_decode_box(c->dec, data, size, kind, h, w, ic->channels, denom,
+                          ic->mode == HDMLP_IMAGE_TRAIN, box, &img);
     if (rc != HDMLP_OK) {
         return rc;
     }
     *dct = denom > 1;
-    const double sy = (double)img.h / h, sx = (double)img.w / w;
     const int direct =
         ic->dtype == HDMLP_DTYPE_UINT8 && ic->layout == HDMLP_LAYOUT_NHWC && !flip;
     rc = grow(&c->scratch, &c->scratch_cap, image_resize_scratch(&img, ic->height, ic->width));
@@ -86,8 +88,8 @@ static int decode_one(const image_pipe *p, decode_ctx *c, const uint8_t *data, s
     }
     if (rc == HDMLP_OK) {
         uint8_t *dst = direct ? out : c->tmp;
-        rc = image_resize_region(&img, y0 * sy, x0 * sx, bh * sy, bw * sx, rh, rw, top, left,
-                                 dst, ic->height, ic->width, c->scratch);
+        rc = image_resize_region(&img, box[0], box[1], box[2], box[3], rh, rw, top, left, dst,
+                                 ic->height, ic->width, c->scratch);
         if (rc == HDMLP_OK && !direct) {
             image_store(ic, dst, flip, out);
         }

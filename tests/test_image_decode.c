@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <turbojpeg.h>
 
 /* ---- resampling (PIL) ---------------------------------------------------------------------
  */
@@ -204,6 +205,116 @@ Test(image_decode, dct_scaling_within_bound_of_full_decode)
     image_decoder_free(d);
 }
 
+/* A JPEG of px with TurboJPEG: subsampling, flags (progressive), quality 85. */
+static void encode(const uint8_t *px, uint32_t w, uint32_t h, uint32_t c, int samp, int flags,
+                   uint8_t **out, size_t *len)
+{
+    tjhandle t = tjInitCompress();
+    unsigned char *buf = NULL;
+    unsigned long n = 0;
+    cr_assert_eq(tjCompress2(t, px, (int)w, 0, (int)h, c == 1 ? TJPF_GRAY : TJPF_RGB, &buf, &n,
+                             samp, 85, flags),
+                 0);
+    *out = malloc(n);
+    memcpy(*out, buf, n);
+    *len = n;
+    tjFree(buf);
+    tjDestroy(t);
+}
+
+Test(image_decode, jpeg_region_equals_the_full_decode_there)
+{
+    const struct {
+        uint32_t c;
+        int samp, flags;
+    } kinds[] = {{3, TJSAMP_420, 0},
+                 {3, TJSAMP_422, 0},
+                 {3, TJSAMP_444, 0},
+                 {1, TJSAMP_GRAY, 0},
+                 {3, TJSAMP_420, TJFLAG_PROGRESSIVE}};
+    const uint32_t w = 203, h = 157;
+    uint64_t x = 12345;
+    for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+        uint8_t *px = testimg_pattern(w, h, kinds[k].c, 21 + k), *enc = NULL;
+        size_t len = 0;
+        encode(px, w, h, kinds[k].c, kinds[k].samp, kinds[k].flags, &enc, &len);
+        for (uint32_t denom = 1; denom <= 4; denom *= 2) {
+            for (uint32_t c_out = 1; c_out <= 3; c_out += 2) {
+                uint8_t *ref = NULL;
+                uint32_t rw = 0, rh = 0;
+                cr_assert_eq(testimg_ref_jpeg(enc, len, c_out, denom, &ref, &rw, &rh), 0);
+                for (int trial = 0; trial < 12; trial++) {
+                    x = x * 6364136223846793005ull + 1442695040888963407ull;
+                    const uint32_t rh_ = 1 + (uint32_t)(x >> 33) % rh;
+                    const uint32_t rw_ = 1 + (uint32_t)(x >> 17) % rw;
+                    const uint32_t top = (uint32_t)(x >> 45) % (rh - rh_ + 1);
+                    const uint32_t left = (uint32_t)(x >> 5) % (rw - rw_ + 1);
+                    image_buf img;
+                    uint32_t oy = 0, ox = 0;
+                    cr_assert_eq(image_decode_jpeg_region(enc, len, c_out, denom, top, left,
+                                                          rh_, rw_, &img, &oy, &ox),
+                                 HDMLP_OK, "%s", hdmlp_last_error());
+                    cr_assert(oy == top && ox <= left && ox + img.w >= left + rw_ &&
+                              img.h == rh_ && img.c == c_out && ox + img.w <= rw);
+                    for (uint32_t r = 0; r < rh_; r++) {
+                        cr_assert_arr_eq(img.px + ((size_t)r * img.w + left - ox) * c_out,
+                                         ref + ((size_t)(oy + r) * rw + left) * c_out,
+                                         (size_t)rw_ * c_out,
+                                         "kind %zu, 1/%u, %u channels: row %u of %u x %u at "
+                                         "(%u, %u)",
+                                         k, denom, c_out, r, rw_, rh_, left, top);
+                    }
+                    image_buf_free(&img);
+                }
+                free(ref);
+            }
+        }
+        /* damage after the region still fails */
+        image_buf img;
+        uint32_t oy, ox;
+        cr_assert_eq(
+            image_decode_jpeg_region(enc, len * 3 / 4, 3, 1, 0, 0, 8, 8, &img, &oy, &ox),
+            HDMLP_E_CORRUPT, "kind %zu", k);
+        free(px);
+        free(enc);
+    }
+}
+
+Test(image_decode, region_decode_then_resize_equals_full_decode_then_resize)
+{
+    /* The pipeline's training path (region) against a full decode, same crop, same output. */
+    image_decoder *d = decoder();
+    const uint32_t w = 331, h = 247;
+    uint8_t *px = testimg_pattern(w, h, 3, 77), *enc = NULL;
+    size_t len = 0;
+    encode(px, w, h, 3, TJSAMP_420, 0, &enc, &len);
+    struct hdmlp_image_config *ic = NULL;
+    hdmlp_image_config_create(&ic);
+    for (uint64_t i = 0; i < 40; i++) {
+        fmt_rng r;
+        image_rng_seed(&r, 3, 0, i);
+        image_crop c;
+        image_crop_train(ic, &r, h, w, &c);
+        const uint32_t denom = i % 3 == 2 ? 2 : 1;
+        uint8_t a[32 * 24 * 3], b[32 * 24 * 3];
+        for (int region = 0; region < 2; region++) {
+            double box[4] = {c.top, c.left, c.height, c.width};
+            image_buf img;
+            cr_assert_eq(
+                image_decode_box(d, enc, len, IMAGE_JPEG, h, w, 3, denom, region, box, &img),
+                HDMLP_OK, "%s", hdmlp_last_error());
+            resize(&img, box[0], box[1], box[2], box[3], 24, 32, 0, 0, region ? b : a, 24, 32);
+            image_buf_free(&img);
+        }
+        cr_assert_arr_eq(a, b, sizeof(a), "crop %llu: %u x %u at (%u, %u), 1/%u",
+                         (unsigned long long)i, c.width, c.height, c.left, c.top, denom);
+    }
+    hdmlp_image_config_free(ic);
+    free(px);
+    free(enc);
+    image_decoder_free(d);
+}
+
 Test(image_decode, cmyk_jpeg_equals_pil_conversion)
 {
     const char *dir = getenv("HDMLP_TEST_DATA");
@@ -221,6 +332,15 @@ Test(image_decode, cmyk_jpeg_equals_pil_conversion)
     cr_assert_eq(image_decode(d, jpg, jl, 3, 1, &img), HDMLP_OK, "%s", hdmlp_last_error());
     cr_assert(img.w == 24 && img.h == 16 && img.c == 3);
     cr_assert_arr_eq(img.px, want, wl);
+    image_buf_free(&img);
+    /* and as a region (the training path) */
+    uint32_t oy = 0, ox = 0;
+    cr_assert_eq(image_decode_jpeg_region(jpg, jl, 3, 1, 3, 5, 8, 10, &img, &oy, &ox), HDMLP_OK,
+                 "%s", hdmlp_last_error());
+    for (uint32_t r = 0; r < 8; r++) {
+        cr_assert_arr_eq(img.px + ((size_t)r * img.w + 5 - ox) * 3,
+                         want + ((3 + r) * 24 + 5) * 3, 30, "row %u", r);
+    }
     image_buf_free(&img);
     image_decoder_free(d);
     free(jpg);

@@ -2,7 +2,8 @@
  * libFuzzer target: the image pipeline's decode entry on hostile bytes (loader/
  * loader_image_decode.c: JPEG through TurboJPEG, PNG through libspng, raw HDRI arrays), then
  * the augmentation of whatever decoded (loader/loader_image_aug.c: RandomResizedCrop or the
- * validation crop, PIL bilinear resampling, the store in every layout and dtype).
+ * validation crop, PIL bilinear resampling, the store in every layout and dtype), with the
+ * training crop decoded again as a region (loader/loader_image_jpeg.c).
  *
  * Input: byte 0 selects output channels (bit 0: 1 or 3), DCT scale (bits 1-2: 1/1..1/8), mode
  * (bit 3), layout (bit 4), dtype (bit 5) and flip (bit 6); byte 1 the output side (4..35);
@@ -91,12 +92,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         image_crop_val(ic, h, w, &rh, &rw, &top, &left);
         check(top + ic->height <= rh && left + ic->width <= rw, "centre crop inside");
     }
-    const double sy = (double)b.h / h, sx = (double)b.w / w;
+    /* the training path decodes the crop's region only (JPEG) */
+    image_buf_free(&b);
+    double box[4] = {y0, x0, bh, bw};
+    if (image_decode_box(fx_dec, img, len, kind, h, w, c, denom, ic->mode == HDMLP_IMAGE_TRAIN,
+                         box, &b) != HDMLP_OK) {
+        hdmlp_image_config_free(ic);
+        return 0; /* the region decode may still find damage the probe did not */
+    }
     uint8_t *scratch = malloc(image_resize_scratch(&b, ic->height, ic->width));
     uint8_t *px = malloc((size_t)ic->height * ic->width * c);
     void *out = malloc(image_out_bytes(ic));
     check(scratch && px && out, "memory");
-    if (image_resize_region(&b, y0 * sy, x0 * sx, bh * sy, bw * sx, rh, rw, top, left, px,
+    if (image_resize_region(&b, box[0], box[1], box[2], box[3], rh, rw, top, left, px,
                             ic->height, ic->width, scratch) == HDMLP_OK) {
         image_store(ic, px, (sel & 64) != 0, out);
     }

@@ -40,7 +40,8 @@ target_extra() {
             packer/pack_{codec,segment,write,outdir,run}.c -larchive -lpthread)
     fi
     if [ "$1" = image ]; then # the image pipeline's decode and augmentation
-        extra=(-I loader loader/loader_image_{decode,aug,config}.c -lturbojpeg -lspng -lm)
+        extra=(-I loader loader/loader_image_{decode,jpeg,aug,config}.c -lturbojpeg -ljpeg -lspng
+            -lm)
     fi
 }
 
