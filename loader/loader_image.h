@@ -109,4 +109,16 @@ int image_resize_region(const image_buf *src, double y0, double x0, double bh, d
  * batch) in the config's layout and dtype, flipping horizontally if asked. */
 void image_store(const struct hdmlp_image_config *ic, const uint8_t *px, int flip, void *out);
 
+/* The split of threads between I/O and decoding (loader_image_balance.c). */
+typedef struct image_split {
+    uint32_t io, decode;         /* threads allowed to run; their sum stays */
+    uint32_t io_max, decode_max; /* threads there are */
+    int verdict;                 /* the last window's direction, not yet acted on */
+} image_split;
+/* One window of span_ns: the active decode threads' summed time waiting for data while the
+ * queue had room, and the consumer's time waiting on a full queue. Moves at most one thread
+ * (at least one of each kind stays): returns -1 (one more I/O thread), +1 (one more decode
+ * thread) or 0. */
+int image_balance(image_split *s, uint64_t starved_ns, uint64_t full_ns, uint64_t span_ns);
+
 #endif

@@ -108,31 +108,15 @@ static void balance_tick(struct hdmlp_loader *ld, image_pipe *p, uint64_t now)
     ld->st.decode_rate = p->win_decoded * 1000000000ull / span;
     ld->st.read_rate = p->win_read * 1000000000ull / span;
     if (p->automatic) {
-        const double idle = (double)p->win_idle_ns / ((double)p->decode_active * (double)span);
-        const double full = (double)p->win_full_ns / (double)span;
-        int verdict = 0;
-        if (idle > 0.25 && full < 0.1) {
-            verdict = -1; /* decoders wait for data: more I/O */
-        } else if (full > 0.25 && idle < 0.1) {
-            verdict = 1; /* data waits for decoders: more decoding */
+        image_split s = {p->io_limit, p->decode_active, p->io_max, p->n_threads, p->verdict};
+        const int moved = image_balance(&s, p->win_idle_ns, p->win_full_ns, span);
+        p->io_limit = s.io;
+        p->decode_active = s.decode;
+        p->verdict = s.verdict;
+        if (moved != 0) {
+            ld->st.balance_moves++;
+            pthread_cond_broadcast(moved < 0 ? &p->io_cv : &p->work_cv);
         }
-        /* Two windows in a row before a move, so one noisy window does not swing it. */
-        if (verdict != 0 && verdict == p->verdict) {
-            if (verdict < 0 && p->io_limit < p->io_max && p->decode_active > 1) {
-                p->io_limit++;
-                p->decode_active--;
-                ld->st.balance_moves++;
-                pthread_cond_broadcast(&p->io_cv);
-                verdict = 0;
-            } else if (verdict > 0 && p->io_limit > 1 && p->decode_active < p->n_threads) {
-                p->io_limit--;
-                p->decode_active++;
-                ld->st.balance_moves++;
-                pthread_cond_broadcast(&p->work_cv);
-                verdict = 0;
-            }
-        }
-        p->verdict = verdict;
         ld->st.io_threads_active = p->io_limit;
         ld->st.decode_threads_active = p->decode_active;
     }

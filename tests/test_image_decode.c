@@ -710,3 +710,45 @@ Test(image_config, setters_check_ranges)
     hdmlp_image_config_free(ic);
     hdmlp_image_config_free(NULL);
 }
+
+/* ---- the I/O / decode split (policy) ----------------------------------------------------- */
+
+#define MS 1000000ull
+
+Test(image_balance, moves_one_thread_after_two_clear_windows)
+{
+    image_split s = {1, 2, 2, 2, 0};
+    /* decoders starved 60 % of the time, nobody waited on a full queue: toward I/O */
+    cr_assert_eq(image_balance(&s, 240 * MS, 0, 200 * MS), 0); /* one window: no move */
+    cr_assert_eq(image_balance(&s, 240 * MS, 0, 200 * MS), -1);
+    cr_assert(s.io == 2 && s.decode == 1);
+    /* at the I/O maximum it stays */
+    cr_assert_eq(image_balance(&s, 200 * MS, 0, 200 * MS), 0);
+    cr_assert_eq(image_balance(&s, 200 * MS, 0, 200 * MS), 0);
+    cr_assert(s.io == 2 && s.decode == 1);
+    /* the consumer waits on a full queue 80 % of the time: toward decoding */
+    cr_assert_eq(image_balance(&s, 0, 160 * MS, 200 * MS), 0);
+    cr_assert_eq(image_balance(&s, 0, 160 * MS, 200 * MS), 1);
+    cr_assert(s.io == 1 && s.decode == 2);
+    /* at least one I/O thread stays */
+    cr_assert_eq(image_balance(&s, 0, 160 * MS, 200 * MS), 0);
+    cr_assert_eq(image_balance(&s, 0, 160 * MS, 200 * MS), 0);
+    cr_assert(s.io == 1 && s.decode == 2);
+}
+
+Test(image_balance, mixed_or_alternating_windows_do_not_move)
+{
+    image_split s = {2, 2, 3, 3, 0};
+    for (int i = 0; i < 10; i++) {
+        /* alternating verdicts */
+        cr_assert_eq(image_balance(&s, i % 2 ? 300 * MS : 0, i % 2 ? 0 : 150 * MS, 200 * MS),
+                     0);
+    }
+    for (int i = 0; i < 10; i++) {
+        /* both signals (neither side clearly short), or neither */
+        cr_assert_eq(image_balance(&s, 300 * MS, 150 * MS, 200 * MS), 0);
+        cr_assert_eq(image_balance(&s, 10 * MS, 5 * MS, 200 * MS), 0);
+    }
+    cr_assert(s.io == 2 && s.decode == 2);
+    cr_assert_eq(image_balance(&s, 100 * MS, 0, 0), 0); /* an empty window */
+}
