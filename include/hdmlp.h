@@ -555,7 +555,9 @@ HDMLP_API int hdmlp_image_config_set_channels(hdmlp_image_config *ic, uint32_t c
  * of (online CPUs + 1) of them run, moving one thread at a time between I/O and decoding
  * from the measured rates (every ~200 ms: when decoding waits for data, towards I/O; when
  * data waits for decoding, towards decoding); at least one of each. n > 0 fixes the split:
- * all I/O threads and n decode threads. The split and rates are in the stats. */
+ * all I/O threads and n decode threads. The split and rates are in the stats. Each decode
+ * thread's working memory (the decoded image, or a training crop's part of a JPEG, and the
+ * resampling rows) is outside the memory budget: up to 3 bytes per source pixel. */
 HDMLP_API int hdmlp_image_config_set_decode_threads(hdmlp_image_config *ic, uint32_t n);
 /* Decode-ahead depth: batches decoded ahead of the consumer, 1..16. Default 2. Each costs
  * one output buffer in the memory budget. */
