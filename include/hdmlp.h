@@ -564,6 +564,18 @@ HDMLP_API int hdmlp_image_config_set_decode_threads(hdmlp_image_config *ic, uint
 HDMLP_API int hdmlp_image_config_set_prefetch(hdmlp_image_config *ic, uint32_t batches);
 /* JPEG DCT scaling (above), 0 or 1. Default 1. */
 HDMLP_API int hdmlp_image_config_set_dct_scaling(hdmlp_image_config *ic, int on);
+/* Where the batches' output buffers come from, e.g. page-locked (pinned) memory for fast
+ * transfers to a GPU (cudaHostAlloc / cudaFreeHost) or a pool of it: alloc(arg, bytes)
+ * returns a buffer of at least `bytes` aligned to 64 bytes, or NULL (the loader then fails
+ * with HDMLP_E_NOMEM; a misaligned one fails it with HDMLP_E_INVAL); free(arg, ptr, bytes)
+ * takes back what alloc returned. alloc is called on the thread calling hdmlp_loader_next,
+ * free on the thread releasing the batch or freeing the loader; both must be thread-safe in
+ * that sense and must not call into the loader. arg is passed as given and must outlive
+ * every batch. Both NULL (the default): the library allocates. One NULL: HDMLP_E_INVAL. */
+HDMLP_API int hdmlp_image_config_set_allocator(hdmlp_image_config *ic,
+                                               void *(*alloc)(void *arg, size_t bytes),
+                                               void (*free)(void *arg, void *ptr, size_t bytes),
+                                               void *arg);
 
 /* Turns the image pipeline on with a copy of `ic` (NULL turns it off). The output buffers
  * (prefetch + the batches the consumer holds, each batch × height × width × channels ×

@@ -26,6 +26,10 @@ struct hdmlp_image_config {
     uint32_t decode_threads; /* 0 = automatic balance */
     uint32_t prefetch;
     int dct_scaling;
+    /* output buffers: the user's allocator, or NULL for the library's */
+    void *(*alloc)(void *arg, size_t bytes);
+    void (*free)(void *arg, void *ptr, size_t bytes);
+    void *alloc_arg;
 };
 
 /* The flip probability in effect (the mode's default unless set). */

@@ -15,7 +15,27 @@ static int submit(struct hdmlp_loader *ld, image_pipe *p, hdmlp_batch *b)
     image_out *o = hd_calloc(1, sizeof(*o));
     const size_t n = b->n ? b->n : 1;
     if (o != NULL) {
-        o->buf = hd_aligned_alloc(64, (size_t)p->img_bytes * n);
+        o->buf_bytes = (size_t)p->img_bytes * n;
+        if (p->ic.alloc != NULL) {
+            o->buf_free = p->ic.free;
+            o->buf_arg = p->ic.alloc_arg;
+            o->buf = p->ic.alloc(p->ic.alloc_arg, o->buf_bytes);
+            if (o->buf == NULL || (uintptr_t)o->buf % 64 != 0) {
+                const void *got = o->buf;
+                const size_t bytes = o->buf_bytes;
+                image_out_free(o);
+                return got == NULL ? hd_err(HDMLP_E_NOMEM,
+                                            "image: the allocator returned NULL for a "
+                                            "%zu-byte batch buffer",
+                                            bytes)
+                                   : hd_err(HDMLP_E_INVAL,
+                                            "image: the allocator returned %p for a batch "
+                                            "buffer, not 64-byte aligned",
+                                            got);
+            }
+        } else {
+            o->buf = hd_aligned_alloc(64, o->buf_bytes);
+        }
         o->result = hd_calloc(n, sizeof(int));
         o->err = hd_calloc(n, sizeof(char *));
         o->raw_size = hd_calloc(n, sizeof(uint64_t));

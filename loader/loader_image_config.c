@@ -218,3 +218,18 @@ int hdmlp_image_config_set_dct_scaling(hdmlp_image_config *ic, int on)
     ic->dct_scaling = on;
     return HDMLP_OK;
 }
+
+int hdmlp_image_config_set_allocator(hdmlp_image_config *ic,
+                                     void *(*alloc)(void *arg, size_t bytes),
+                                     void (*free_fn)(void *arg, void *ptr, size_t bytes),
+                                     void *arg)
+{
+    CHECK_IC(ic);
+    if ((alloc == NULL) != (free_fn == NULL)) {
+        return hd_err(HDMLP_E_INVAL, "image allocator: give both functions or neither");
+    }
+    ic->alloc = alloc;
+    ic->free = free_fn;
+    ic->alloc_arg = alloc != NULL ? arg : NULL;
+    return HDMLP_OK;
+}

@@ -243,7 +243,13 @@ void image_out_free(image_out *o)
     hd_free(o->raw_size);
     hd_free(o->labels);
     hd_free(o->indices);
-    hd_free(o->buf);
+    if (o->buf_free != NULL) {
+        if (o->buf != NULL) {
+            o->buf_free(o->buf_arg, o->buf, o->buf_bytes);
+        }
+    } else {
+        hd_free(o->buf);
+    }
     hd_free(o);
 }
 

@@ -14,7 +14,10 @@
 typedef struct image_out {
     struct image_out *next; /* queue link */
     struct hdmlp_batch *batch;
-    uint8_t *buf;       /* n_raw images (64-byte aligned), compacted when finalised */
+    uint8_t *buf;     /* n_raw images (64-byte aligned), compacted when finalised */
+    size_t buf_bytes; /* its size, as allocated */
+    void (*buf_free)(void *arg, void *ptr, size_t bytes); /* the user's, or NULL */
+    void *buf_arg;
     uint64_t charge;    /* bytes charged to the budget for buf */
     uint32_t n_raw;     /* samples of the raw batch */
     uint32_t claimed;   /* samples handed to decode threads */

@@ -496,3 +496,78 @@ Test(image_loader, three_ranks_exactly_once_with_the_same_pixels)
     hdmlp_config_free(cfg);
     hdmlp_dataset_close(ds);
 }
+
+/* An allocator that counts, and can misbehave: mode 1 returns NULL, mode 2 a misaligned
+ * pointer (its block stays owned: freed through the offset). */
+typedef struct counting {
+    pthread_mutex_t lock;
+    int mode;
+    uint64_t allocs, frees, live_bytes;
+} counting;
+
+static void *count_alloc(void *arg, size_t bytes)
+{
+    counting *c = arg;
+    if (c->mode == 1) {
+        return NULL;
+    }
+    uint8_t *p = aligned_alloc(64, (bytes + 64 + 63) / 64 * 64);
+    pthread_mutex_lock(&c->lock);
+    c->allocs++;
+    c->live_bytes += bytes;
+    pthread_mutex_unlock(&c->lock);
+    return c->mode == 2 ? p + 8 : p;
+}
+
+static void count_free(void *arg, void *ptr, size_t bytes)
+{
+    counting *c = arg;
+    pthread_mutex_lock(&c->lock);
+    c->frees++;
+    c->live_bytes -= bytes;
+    pthread_mutex_unlock(&c->lock);
+    free(c->mode == 2 ? (uint8_t *)ptr - 8 : ptr);
+}
+
+Test(image_loader, user_allocator_gets_every_buffer_back)
+{
+    hdmlp_dataset *ds = image_dataset(30, 40, 30, 0, NULL);
+    hdmlp_config *cfg = config(4, 2);
+    hdmlp_image_config *ic = image_config(16, 16);
+    counting c = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, 0};
+    cr_assert_eq(hdmlp_image_config_set_allocator(ic, count_alloc, NULL, &c), HDMLP_E_INVAL);
+    cr_assert_eq(hdmlp_image_config_set_allocator(ic, count_alloc, count_free, &c), HDMLP_OK);
+    hdmlp_loader *ld = loader(ds, cfg, ic);
+    hdmlp_batch *held = NULL, *b = NULL;
+    uint32_t batches = 0;
+    while (hdmlp_loader_next(ld, &b) == HDMLP_OK) {
+        hdmlp_image_batch ib;
+        cr_assert_eq(hdmlp_batch_image(b, &ib), HDMLP_OK);
+        cr_assert_eq((uintptr_t)ib.data % 64, 0);
+        if (held == NULL) {
+            held = b; /* one batch outlives the loader */
+        } else {
+            hdmlp_batch_release(b);
+        }
+        batches++;
+    }
+    cr_assert_eq(batches, 16); /* 2 epochs of 30 in batches of 4 */
+    hdmlp_loader_free(ld);
+    cr_assert_eq(c.allocs, 16);
+    cr_assert_eq(c.frees, 15);
+    hdmlp_batch_release(held);
+    cr_assert_eq(c.frees, 16);
+    cr_assert_eq(c.live_bytes, 0);
+    /* NULL and misaligned buffers fail the loader, naming the allocator */
+    for (int mode = 1; mode <= 2; mode++) {
+        c.mode = mode;
+        ld = loader(ds, cfg, ic);
+        cr_assert_eq(hdmlp_loader_next(ld, &b), mode == 1 ? HDMLP_E_NOMEM : HDMLP_E_INVAL);
+        cr_assert(strstr(hdmlp_last_error(), "allocator") != NULL, "%s", hdmlp_last_error());
+        hdmlp_loader_free(ld);
+    }
+    cr_assert_eq(c.live_bytes, 0);
+    hdmlp_image_config_free(ic);
+    hdmlp_config_free(cfg);
+    hdmlp_dataset_close(ds);
+}
