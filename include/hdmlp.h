@@ -191,12 +191,27 @@ HDMLP_API int hdmlp_source_config_set_timeouts(hdmlp_source_config *cfg, uint32_
                                                uint32_t stall_ms, uint32_t request_ms);
 /* Further attempts after a retryable failure, 0..20 (backoff 50 ms doubling to 2 s). */
 HDMLP_API int hdmlp_source_config_set_retries(hdmlp_source_config *cfg, uint32_t retries);
+/* Uploads: objects larger than this go as multipart uploads in parts of this size
+ * (5 MiB..5 GiB, S3's limits; default 64 MiB). */
+HDMLP_API int hdmlp_source_config_set_part_size(hdmlp_source_config *cfg, uint64_t bytes);
 /* Opens the dataset at `url` (http://, https:// or s3://) with cfg (NULL: defaults, no
  * credentials). Errors as hdmlp_dataset_open(), the URL in the detail; HDMLP_E_NOTFOUND
  * for a missing index or segment (404), HDMLP_E_IO for refused access (403), HDMLP_E_TIMEOUT
  * when the server does not answer within the limits. The config is copied. */
 HDMLP_API int hdmlp_dataset_open_source(const char *url, const hdmlp_source_config *cfg,
                                         hdmlp_dataset **out);
+/* Uploads the packed dataset in local directory `dir` to the s3:// URL `url` with cfg
+ * (NULL: defaults, no credentials): deletes an index already there, PUTs every segment
+ * (multipart above the part size, 4 parts in flight), then the index last, so a half-finished
+ * upload never opens; then opens the store's copy to check it. `progress`, if not NULL, is
+ * called after each object or wave of parts with the bytes sent so far and the total.
+ * HDMLP_E_UNSUPPORTED for an http(s):// URL; errors as hdmlp_dataset_open_source(). A
+ * failure before the index is written leaves no index at `url` (segments may remain); a
+ * failed multipart upload is aborted. Blocks the caller. */
+HDMLP_API int
+hdmlp_dataset_upload(const char *dir, const char *url, const hdmlp_source_config *cfg,
+                     void (*progress)(void *arg, uint64_t bytes_done, uint64_t bytes_total),
+                     void *arg);
 
 /* ---------------------------------------------------------------------------------------
  * Sizes as text, as hdmlp-bench and the Python module read them ("256M", "25%").

@@ -57,6 +57,7 @@ int hdmlp_source_config_create(hdmlp_source_config **out)
     (*out)->stall_ms = 15000;
     (*out)->request_ms = 120000;
     (*out)->retries = 4;
+    (*out)->part_size = UINT64_C(64) << 20;
     return HDMLP_OK;
 }
 
@@ -174,6 +175,15 @@ int hdmlp_source_config_set_retries(hdmlp_source_config *cfg, uint32_t retries)
         return hd_err(HDMLP_E_INVAL, "source config: retries out of range 0..20");
     }
     cfg->retries = retries;
+    return HDMLP_OK;
+}
+
+int hdmlp_source_config_set_part_size(hdmlp_source_config *cfg, uint64_t bytes)
+{
+    if (cfg == NULL || bytes < (UINT64_C(5) << 20) || bytes > (UINT64_C(5) << 30)) {
+        return hd_err(HDMLP_E_INVAL, "source config: part size out of S3's range 5 MiB..5 GiB");
+    }
+    cfg->part_size = bytes;
     return HDMLP_OK;
 }
 

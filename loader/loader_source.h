@@ -26,6 +26,7 @@ struct hdmlp_source_config {
     uint32_t stall_ms;   /* a transfer that moves no byte for this long fails (and retries) */
     uint32_t request_ms; /* whole request limit */
     uint32_t retries;    /* further attempts after a retryable failure */
+    uint64_t part_size;  /* uploads: objects above it go in multipart parts of this size */
 };
 
 typedef enum src_kind { SRC_HTTP = 1, SRC_S3 = 2 } src_kind;
@@ -74,6 +75,21 @@ int src_conn_sizes(src_conn *c, const char *const *objects, uint64_t *sizes, uns
 int src_conn_get(src_conn *c, const char *object, uint64_t max, uint8_t **buf, uint64_t *len);
 /* Writes data[0..len) as object `name` (one PUT; retried like reads). */
 int src_conn_put(src_conn *c, const char *object, const void *data, uint64_t len);
+/* One part of a multipart upload; etag is filled in by the store's answer. */
+typedef struct src_part {
+    uint32_t number; /* 1..10000 */
+    const void *data;
+    uint64_t len;
+    char etag[128];
+} src_part;
+/* PUTs n parts of the multipart upload upload_id of `object`, in flight together. */
+int src_conn_put_parts(src_conn *c, const char *object, const char *upload_id, src_part *parts,
+                       unsigned n);
+/* POST object?query with body; the answer's body into *answer (hd_free; at most 16 MiB). */
+int src_conn_post(src_conn *c, const char *object, const char *query, const void *body,
+                  uint64_t len, uint8_t **answer, uint64_t *answer_len);
+/* DELETE object[?query] (a missing object is not an error). */
+int src_conn_delete(src_conn *c, const char *object, const char *query);
 /* Requests issued (attempts included) and retries so far. */
 uint64_t src_conn_requests(const src_conn *c);
 uint64_t src_conn_retries(const src_conn *c);

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 typedef unsigned long long ull;
@@ -27,11 +28,19 @@ typedef unsigned long long ull;
 #define SRC_BACKOFF_MS 50.0
 #define SRC_BACKOFF_MAX_MS 2000.0
 
-enum { X_GET, X_HEAD, X_PUT };
+enum { X_GET, X_HEAD, X_PUT, X_POST, X_DELETE };
+
+static const char *method_name(int m)
+{
+    static const char *const names[] = {"GET", "HEAD", "PUT", "POST", "DELETE"};
+    return names[m];
+}
 
 typedef struct xfer {
     int method;
     const char *object;
+    const char *query;    /* canonical query string (sorted, encoded) or NULL */
+    char etag[128];       /* ETag of the answer (PUT of a part) */
     uint64_t offset, len; /* ranged GET when len > 0 */
     uint8_t *dst;
     uint8_t **grow; /* whole GET: growing buffer, at most max bytes */
@@ -195,6 +204,26 @@ static int on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off
     return 0;
 }
 
+static size_t on_header(char *line, size_t size, size_t nmemb, void *arg)
+{
+    xfer *x = arg;
+    const size_t n = size * nmemb;
+    if (n > 5 && strncasecmp(line, "ETag:", 5) == 0) {
+        size_t a = 5, b = n;
+        while (a < b && (line[a] == ' ' || line[a] == '\t')) {
+            a++;
+        }
+        while (b > a && (line[b - 1] == '\r' || line[b - 1] == '\n' || line[b - 1] == ' ')) {
+            b--;
+        }
+        if (b - a < sizeof(x->etag)) {
+            memcpy(x->etag, line + a, b - a);
+            x->etag[b - a] = '\0';
+        }
+    }
+    return n;
+}
+
 static size_t on_upload(char *buf, size_t size, size_t nmemb, void *arg)
 {
     xfer *x = arg;
@@ -222,8 +251,9 @@ static int sign(const src_conn *c, xfer *x, const char *range)
     gmtime_r(&t, &tm);
     strftime(date, sizeof(date), "%Y%m%dT%H%M%SZ", &tm);
     char payload[65];
-    if (x->method == X_PUT) {
-        sigv4_sha256_hex(x->body, (size_t)x->body_len, payload);
+    if (x->method == X_PUT || x->method == X_POST) {
+        sigv4_sha256_hex(x->body != NULL ? (const void *)x->body : "", (size_t)x->body_len,
+                         payload);
     } else {
         sigv4_sha256_hex("", 0, payload);
     }
@@ -238,10 +268,10 @@ static int sign(const src_conn *c, xfer *x, const char *range)
     if (s->cfg.session_token != NULL) {
         h[n++] = (sigv4_header){"x-amz-security-token", s->cfg.session_token};
     }
-    const char *method = x->method == X_GET ? "GET" : x->method == X_HEAD ? "HEAD" : "PUT";
+    const char *method = method_name(x->method);
     const sigv4_request r = {method,
                              path,
-                             "",
+                             x->query != NULL ? x->query : "",
                              h,
                              n,
                              payload,
@@ -282,8 +312,13 @@ static int start(src_conn *c, xfer *x)
 {
     const src_store *s = c->s;
     char url[SRC_URL_MAX];
-    if (src_object_url(s, x->object, url, sizeof(url)) != 0) {
+    if (src_object_url(s, x->object, url, sizeof(url)) != 0 ||
+        (x->query != NULL && strlen(url) + strlen(x->query) + 2 > sizeof(url))) {
         return hd_err(HDMLP_E_INVAL, "%s: object name \"%s\" too long", s->url, x->object);
+    }
+    if (x->query != NULL) {
+        strcat(url, "?");
+        strcat(url, x->query);
     }
     CURL *e = c->n_idle > 0 ? c->idle[--c->n_idle] : curl_easy_init();
     if (e == NULL) {
@@ -298,6 +333,7 @@ static int start(src_conn *c, xfer *x)
     x->errbody[0] = '\0';
     x->errbuf[0] = '\0';
     x->body_pos = 0;
+    x->etag[0] = '\0';
     x->moved = 0;
     x->moved_ms = 0.0;
     x->stalled = 0;
@@ -314,10 +350,11 @@ static int start(src_conn *c, xfer *x)
         snprintf(line, sizeof(line), "Range: %s", range);
         x->hdrs = curl_slist_append(NULL, line);
     }
-    if (x->method == X_PUT) {
+    if (x->method == X_PUT || x->method == X_POST) {
         x->hdrs = curl_slist_append(x->hdrs, "Expect:");
     }
-    if (((x->method == X_GET && x->len > 0) || x->method == X_PUT) && x->hdrs == NULL) {
+    if (((x->method == X_GET && x->len > 0) || x->method == X_PUT || x->method == X_POST) &&
+        x->hdrs == NULL) {
         return hd_err(HDMLP_E_NOMEM, "libcurl: out of memory for headers");
     }
     if (sign(c, x, rng) != 0) {
@@ -330,6 +367,8 @@ static int start(src_conn *c, xfer *x)
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, x->hdrs);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, x);
+    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(e, CURLOPT_HEADERDATA, x);
     curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)s->cfg.connect_ms);
     curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)s->cfg.request_ms);
     curl_easy_setopt(e, CURLOPT_NOPROGRESS, 0L);
@@ -349,6 +388,12 @@ static int start(src_conn *c, xfer *x)
         curl_easy_setopt(e, CURLOPT_READFUNCTION, on_upload);
         curl_easy_setopt(e, CURLOPT_READDATA, x);
         curl_easy_setopt(e, CURLOPT_INFILESIZE_LARGE, (curl_off_t)x->body_len);
+    } else if (x->method == X_POST) {
+        curl_easy_setopt(e, CURLOPT_POST, 1L);
+        curl_easy_setopt(e, CURLOPT_POSTFIELDS, x->body != NULL ? (const char *)x->body : "");
+        curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)x->body_len);
+    } else if (x->method == X_DELETE) {
+        curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, "DELETE");
     }
     if (curl_multi_add_handle(c->multi, e) != CURLM_OK) {
         return hd_err(HDMLP_E_IO, "libcurl: cannot add a request for %s", url);
@@ -406,7 +451,7 @@ static void s3_code(const xfer *x, char *out, size_t cap)
 /* Judges a finished attempt: 0 done, 1 retry, else a negative code (detail set). */
 static int judge(src_conn *c, xfer *x, CURLcode res, const char *url, int last)
 {
-    const char *what = x->method == X_GET ? "GET" : x->method == X_HEAD ? "HEAD" : "PUT";
+    const char *what = method_name(x->method);
     char rng[64] = "";
     if (x->method == X_GET && x->len > 0) {
         snprintf(rng, sizeof(rng), " bytes %llu-%llu", (ull)x->offset,
@@ -438,6 +483,9 @@ static int judge(src_conn *c, xfer *x, CURLcode res, const char *url, int last)
     const long st = x->status;
     char s3[96];
     s3_code(x, s3, sizeof(s3));
+    if (st == 404 && x->method == X_DELETE) {
+        return 0; /* nothing to delete */
+    }
     if (st == 404) {
         return hd_err(HDMLP_E_NOTFOUND, "%s %s: 404 not found%s", what, url, s3);
     }
@@ -663,5 +711,78 @@ int src_conn_put(src_conn *c, const char *object, const void *data, uint64_t len
         return hd_err(HDMLP_E_INVAL, "source put: NULL argument");
     }
     xfer x = {.method = X_PUT, .object = object, .body = data, .body_len = len};
+    return run(c, &x, 1);
+}
+
+int src_conn_put_parts(src_conn *c, const char *object, const char *upload_id, src_part *parts,
+                       unsigned n)
+{
+    if (c == NULL || object == NULL || upload_id == NULL || (parts == NULL && n > 0)) {
+        return hd_err(HDMLP_E_INVAL, "source put parts: NULL argument");
+    }
+    char id[300];
+    if (sigv4_uri_encode(upload_id, strlen(upload_id), 0, id, sizeof(id)) < 0) {
+        return hd_err(HDMLP_E_INVAL, "source put parts: upload id too long");
+    }
+    xfer *xs = hd_calloc(n ? n : 1, sizeof(*xs));
+    char *queries = hd_malloc((size_t)(n ? n : 1) * 340);
+    if (xs == NULL || queries == NULL) {
+        hd_free(xs);
+        hd_free(queries);
+        return hd_err(HDMLP_E_NOMEM, "source put parts: out of memory");
+    }
+    for (unsigned i = 0; i < n; i++) {
+        char *q = queries + (size_t)i * 340;
+        snprintf(q, 340, "partNumber=%u&uploadId=%s", parts[i].number, id);
+        xs[i] = (xfer){.method = X_PUT,
+                       .object = object,
+                       .query = q,
+                       .body = parts[i].data,
+                       .body_len = parts[i].len};
+    }
+    int rc = run(c, xs, n);
+    for (unsigned i = 0; rc == HDMLP_OK && i < n; i++) {
+        if (xs[i].etag[0] == '\0') {
+            rc = hd_err(HDMLP_E_IO, "PUT %s part %u: the answer has no ETag", object,
+                        parts[i].number);
+        }
+        memcpy(parts[i].etag, xs[i].etag, sizeof(parts[i].etag));
+    }
+    hd_free(xs);
+    hd_free(queries);
+    return rc;
+}
+
+int src_conn_post(src_conn *c, const char *object, const char *query, const void *body,
+                  uint64_t len, uint8_t **answer, uint64_t *answer_len)
+{
+    if (c == NULL || object == NULL || answer == NULL || answer_len == NULL) {
+        return hd_err(HDMLP_E_INVAL, "source post: NULL argument");
+    }
+    *answer = NULL;
+    *answer_len = 0;
+    xfer x = {.method = X_POST,
+              .object = object,
+              .query = query,
+              .body = body,
+              .body_len = len,
+              .grow = answer,
+              .max = UINT64_C(1) << 24};
+    const int rc = run(c, &x, 1);
+    if (rc != HDMLP_OK) {
+        hd_free(*answer);
+        *answer = NULL;
+        return rc;
+    }
+    *answer_len = x.got;
+    return HDMLP_OK;
+}
+
+int src_conn_delete(src_conn *c, const char *object, const char *query)
+{
+    if (c == NULL || object == NULL) {
+        return hd_err(HDMLP_E_INVAL, "source delete: NULL argument");
+    }
+    xfer x = {.method = X_DELETE, .object = object, .query = query};
     return run(c, &x, 1);
 }

@@ -37,4 +37,12 @@ int pack_cmd_extract(const char *path, const char *what, const char *out_file);
 /* --info's image lines (pack_inspect_image.c). */
 void pack_info_images(hdmlp_dataset *ds);
 
+/* ---- object storage (pack_upload.c) ---------------------------------------------------- */
+int pack_is_url(const char *s);
+/* Uploads dataset directory dir to url (--upload); returns the process exit code. */
+int pack_cmd_upload(const char *dir, const char *url, int progress);
+/* A fresh directory $TMPDIR/hdmlp-pack-XXXXXX into buf (0, or -1 with a message). */
+int pack_tmp_dir(char *buf, size_t cap);
+void pack_rm_tree(const char *dir);
+
 #endif /* HDMLP_PACK_CLI_H */

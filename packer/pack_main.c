@@ -18,6 +18,7 @@ static const char usage_text[] =
     "       hdmlp-pack --info DATASET\n"
     "       hdmlp-pack --verify DATASET\n"
     "       hdmlp-pack --extract DATASET INDEX|KEY [-o FILE]\n"
+    "       hdmlp-pack --upload DIR -o s3://BUCKET/PREFIX\n"
     "\n"
     "Packs samples into the hdmlp dataset directory OUT (an index and segment\n"
     "files): globally shuffled, grouped into chunks of K samples, 4 KiB aligned.\n"
@@ -89,6 +90,16 @@ static const char usage_text2[] =
     "                        write one sample's original bytes to FILE or stdout;\n"
     "                        a decimal INDEX is a position in packed order,\n"
     "                        anything else a key\n"
+    "DATASET may be a URL: http(s)://HOST/PATH/ or s3://BUCKET/PREFIX.\n"
+    "\n"
+    "Object storage (credentials, region and endpoint from AWS_ACCESS_KEY_ID,\n"
+    "AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION, AWS_ENDPOINT_URL and the\n"
+    "AWS_PROFILE profile of ~/.aws/credentials and ~/.aws/config):\n"
+    "  -o s3://BUCKET/PREFIX packs into a temporary directory ($TMPDIR), uploads it\n"
+    "                        and removes it\n"
+    "      --upload DIR      uploads the dataset DIR to -o s3://BUCKET/PREFIX:\n"
+    "                        segments first (multipart above 64 MiB), the index\n"
+    "                        last, so a half-finished upload never opens\n"
     "\n"
     "The output is written atomically (a temporary directory beside OUT, renamed\n"
     "at the end). It is reproducible: the same inputs, options and seed give\n"
@@ -258,10 +269,11 @@ enum {
     OPT_IMAGE_QUALITY,
     OPT_INFO,
     OPT_VERIFY,
-    OPT_EXTRACT
+    OPT_EXTRACT,
+    OPT_UPLOAD
 };
 
-enum mode { MODE_PACK, MODE_INFO, MODE_VERIFY, MODE_EXTRACT };
+enum mode { MODE_PACK, MODE_INFO, MODE_VERIFY, MODE_EXTRACT, MODE_UPLOAD };
 
 static const struct option long_opts[] = {
     {"output", required_argument, NULL, 'o'},
@@ -281,6 +293,7 @@ static const struct option long_opts[] = {
     {"info", required_argument, NULL, OPT_INFO},
     {"verify", required_argument, NULL, OPT_VERIFY},
     {"extract", required_argument, NULL, OPT_EXTRACT},
+    {"upload", required_argument, NULL, OPT_UPLOAD},
     {NULL, 0, NULL, 0},
 };
 
@@ -423,6 +436,11 @@ static int parse_args(int argc, char **argv, args *a)
                 return 2;
             }
             break;
+        case OPT_UPLOAD:
+            if (set_mode(a, MODE_UPLOAD, optarg, "--upload") != 0) {
+                return 2;
+            }
+            break;
         case OPT_EXTRACT:
             if (set_mode(a, MODE_EXTRACT, optarg, "--extract") != 0) {
                 return 2;
@@ -467,6 +485,13 @@ static int check_mode_args(const args *a)
     if (a->pack_only) {
         usage_error("%s", "packing options cannot be used with --info, --verify or --extract");
         return 2;
+    }
+    if (a->mode == MODE_UPLOAD) {
+        if (a->n_inputs != 0 || !a->out || strncmp(a->out, "s3://", 5) != 0) {
+            usage_error("%s", "--upload needs DIR and -o s3://BUCKET/PREFIX, nothing else");
+            return 2;
+        }
+        return -1;
     }
     if (a->mode == MODE_EXTRACT) {
         if (a->n_inputs != 1 || a->inputs[0].kind != PACK_INPUT_PATH) {
@@ -521,6 +546,29 @@ static int run_pack(args *a)
     return 0;
 }
 
+/* -o s3://...: packs into a temporary directory, uploads it (index last), removes it. */
+static int run_pack_upload(args *a)
+{
+    const char *const url = a->out;
+    if (strncmp(url, "s3://", 5) != 0) {
+        usage_error("-o %s: packing to a URL needs s3:// (http(s) stores are read-only)", url);
+        return 2;
+    }
+    char tmp[4096], out[4200];
+    if (pack_tmp_dir(tmp, sizeof(tmp)) != 0) {
+        return 1;
+    }
+    snprintf(out, sizeof(out), "%s/dataset", tmp);
+    a->out = out;
+    int ret = run_pack(a);
+    if (ret == 0) {
+        ret = pack_cmd_upload(out, url, !a->quiet && isatty(STDERR_FILENO));
+    }
+    pack_rm_tree(tmp);
+    a->out = url;
+    return ret;
+}
+
 int main(int argc, char **argv)
 {
     args a;
@@ -545,8 +593,11 @@ int main(int argc, char **argv)
         case MODE_EXTRACT:
             ret = pack_cmd_extract(a.dataset, a.inputs[0].path, a.out);
             break;
+        case MODE_UPLOAD:
+            ret = pack_cmd_upload(a.dataset, a.out, !a.quiet && isatty(STDERR_FILENO));
+            break;
         default:
-            ret = run_pack(&a);
+            ret = a.out != NULL && pack_is_url(a.out) ? run_pack_upload(&a) : run_pack(&a);
             break;
         }
     }

@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -41,6 +42,20 @@ static const testds_spec spec = {.n_samples = 600,
                                  .max_size = 3000,
                                  .compress = 1,
                                  .n_labels = 3};
+
+/* One segment of about 11 MiB: a multipart upload in 5 MiB parts. */
+static const testds_spec big = {.n_samples = 160,
+                                .chunk_size = 8,
+                                .chunks_per_segment = 0,
+                                .seed = 1302,
+                                .min_size = 60000,
+                                .max_size = 80000,
+                                .compress = 0,
+                                .n_labels = 2};
+
+/* The spec drain() checks bytes against, and its memory: raw bytes / mem_div. */
+static const testds_spec *cur = &spec;
+static uint64_t mem_div = 4;
 
 typedef struct server {
     pid_t pid;
@@ -87,12 +102,13 @@ static int have(const char *prog)
 /* A dataset under ROOT/bucket/ds. */
 static void make_root(server *s)
 {
+    const testds_spec *const sp = cur;
     cr_assert_eq(testds_mkdtemp("objstore", s->dir, sizeof(s->dir)), 0);
     char ds[600];
     snprintf(ds, sizeof(ds), "%s/bucket", s->dir);
     cr_assert_eq(mkdir(ds, 0755), 0);
     snprintf(ds, sizeof(ds), "%s/bucket/ds", s->dir);
-    cr_assert_eq(testds_write(ds, &spec), HDMLP_OK, "%s", hdmlp_last_error());
+    cr_assert_eq(testds_write(ds, sp), HDMLP_OK, "%s", hdmlp_last_error());
 }
 
 /* Starts tests/objstore/objstore_server.py with extra arguments; reads "PORT n". */
@@ -115,6 +131,7 @@ static void start_py(server *s, const char *const *extra)
     s->pid = fork();
     cr_assert(s->pid >= 0);
     if (s->pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGTERM); /* a failed test takes its server with it */
         dup2(p[1], 1);
         close(p[0]);
         execvp("python3", (char *const *)argv);
@@ -166,6 +183,7 @@ static void start_nginx(server *s, int *tls_port)
     s->pid = fork();
     cr_assert(s->pid >= 0);
     if (s->pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
         const int devnull = open("/dev/null", O_WRONLY);
         dup2(devnull, 1);
         dup2(devnull, 2);
@@ -202,14 +220,14 @@ static hdmlp_source_config *s3_config(const server *s, const char *secret)
     return c;
 }
 
-/* Drains 2 epochs at 25 % memory, checking exactly-once and every sample's bytes; returns
- * the delivered order (malloc'd, 2 N entries). */
+/* Drains 2 epochs at 25 % memory (1 / mem_div), checking exactly-once and every sample's bytes;
+ * returns the delivered order (malloc'd, 2 N entries). */
 static uint64_t *drain(hdmlp_dataset *ds, hdmlp_refill refill, uint32_t threads)
 {
     const uint64_t n = hdmlp_dataset_sample_count(ds);
     hdmlp_config *cfg = NULL;
     hdmlp_config_create(&cfg);
-    hdmlp_config_set_memory(cfg, hdmlp_dataset_raw_bytes(ds) / 4);
+    hdmlp_config_set_memory(cfg, hdmlp_dataset_raw_bytes(ds) / mem_div);
     hdmlp_config_set_epochs(cfg, 2);
     hdmlp_config_set_batch_size(cfg, 16);
     hdmlp_config_set_seed(cfg, 7);
@@ -219,7 +237,7 @@ static uint64_t *drain(hdmlp_dataset *ds, hdmlp_refill refill, uint32_t threads)
     cr_assert_eq(hdmlp_loader_create(ds, cfg, &ld), HDMLP_OK, "%s", hdmlp_last_error());
     uint64_t *order = calloc(2 * n, sizeof(uint64_t));
     uint8_t *seen = calloc(2 * n, 1);
-    uint8_t *buf = malloc(spec.max_size + 1);
+    uint8_t *buf = malloc(cur->max_size + 1);
     uint64_t k = 0;
     hdmlp_batch *b;
     int rc;
@@ -227,7 +245,7 @@ static uint64_t *drain(hdmlp_dataset *ds, hdmlp_refill refill, uint32_t threads)
         const hdmlp_sample_view *v = hdmlp_batch_samples(b);
         for (size_t i = 0; i < hdmlp_batch_size(b); i++) {
             cr_assert_eq(seen[hdmlp_batch_epoch(b) * n + v[i].index]++, 0);
-            testds_fill(v[i].index, spec.seed, buf, v[i].size);
+            testds_fill(v[i].index, cur->seed, buf, v[i].size);
             cr_assert_eq(memcmp(buf, v[i].data, v[i].size), 0, "sample %llu bytes differ",
                          (unsigned long long)v[i].index);
             cr_assert_lt(k, 2 * n);
@@ -452,4 +470,70 @@ Test(objstore, stalled_server_times_out, .timeout = 60)
     hdmlp_config_free(cfg);
     hdmlp_dataset_close(ds);
     stop(&s);
+}
+
+static void on_upload(void *arg, uint64_t done, uint64_t total)
+{
+    uint64_t *last = arg;
+    cr_assert_geq(done, last[0]);
+    cr_assert_leq(done, total);
+    last[0] = done;
+    last[1] = total;
+    last[2]++;
+}
+
+/* Upload: segments (multipart above the part size), the index last; the copy reads as the
+ * original; refused for http(s) and with a wrong secret. */
+Test(objstore, upload_multipart_then_read, .timeout = 120)
+{
+    cur = &big;
+    mem_div = 2; /* large samples: 25 % holds too few chunks */
+    server s = {0};
+    const char *const args[] = {"--s3", NULL};
+    start_py(&s, args);
+    char dir[700];
+    snprintf(dir, sizeof(dir), "%s/bucket/ds", s.dir);
+    hdmlp_source_config *c = s3_config(&s, "hdmlp/test/secret");
+    cr_assert_eq(hdmlp_source_config_set_part_size(c, 1000), HDMLP_E_INVAL);
+    cr_assert_eq(hdmlp_source_config_set_part_size(c, 5u << 20), HDMLP_OK);
+    uint64_t seen[3] = {0, 0, 0};
+    cr_assert_eq(hdmlp_dataset_upload(dir, "s3://bucket/copy", c, on_upload, seen), HDMLP_OK,
+                 "%s", hdmlp_last_error());
+    cr_assert_eq(seen[0], seen[1], "progress ends at the total");
+    cr_assert_geq(seen[2], 2, "a wave of parts, then the index");
+    char uploads[700];
+    snprintf(uploads, sizeof(uploads), "%s/.uploads", s.dir);
+    cr_assert_eq(access(uploads, F_OK), 0, "the segment went as a multipart upload");
+    char copy[700], orig[700];
+    snprintf(copy, sizeof(copy), "%s/bucket/copy/segment-000000", s.dir);
+    snprintf(orig, sizeof(orig), "%s/bucket/ds/segment-000000", s.dir);
+    uint8_t *a = NULL, *b = NULL;
+    size_t la = 0, lb = 0;
+    cr_assert_eq(testds_read_file(copy, &a, &la), 0);
+    cr_assert_eq(testds_read_file(orig, &b, &lb), 0);
+    cr_assert_gt(lb, (size_t)(10u << 20));
+    cr_assert(la == lb && memcmp(a, b, la) == 0, "uploaded segment differs");
+    free(a);
+    free(b);
+    hdmlp_dataset *ds = NULL;
+    cr_assert_eq(hdmlp_dataset_open_source("s3://bucket/copy", c, &ds), HDMLP_OK, "%s",
+                 hdmlp_last_error());
+    same_as_local(&s, ds, HDMLP_REFILL_AUTO);
+    hdmlp_dataset_close(ds);
+    /* Uploading again replaces the copy (the old index goes first). */
+    cr_assert_eq(hdmlp_dataset_upload(dir, "s3://bucket/copy", c, NULL, NULL), HDMLP_OK, "%s",
+                 hdmlp_last_error());
+    cr_assert_eq(hdmlp_dataset_upload(dir, "http://127.0.0.1:1/x", c, NULL, NULL),
+                 HDMLP_E_UNSUPPORTED);
+    hdmlp_source_config_free(c);
+    c = s3_config(&s, "not/the/secret");
+    cr_assert_eq(hdmlp_dataset_upload(dir, "s3://bucket/other", c, NULL, NULL), HDMLP_E_IO);
+    cr_assert(strstr(hdmlp_last_error(), "SignatureDoesNotMatch") != NULL, "%s",
+              hdmlp_last_error());
+    hdmlp_source_config_free(c);
+    snprintf(copy, sizeof(copy), "%s/bucket/other/index", s.dir);
+    cr_assert_neq(access(copy, F_OK), 0, "no index after a failed upload");
+    stop(&s);
+    cur = &spec;
+    mem_div = 4;
 }

@@ -2,8 +2,9 @@
 """A small object store for hdmlp's tests and benchmarks, on 127.0.0.1 only (stdlib).
 
 Serves the files under --root over HTTP/1.1 with keep-alive: GET (one byte range or the
-whole object), HEAD and, with --s3, PUT. With --s3 the first path element is the bucket
-(path-style addressing, as MinIO-like servers) and every request must carry a valid AWS
+whole object), HEAD and, with --s3, PUT, DELETE and multipart uploads (POST ?uploads,
+PUT ?partNumber&uploadId, POST ?uploadId, DELETE ?uploadId). With --s3 the first path
+element is the bucket (path-style addressing, as MinIO-like servers) and every request must carry a valid AWS
 Signature V4 for --access-key/--secret-key (checked independently of the C signer:
 recomputed here from the request as received); failures answer S3's XML errors (403
 SignatureDoesNotMatch, InvalidAccessKeyId, AccessDenied; 404 NoSuchBucket, NoSuchKey).
@@ -22,6 +23,7 @@ import hmac
 import json
 import os
 import re
+import shutil
 import socket
 import socketserver
 import sys
@@ -221,19 +223,52 @@ class Handler(BaseHTTPRequestHandler):
         self.write_body(data)
         self.count("bytes_sent_" + ("206" if status == 206 else "200"))
 
-    def do_PUT(self):
+    def writable(self):
+        """Reads the body, checks the signature; returns (body, path, query) or None."""
         self.count("requests")
         self.delay()
         length = int(self.headers.get("Content-Length", "0"))
         body = self.rfile.read(length) if length else b""
         if not self.server.opts.s3:
             self.error(405, "MethodNotAllowed", "read-only")
-            return
+            return None
         if not self.check_auth(body):
-            return
+            return None
         path, err = self.local_path()
         if path is None or err:
             self.error(404, err or "NoSuchKey", "no such bucket")
+            return None
+        query = urllib.parse.parse_qs(self.path.partition("?")[2], keep_blank_values=True)
+        return body, path, query
+
+    def answer(self, status, body=b"", etag=None):
+        self.send_response(status)
+        if etag is not None:
+            self.send_header("ETag", etag)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def upload_dir(self, query):
+        uid = query.get("uploadId", [""])[0]
+        d = os.path.join(self.server.opts.root, ".uploads", uid)
+        return d if re.fullmatch(r"[0-9a-f]{32}", uid) and os.path.isdir(d) else None
+
+    def do_PUT(self):
+        got = self.writable()
+        if got is None:
+            return
+        body, path, query = got
+        etag = '"' + hashlib.md5(body).hexdigest() + '"'
+        if "partNumber" in query:
+            d = self.upload_dir(query)
+            if d is None:
+                self.error(404, "NoSuchUpload", "no such upload")
+                return
+            with open(os.path.join(d, "%05d" % int(query["partNumber"][0])), "wb") as f:
+                f.write(body)
+            self.count("parts")
+            self.answer(200, etag=etag)
             return
         os.makedirs(os.path.dirname(path), exist_ok=True)
         tmp = path + ".part"
@@ -241,10 +276,55 @@ class Handler(BaseHTTPRequestHandler):
             f.write(body)
         os.replace(tmp, path)
         self.count("puts")
-        self.send_response(200)
-        self.send_header("ETag", '"' + hashlib.md5(body).hexdigest() + '"')
-        self.send_header("Content-Length", "0")
-        self.end_headers()
+        self.answer(200, etag=etag)
+
+    def do_POST(self):
+        got = self.writable()
+        if got is None:
+            return
+        body, path, query = got
+        if "uploads" in query:
+            uid = os.urandom(16).hex()
+            os.makedirs(os.path.join(self.server.opts.root, ".uploads", uid))
+            self.count("multipart_started")
+            self.answer(200, ("<InitiateMultipartUploadResult><UploadId>%s</UploadId>"
+                              "</InitiateMultipartUploadResult>" % uid).encode())
+            return
+        d = self.upload_dir(query)
+        if d is None:
+            self.error(404, "NoSuchUpload", "no such upload")
+            return
+        parts = re.findall(r"<PartNumber>(\d+)</PartNumber><ETag>([^<]*)</ETag>", body.decode())
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = path + ".part"
+        with open(tmp, "wb") as out:
+            for i, (num, etag) in enumerate(parts):
+                name = os.path.join(d, "%05d" % int(num))
+                data = open(name, "rb").read() if os.path.exists(name) else None
+                if int(num) != i + 1 or data is None or \
+                        etag != '"' + hashlib.md5(data).hexdigest() + '"':
+                    self.error(400, "InvalidPart", "part %s missing or ETag differs" % num)
+                    return
+                out.write(data)
+        os.replace(tmp, path)
+        shutil.rmtree(d)
+        self.count("multipart_completed")
+        self.answer(200, b"<CompleteMultipartUploadResult></CompleteMultipartUploadResult>")
+
+    def do_DELETE(self):
+        got = self.writable()
+        if got is None:
+            return
+        _, path, query = got
+        if "uploadId" in query:
+            d = self.upload_dir(query)
+            if d is not None:
+                shutil.rmtree(d)
+                self.count("multipart_aborted")
+        elif os.path.isfile(path):
+            os.unlink(path)
+            self.count("deletes")
+        self.answer(204)
 
 
 def main():

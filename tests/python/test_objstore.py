@@ -82,3 +82,24 @@ def test_cli_over_s3(s3, small_ds, tmp_root):
     res = subprocess.run([pack, "--info", "s3://bucket/missing"], capture_output=True,
                          text=True)
     assert res.returncode != 0 and "bucket/missing/index" in res.stderr
+
+
+def test_pack_to_s3_and_upload(s3, small_ds, tmp_root):
+    pack = tool("hdmlp-pack")
+    src = os.path.join(tmp_root, "small-src")
+    res = subprocess.run([pack, "--quiet", "-o", "s3://bucket/repacked", "--chunk-size", "16",
+                          "--seed", "11", "--segment-size", "64K", src],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    res = subprocess.run([pack, "--upload", small_ds.path, "-o", "s3://bucket/uploaded"],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    local = hdmlp.Dataset(small_ds.path)
+    for url in ("s3://bucket/repacked", "s3://bucket/uploaded"):
+        ds = hdmlp.Dataset(url)
+        assert len(ds) == len(local)
+        for i in (0, 5, len(ds) - 1):
+            assert bytes(ds[i]) == bytes(local[i])
+    res = subprocess.run([pack, "--upload", small_ds.path, "-o", "http://127.0.0.1:1/x"],
+                         capture_output=True, text=True)
+    assert res.returncode == 2 and "s3://" in res.stderr
