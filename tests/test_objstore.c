@@ -537,3 +537,45 @@ Test(objstore, upload_multipart_then_read, .timeout = 120)
     cur = &spec;
     mem_div = 4;
 }
+
+/* The SSD tier caches remote chunks: after the first epoch nothing comes from the store. */
+Test(objstore, ssd_tier_caches_remote_chunks, .timeout = 120)
+{
+    server s = {0};
+    int tls = 0;
+    start_nginx(&s, &tls);
+    char url[128], ssd[700];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/bucket/ds", s.port);
+    snprintf(ssd, sizeof(ssd), "%s/ssd", s.dir);
+    cr_assert_eq(mkdir(ssd, 0755), 0);
+    hdmlp_dataset *ds = NULL;
+    cr_assert_eq(hdmlp_dataset_open(url, &ds), HDMLP_OK, "%s", hdmlp_last_error());
+    hdmlp_config *cfg = NULL;
+    hdmlp_config_create(&cfg);
+    hdmlp_config_set_memory(cfg, hdmlp_dataset_raw_bytes(ds) / 4);
+    hdmlp_config_set_epochs(cfg, 3);
+    hdmlp_config_set_batch_size(cfg, 16);
+    hdmlp_config_set_seed(cfg, 7);
+    cr_assert_eq(hdmlp_config_set_ssd_cache(cfg, ssd, 64u << 20), HDMLP_OK);
+    hdmlp_loader *ld = NULL;
+    cr_assert_eq(hdmlp_loader_create(ds, cfg, &ld), HDMLP_OK, "%s", hdmlp_last_error());
+    testds_seq seq = {0};
+    cr_assert_eq(testds_drain(ld, &seq), HDMLP_END, "%s", hdmlp_last_error());
+    cr_assert_eq(seq.n, 3 * spec.n_samples);
+    uint64_t per_epoch[3] = {0, 0, 0};
+    size_t known = 0;
+    cr_assert_eq(hdmlp_loader_epoch_source_bytes(ld, per_epoch, 3, &known), HDMLP_OK);
+    hdmlp_stats st;
+    hdmlp_loader_stats(ld, &st);
+    cr_assert_gt(st.ssd_staged_chunks, 0);
+    cr_assert_gt(st.ssd_cache_bytes, 0);
+    cr_assert_gt(per_epoch[0], 0);
+    cr_assert_eq(per_epoch[1] + per_epoch[2], 0, "epochs 1-2 read %llu bytes from the store",
+                 (unsigned long long)(per_epoch[1] + per_epoch[2]));
+    free(seq.idx);
+    free(seq.ep);
+    hdmlp_loader_free(ld);
+    hdmlp_config_free(cfg);
+    hdmlp_dataset_close(ds);
+    stop(&s);
+}
