@@ -5,9 +5,10 @@
  * backoff (5xx, 429, timeouts, dropped connections, short bodies), or failed (403, 404,
  * 416, a body longer than asked, TLS and URL errors). s3:// requests carry a SigV4
  * Authorization header (loader_sigv4.c). Every request has a connect, stall and total time
- * limit and the retries are bounded, so no batch can hang.
+ * limit and the retries are bounded, so no batch can hang. The operations (reads, HEAD,
+ * PUT, multipart, ...) are in loader_source_ops.c.
  */
-#include "loader_source.h"
+#include "loader_source_xfer.h"
 
 #include "format.h"
 #include "loader_sigv4.h"
@@ -28,41 +29,11 @@ typedef unsigned long long ull;
 #define SRC_BACKOFF_MS 50.0
 #define SRC_BACKOFF_MAX_MS 2000.0
 
-enum { X_GET, X_HEAD, X_PUT, X_POST, X_DELETE };
-
 static const char *method_name(int m)
 {
     static const char *const names[] = {"GET", "HEAD", "PUT", "POST", "DELETE"};
     return names[m];
 }
-
-typedef struct xfer {
-    int method;
-    const char *object;
-    const char *query;    /* canonical query string (sorted, encoded) or NULL */
-    char etag[128];       /* ETag of the answer (PUT of a part) */
-    uint64_t offset, len; /* ranged GET when len > 0 */
-    uint8_t *dst;
-    uint8_t **grow; /* whole GET: growing buffer, at most max bytes */
-    uint64_t max;
-    const uint8_t *body; /* PUT */
-    uint64_t body_len, body_pos;
-    uint64_t got, cap, size;
-    int overflow;
-    long status;
-    char errbody[512]; /* start of an error response's body */
-    size_t errbody_len;
-    unsigned attempt;
-    double not_before; /* ms on the monotonic clock */
-    double moved_ms;   /* when a byte last moved (stall detection) */
-    curl_off_t moved;  /* bytes moved by then, both ways */
-    double stall_ms;
-    int stalled;
-    int active, done;
-    struct curl_slist *hdrs;
-    CURL *easy;
-    char errbuf[CURL_ERROR_SIZE];
-} xfer;
 
 struct src_conn {
     const src_store *s;
@@ -548,8 +519,7 @@ static int judge(src_conn *c, xfer *x, CURLcode res, const char *url, int last)
     return 0;
 }
 
-/* Runs n transfers to completion, depth at a time; stops at the first failure. */
-static int run(src_conn *c, xfer *xs, unsigned n)
+int src_run(src_conn *c, xfer *xs, unsigned n)
 {
     unsigned left = n, active = 0, next = 0;
     int rc = HDMLP_OK;
@@ -636,153 +606,4 @@ static int run(src_conn *c, xfer *xs, unsigned n)
         xs[i].hdrs = NULL;
     }
     return rc;
-}
-
-int src_conn_read(src_conn *c, const src_range *r, unsigned n)
-{
-    if (c == NULL || (r == NULL && n > 0)) {
-        return hd_err(HDMLP_E_INVAL, "source read: NULL argument");
-    }
-    xfer *xs = hd_calloc(n ? n : 1, sizeof(*xs));
-    if (xs == NULL) {
-        return hd_err(HDMLP_E_NOMEM, "source read: out of memory");
-    }
-    unsigned m = 0;
-    for (unsigned i = 0; i < n; i++) {
-        if (r[i].len == 0) {
-            continue;
-        }
-        if (r[i].dst == NULL || r[i].offset > UINT64_MAX - r[i].len) {
-            hd_free(xs);
-            return hd_err(HDMLP_E_INVAL, "source read %u: no buffer or range overflows", i);
-        }
-        xs[m++] = (xfer){.method = X_GET,
-                         .object = r[i].object,
-                         .offset = r[i].offset,
-                         .len = r[i].len,
-                         .dst = r[i].dst};
-    }
-    const int rc = run(c, xs, m);
-    hd_free(xs);
-    return rc;
-}
-
-int src_conn_sizes(src_conn *c, const char *const *objects, uint64_t *sizes, unsigned n)
-{
-    if (c == NULL || ((objects == NULL || sizes == NULL) && n > 0)) {
-        return hd_err(HDMLP_E_INVAL, "source sizes: NULL argument");
-    }
-    xfer *xs = hd_calloc(n ? n : 1, sizeof(*xs));
-    if (xs == NULL) {
-        return hd_err(HDMLP_E_NOMEM, "source sizes: out of memory");
-    }
-    for (unsigned i = 0; i < n; i++) {
-        xs[i] = (xfer){.method = X_HEAD, .object = objects[i]};
-    }
-    const int rc = run(c, xs, n);
-    for (unsigned i = 0; rc == HDMLP_OK && i < n; i++) {
-        sizes[i] = xs[i].size;
-    }
-    hd_free(xs);
-    return rc;
-}
-
-int src_conn_get(src_conn *c, const char *object, uint64_t max, uint8_t **buf, uint64_t *len)
-{
-    if (c == NULL || object == NULL || buf == NULL || len == NULL) {
-        return hd_err(HDMLP_E_INVAL, "source get: NULL argument");
-    }
-    *buf = NULL;
-    *len = 0;
-    xfer x = {.method = X_GET, .object = object, .grow = buf, .max = max};
-    const int rc = run(c, &x, 1);
-    if (rc != HDMLP_OK) {
-        hd_free(*buf);
-        *buf = NULL;
-        return rc;
-    }
-    *len = x.size;
-    return HDMLP_OK;
-}
-
-int src_conn_put(src_conn *c, const char *object, const void *data, uint64_t len)
-{
-    if (c == NULL || object == NULL || (data == NULL && len > 0)) {
-        return hd_err(HDMLP_E_INVAL, "source put: NULL argument");
-    }
-    xfer x = {.method = X_PUT, .object = object, .body = data, .body_len = len};
-    return run(c, &x, 1);
-}
-
-int src_conn_put_parts(src_conn *c, const char *object, const char *upload_id, src_part *parts,
-                       unsigned n)
-{
-    if (c == NULL || object == NULL || upload_id == NULL || (parts == NULL && n > 0)) {
-        return hd_err(HDMLP_E_INVAL, "source put parts: NULL argument");
-    }
-    char id[300];
-    if (sigv4_uri_encode(upload_id, strlen(upload_id), 0, id, sizeof(id)) < 0) {
-        return hd_err(HDMLP_E_INVAL, "source put parts: upload id too long");
-    }
-    xfer *xs = hd_calloc(n ? n : 1, sizeof(*xs));
-    char *queries = hd_malloc((size_t)(n ? n : 1) * 340);
-    if (xs == NULL || queries == NULL) {
-        hd_free(xs);
-        hd_free(queries);
-        return hd_err(HDMLP_E_NOMEM, "source put parts: out of memory");
-    }
-    for (unsigned i = 0; i < n; i++) {
-        char *q = queries + (size_t)i * 340;
-        snprintf(q, 340, "partNumber=%u&uploadId=%s", parts[i].number, id);
-        xs[i] = (xfer){.method = X_PUT,
-                       .object = object,
-                       .query = q,
-                       .body = parts[i].data,
-                       .body_len = parts[i].len};
-    }
-    int rc = run(c, xs, n);
-    for (unsigned i = 0; rc == HDMLP_OK && i < n; i++) {
-        if (xs[i].etag[0] == '\0') {
-            rc = hd_err(HDMLP_E_IO, "PUT %s part %u: the answer has no ETag", object,
-                        parts[i].number);
-        }
-        memcpy(parts[i].etag, xs[i].etag, sizeof(parts[i].etag));
-    }
-    hd_free(xs);
-    hd_free(queries);
-    return rc;
-}
-
-int src_conn_post(src_conn *c, const char *object, const char *query, const void *body,
-                  uint64_t len, uint8_t **answer, uint64_t *answer_len)
-{
-    if (c == NULL || object == NULL || answer == NULL || answer_len == NULL) {
-        return hd_err(HDMLP_E_INVAL, "source post: NULL argument");
-    }
-    *answer = NULL;
-    *answer_len = 0;
-    xfer x = {.method = X_POST,
-              .object = object,
-              .query = query,
-              .body = body,
-              .body_len = len,
-              .grow = answer,
-              .max = UINT64_C(1) << 24};
-    const int rc = run(c, &x, 1);
-    if (rc != HDMLP_OK) {
-        hd_free(*answer);
-        *answer = NULL;
-        return rc;
-    }
-    *answer_len = x.got;
-    return HDMLP_OK;
-}
-
-int src_conn_delete(src_conn *c, const char *object, const char *query)
-{
-    if (c == NULL || object == NULL) {
-        return hd_err(HDMLP_E_INVAL, "source delete: NULL argument");
-    }
-    xfer x = {.method = X_DELETE, .object = object, .query = query};
-    return run(c, &x, 1);
 }

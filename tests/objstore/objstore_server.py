@@ -13,8 +13,8 @@ Fault injection (for GETs of objects named segment-*): --fault KIND:PERIOD[,...]
 KIND to every PERIOD-th such request: 503 (Service Unavailable), drop (the connection
 closes after half of the body), truncate (a Content-Length the body does not reach, then
 close), stall (sends half of the body then goes silent for --stall-seconds). --latency-ms
-delays every answer; --bandwidth caps each response's rate (bytes/s). Counters of requests
-and faults are answered at GET /_stats as JSON. Prints "PORT <n>" once listening.
+delays every answer; --bandwidth caps the rate of all answers together (bytes/s). Counters
+of requests and faults are answered at GET /_stats as JSON. Prints "PORT <n>" once listening.
 """
 import argparse
 import datetime
@@ -89,17 +89,23 @@ class Handler(BaseHTTPRequestHandler):
             time.sleep(self.server.opts.latency_ms / 1000.0)
 
     def write_body(self, data):
+        """Writes data; with --bandwidth, all answers together stay under that rate (a
+        shared link: each piece takes its turn on one clock)."""
         rate = self.server.opts.bandwidth
         if rate <= 0:
             self.wfile.write(data)
             return
-        step = max(4096, int(rate / 100))
-        start = time.monotonic()
+        step = 65536
         for off in range(0, len(data), step):
-            self.wfile.write(data[off:off + step])
-            ahead = (off + step) / rate - (time.monotonic() - start)
-            if ahead > 0:
-                time.sleep(ahead)
+            piece = data[off:off + step]
+            with self.server.lock:
+                start = max(time.monotonic(), self.server.link_free)
+                self.server.link_free = start + len(piece) / rate
+                done = self.server.link_free
+            wait = done - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)
+            self.wfile.write(piece)
 
     def check_auth(self, body):
         o = self.server.opts
@@ -343,6 +349,7 @@ def main():
     srv.opts = o
     srv.lock = threading.Lock()
     srv.stats = {}
+    srv.link_free = 0.0
     srv.faults = []
     for item in filter(None, o.fault.split(",")):
         kind, period = item.split(":")
