@@ -143,61 +143,77 @@ static int wait_ready(struct hdmlp_loader *ld, const struct timespec *deadline)
     return wrc == ETIMEDOUT ? HDMLP_E_TIMEOUT : HDMLP_OK;
 }
 
+/* Hands out the decoded head of the queue (lock held). */
+static int pop(struct hdmlp_loader *ld, image_pipe *p, hdmlp_batch **out)
+{
+    image_out *o = p->head;
+    p->head = o->next;
+    if (p->head == NULL) {
+        p->tail = NULL;
+    }
+    p->depth--;
+    o->next = NULL;
+    p->handed_epoch = o->pos_epoch;
+    p->handed_pos = o->pos;
+    const int rc = finalize(ld, p, o);
+    if (rc != HDMLP_OK) {
+        p->broken = 1;
+        return rc;
+    }
+    *out = o->batch;
+    return HDMLP_OK;
+}
+
 int image_pipe_next(struct hdmlp_loader *ld, image_raw_next_fn raw, hdmlp_batch **out,
                     const struct timespec *deadline)
 {
     image_pipe *p = ld->pipe;
     const struct timespec past = {0, 0};
     for (;;) {
-        if (ld->failed) {
-            return hd_err(ld->failed, "%s", ld->fail_detail);
+        if (p->broken) {
+            return hd_err(ld->failed ? ld->failed : p->pending_rc, "%s",
+                          ld->failed ? ld->fail_detail : p->pending_detail);
+        }
+        /* Batches assembled before a failure are still delivered, as without the pipeline. */
+        if (p->head != NULL && p->head->done == p->head->n_raw) {
+            return pop(ld, p, out);
         }
         /* Keep `prefetch` batches queued; block for raw data only when none is. */
-        while (p->depth < p->ic.prefetch && !p->raw_end && p->pending_rc == HDMLP_OK) {
+        while (!ld->failed && p->depth < p->ic.prefetch && !p->raw_end &&
+               p->pending_rc == HDMLP_OK) {
             hdmlp_batch *b = NULL;
             const int rc = raw(ld, &b, p->depth == 0 ? deadline : &past);
             if (rc == HDMLP_OK) {
                 const int src = submit(ld, p, b);
                 if (src != HDMLP_OK) {
                     drop(ld, b);
+                    p->broken = 1;
                     return loader_fail(ld, src, hdmlp_last_error());
                 }
                 continue;
             }
             if (rc == HDMLP_END) {
                 p->raw_end = 1;
-            } else if (p->depth == 0 || rc == HDMLP_E_INTERRUPTED) {
-                return rc; /* the caller's deadline, an interrupt, the budget, a failure */
+            } else if (rc == HDMLP_E_INTERRUPTED ||
+                       (p->depth == 0 && (rc == HDMLP_E_TIMEOUT || rc == HDMLP_E_NOMEM))) {
+                return rc; /* resumable: the caller's deadline, an interrupt, the budget */
             } else if (rc != HDMLP_E_TIMEOUT && rc != HDMLP_E_NOMEM) {
-                /* Deliver the batches queued before it first. */
+                /* A failure: reported once the batches queued before it are out. */
                 p->pending_rc = rc;
                 snprintf(p->pending_detail, sizeof(p->pending_detail), "%s",
                          hdmlp_last_error());
             }
             break;
         }
-        image_out *o = p->head;
-        if (o == NULL) {
-            if (p->pending_rc != HDMLP_OK) {
-                return hd_err(p->pending_rc, "%s", p->pending_detail);
+        if (p->head == NULL) {
+            if (ld->failed || p->pending_rc != HDMLP_OK) {
+                p->broken = 1;
+                continue;
             }
             return HDMLP_END; /* raw_end: nothing queued and nothing to come */
         }
-        if (o->done == o->n_raw) {
-            p->head = o->next;
-            if (p->head == NULL) {
-                p->tail = NULL;
-            }
-            p->depth--;
-            o->next = NULL;
-            p->handed_epoch = o->pos_epoch;
-            p->handed_pos = o->pos;
-            const int rc = finalize(ld, p, o);
-            if (rc != HDMLP_OK) {
-                return rc;
-            }
-            *out = o->batch;
-            return HDMLP_OK;
+        if (p->head->done == p->head->n_raw) {
+            continue;
         }
         if (ld->interrupt) {
             ld->interrupt = 0;

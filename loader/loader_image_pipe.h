@@ -52,6 +52,7 @@ struct image_pipe {
     uint32_t depth;
     int raw_end;
     int pending_rc; /* a raw batch's error met ahead of the queued batches */
+    int broken;     /* a failure went out: every later call repeats it */
     char pending_detail[1024];
     uint64_t handed_epoch, handed_pos;
     /* the split */

@@ -360,9 +360,10 @@ static int next_until(hdmlp_loader *ld, hdmlp_batch **out, const struct timespec
     }
     *out = NULL;
     pthread_mutex_lock(&ld->lock);
-    int rc = ld->failed         ? hd_err(ld->failed, "%s", ld->fail_detail)
-             : ld->pipe != NULL ? image_pipe_next(ld, raw_next, out, deadline)
-                                : raw_next(ld, out, deadline);
+    /* The image pipeline still hands out batches decoded before a failure. */
+    int rc = ld->pipe != NULL ? image_pipe_next(ld, raw_next, out, deadline)
+             : ld->failed     ? hd_err(ld->failed, "%s", ld->fail_detail)
+                              : raw_next(ld, out, deadline);
     pthread_mutex_unlock(&ld->lock);
     exchange_flush(ld);
     if (rc != HDMLP_OK) {

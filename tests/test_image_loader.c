@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 static char tmp_dir[512];
 
@@ -34,6 +35,8 @@ TestSuite(image_loader, .fini = cleanup, .timeout = 120);
 
 /* Packs n images (sides around w × h, or exactly with exact) into a fresh directory and
  * opens the dataset; extra(dir) may add files to the image folders before packing. */
+static uint32_t pack_k = 8; /* samples per chunk of the next image_dataset */
+
 static hdmlp_dataset *image_dataset(uint32_t n, uint32_t w, uint32_t h, int exact,
                                     void (*extra)(const char *dir))
 {
@@ -42,10 +45,10 @@ static hdmlp_dataset *image_dataset(uint32_t n, uint32_t w, uint32_t h, int exac
     snprintf(src, sizeof(src), "%s/src", tmp_dir);
     snprintf(out, sizeof(out), "%s/ds", tmp_dir);
     cr_assert_eq(mkdir(src, 0755), 0);
-    cr_assert_eq(testimg_pack(src, out, n, 3, w, h, exact, 8), 0);
+    cr_assert_eq(testimg_pack(src, out, n, 3, w, h, exact, pack_k), 0);
     if (extra != NULL) {
         extra(src);
-        cr_assert_eq(testimg_pack(src, out, 0, 3, w, h, exact, 8), 0);
+        cr_assert_eq(testimg_pack(src, out, 0, 3, w, h, exact, pack_k), 0);
     }
     hdmlp_dataset *ds = NULL;
     cr_assert_eq(hdmlp_dataset_open(out, &ds), HDMLP_OK, "%s", hdmlp_last_error());
@@ -567,6 +570,87 @@ Test(image_loader, user_allocator_gets_every_buffer_back)
         hdmlp_loader_free(ld);
     }
     cr_assert_eq(c.live_bytes, 0);
+    hdmlp_image_config_free(ic);
+    hdmlp_config_free(cfg);
+    hdmlp_dataset_close(ds);
+}
+
+/* Damages sample `index` where it is stored (datasets here are packed without compression,
+ * so its bytes appear as they are in the segment): its checksum fails when read. */
+static void damage_sample(hdmlp_dataset *ds, uint64_t index)
+{
+    hdmlp_sample_info info;
+    cr_assert_eq(hdmlp_dataset_sample_info(ds, index, &info), HDMLP_OK);
+    uint8_t *want = malloc(info.raw_size);
+    size_t n = 0;
+    cr_assert_eq(hdmlp_dataset_read_sample(ds, index, want, info.raw_size, &n), HDMLP_OK);
+    char path[700];
+    snprintf(path, sizeof(path), "%s/ds/segment-000000", tmp_dir);
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    cr_assert_eq(testds_read_file(path, &buf, &len), 0, "%s", path);
+    uint8_t *at = memmem(buf, len, want, n);
+    cr_assert_not_null(at, "sample %llu not found in %s", (unsigned long long)index, path);
+    at[n / 2] ^= 0x5a;
+    cr_assert_eq(testds_write_file(path, buf, len), 0);
+    free(buf);
+    free(want);
+}
+
+Test(image_loader, read_failure_comes_after_the_same_batches_as_without_the_pipeline)
+{
+    /* A sample fails its checksum, and with it the refill (chunk of 2) holding it: the batches
+     * before the failure are delivered with and without the pipeline, which has assembled
+     * several of them and met the failure ahead of the consumer (it sleeps before asking, so
+     * the reads are done). */
+    pack_k = 2;
+    hdmlp_dataset *ds = image_dataset(60, 40, 30, 0, NULL);
+    pack_k = 8;
+    hdmlp_config *cfg = config(4, 1);
+    hdmlp_config_set_ram_cache(cfg, 0);
+    static run clean, plain, piped;
+    hdmlp_loader *a = loader(ds, cfg, NULL);
+    cr_assert_eq(drain(a, &clean, 0), HDMLP_END);
+    hdmlp_loader_free(a);
+    /* the chunk whose first sample comes latest */
+    uint32_t first[30];
+    for (int c = 0; c < 30; c++) {
+        first[c] = UINT32_MAX;
+    }
+    for (uint32_t i = 0; i < 60; i++) {
+        const uint64_t c = clean.idx[i] / 2;
+        first[c] = first[c] < i ? first[c] : i;
+    }
+    uint32_t late = 0;
+    for (uint32_t c = 1; c < 30; c++) {
+        late = first[c] > first[late] ? c : late;
+    }
+    cr_assert_geq(first[late], 16);
+    damage_sample(ds, (uint64_t)late * 2);
+    hdmlp_dataset_close(ds);
+    char path[700];
+    snprintf(path, sizeof(path), "%s/ds", tmp_dir);
+    cr_assert_eq(hdmlp_dataset_open(path, &ds), HDMLP_OK);
+    a = loader(ds, cfg, NULL);
+    const int rc_plain = drain(a, &plain, 0);
+    char err_plain[512];
+    snprintf(err_plain, sizeof(err_plain), "%s", hdmlp_last_error());
+    hdmlp_loader_free(a);
+    cr_assert_eq(rc_plain, HDMLP_E_CORRUPT, "%s", err_plain);
+    cr_assert_eq(plain.n, first[late] / 4 * 4, "%u", plain.n);
+    hdmlp_image_config *ic = image_config(12, 12);
+    hdmlp_image_config_set_prefetch(ic, 8);
+    hdmlp_loader *b = loader(ds, cfg, ic);
+    usleep(300 * 1000);
+    const int rc_piped = drain(b, &piped, 1);
+    cr_assert_eq(rc_piped, HDMLP_E_CORRUPT);
+    cr_assert_str_eq(hdmlp_last_error(), err_plain);
+    hdmlp_batch *x = NULL;
+    cr_assert_eq(hdmlp_loader_next(b, &x), HDMLP_E_CORRUPT); /* and stays failed */
+    hdmlp_loader_free(b);
+    cr_assert_eq(piped.n, plain.n);
+    cr_assert_eq(piped.batches, plain.batches);
+    cr_assert_arr_eq(piped.idx, plain.idx, plain.n * sizeof(uint64_t));
     hdmlp_image_config_free(ic);
     hdmlp_config_free(cfg);
     hdmlp_dataset_close(ds);
