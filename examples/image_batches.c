@@ -1,7 +1,9 @@
 /* image_batches.c: one epoch of ready-to-train image batches (224 × 224 RandomResizedCrop
- * + flip, uint8 NHWC) decoded on the loader's threads, and what the pipeline measured. */
+ * + flip, uint8 NHWC) decoded on the loader's threads, and what the pipeline measured.
+ * Optional: the I/O threads and decode threads (0 = the automatic split, the default). */
 #include <hdmlp.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
 
 int main(int argc, char **argv)
@@ -16,16 +18,20 @@ int main(int argc, char **argv)
     struct timespec t0, t1;
     int rc;
 
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s DATASET_DIR\n", argv[0]);
+    if (argc != 2 && argc != 4) {
+        fprintf(stderr, "usage: %s DATASET_DIR [IO_THREADS DECODE_THREADS]\n", argv[0]);
         return 2;
     }
+    const unsigned io = argc == 4 ? (unsigned)strtoul(argv[2], NULL, 10) : 2;
+    const unsigned decode = argc == 4 ? (unsigned)strtoul(argv[3], NULL, 10) : 0;
     if ((rc = hdmlp_dataset_open(argv[1], &ds)) == HDMLP_OK &&
         (rc = hdmlp_config_create(&cfg)) == HDMLP_OK &&
         (rc = hdmlp_config_set_memory(cfg, 512u << 20)) == HDMLP_OK &&
         (rc = hdmlp_config_set_batch_size(cfg, 64)) == HDMLP_OK &&
+        (rc = hdmlp_config_set_threads(cfg, io)) == HDMLP_OK &&
         (rc = hdmlp_image_config_create(&ic)) == HDMLP_OK &&
         (rc = hdmlp_image_config_set_size(ic, 224, 224)) == HDMLP_OK &&
+        (rc = hdmlp_image_config_set_decode_threads(ic, decode)) == HDMLP_OK &&
         (rc = hdmlp_config_set_image(cfg, ic)) == HDMLP_OK && /* copied */
         (rc = hdmlp_loader_create(ds, cfg, &ld)) == HDMLP_OK) {
         timespec_get(&t0, TIME_UTC);
