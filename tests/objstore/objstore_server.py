@@ -192,9 +192,7 @@ class Handler(BaseHTTPRequestHandler):
                 self.error(416, "InvalidRange", "The requested range is not satisfiable")
                 return
             status = 206
-        with open(path, "rb") as f:
-            f.seek(start)
-            data = f.read(end - start + 1)
+        length = end - start + 1
         fault = None
         if self.command == "GET" and os.path.basename(path).startswith("segment-"):
             k = self.count("segment_gets")
@@ -210,13 +208,28 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Accept-Ranges", "bytes")
         if status == 206:
             self.send_header("Content-Range", f"bytes {start}-{end}/{size}")
-        self.send_header("Content-Length", str(len(data) if fault != "truncate"
-                                                else len(data) + 1000))
+        self.send_header("Content-Length", str(length if fault != "truncate"
+                                                else length + 1000))
         if fault in ("drop", "truncate"):
             self.send_header("Connection", "close")
         self.end_headers()
         if self.command == "HEAD":
             return
+        if self.server.opts.bandwidth <= 0 and fault is None:
+            # The kernel copies the file: the server's own speed stays out of the figures.
+            with open(path, "rb") as f:
+                sent = 0
+                while sent < length:
+                    n = os.sendfile(self.connection.fileno(), f.fileno(), start + sent,
+                                    length - sent)
+                    if n == 0:
+                        break
+                    sent += n
+            self.count("bytes_sent_" + ("206" if status == 206 else "200"))
+            return
+        with open(path, "rb") as f:
+            f.seek(start)
+            data = f.read(length)
         if fault in ("drop", "truncate", "stall"):
             self.count("fault_" + fault)
             half = data[:len(data) // 2] if fault != "truncate" else data
