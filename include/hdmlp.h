@@ -516,7 +516,8 @@ HDMLP_API const hdmlp_sample_view *hdmlp_batch_samples(const hdmlp_batch *batch)
  * libjpeg-turbo's DCT scaling (decoding at 1/2, 1/4 or 1/8 size) when the crop is still at
  * least twice the output size after it; the result then differs from a full decode and
  * resize by a few levels (tests/test_image_decode.c states the bound). Turn it off for
- * exact parity.
+ * exact parity. Training crops of JPEGs decode only the crop's rows and columns (the whole
+ * stream is still read, so damage anywhere is found); their pixels are a full decode's.
  * ------------------------------------------------------------------------------------- */
 typedef struct hdmlp_image_config hdmlp_image_config;
 
