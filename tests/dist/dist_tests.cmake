@@ -1,7 +1,7 @@
 # Distributed hdmlp-bench tests (tests/dist/*.sh), included from tests/CMakeLists.txt:
 # mpirun -np 2/3/4 exactly-once and determinism, prefetch on vs off, peer-list bootstrap
 # without MPI, a rank killed mid-epoch, plans against runs, the same-host socket vs
-# --same-host tcp, TLS. Each script: bash tests/dist/NAME.sh hdmlp-bench hdmlp-pack SCRATCH;
+# --same-host tcp, TLS, ranks reading from object storage. Each script: bash tests/dist/NAME.sh hdmlp-bench hdmlp-pack SCRATCH;
 # exit 77 = skipped (no mpirun).
 if(TARGET hdmlp-bench AND TARGET hdmlp-pack)
   set(HDMLP_DIST_ENV "HDMLP_PYTHON=${HDMLP_TEST_PYTHON}")
@@ -13,7 +13,7 @@ if(TARGET hdmlp-bench AND TARGET hdmlp-pack)
   endif()
   # name:timeout (seconds; each runs in well under a minute here, mostly idle waits)
   foreach(t mpi:300 prefetch:120 peers:120 kill:120 plan:180 resume:180 launch:180
-          samehost:120)
+          samehost:120 objstore:120)
     string(REPLACE ":" ";" parts ${t})
     list(GET parts 0 name)
     list(GET parts 1 secs)
