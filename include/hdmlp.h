@@ -404,6 +404,20 @@ HDMLP_API int hdmlp_config_set_peer_timeout(hdmlp_config *cfg, uint32_t timeout_
 #define HDMLP_SAME_HOST_SHM 1
 #define HDMLP_SAME_HOST_SOCKET 2
 HDMLP_API int hdmlp_config_set_same_host(hdmlp_config *cfg, int mode);
+/* Per-GPU balance across the ranks of this job on one host (a node board: a small POSIX
+ * shared-memory segment named from the user, the job token and the peer list, removed by
+ * the last rank out). Each rank publishes its lead, refills in flight and stall time; a
+ * rank far ahead while another stalls runs half its I/O threads and lends the unused part
+ * of its lookahead memory, which the most-starved rank may borrow; the node's total never
+ * exceeds the sum of the budgets, and the order, exactly-once and each rank's abstract
+ * memory are the same as without the board. A rank whose slot is not updated within the
+ * peer timeout is ignored. HDMLP_NODE_BOARD_AUTO (1, the default): on when world > 1 and
+ * the exchange reaches a peer on this host; HDMLP_NODE_BOARD_ON (2): on whenever world > 1;
+ * HDMLP_NODE_BOARD_OFF (0). Stats: board_*, node_stall_*. */
+#define HDMLP_NODE_BOARD_OFF 0
+#define HDMLP_NODE_BOARD_AUTO 1
+#define HDMLP_NODE_BOARD_ON 2
+HDMLP_API int hdmlp_config_set_node_board(hdmlp_config *cfg, int mode);
 /* Fills rank, world, peers (each rank takes a free port on bind_host, e.g. "127.0.0.1"),
  * seed and job token (both from rank 0) with MPI collectives. Initialises MPI if the
  * application has not (and then finalises it at exit); never finalises MPI it did not
@@ -691,6 +705,16 @@ typedef struct hdmlp_stats {
     uint64_t io_threads_active; /* the current split: I/O threads allowed to run */
     uint64_t decode_threads_active; /* and decode threads */
     uint64_t balance_moves;         /* changes of the split (automatic balance) */
+    /* per-GPU balance (hdmlp_config_set_node_board); all 0 when the board is off */
+    uint64_t board_active;          /* 1 if this rank is on a node board */
+    uint64_t board_windows;         /* balance windows (~20 ms) it ran */
+    uint64_t board_hold_windows;    /* windows it held back for a starved rank */
+    uint64_t board_starved_windows; /* windows it was the node's most-starved rank */
+    uint64_t board_lead_samples;    /* samples planned ahead of its consumer (last window) */
+    uint64_t board_lent_peak;       /* most bytes of its limit lent to the node at once */
+    uint64_t board_borrowed_peak;   /* most bytes borrowed above its budget at once */
+    uint64_t node_stall_max_ns;     /* largest / smallest stall_ns of the fresh local ranks */
+    uint64_t node_stall_min_ns;     /* (this one included), at its last window */
 } hdmlp_stats;
 
 HDMLP_API int hdmlp_loader_stats(hdmlp_loader *ld, hdmlp_stats *out);

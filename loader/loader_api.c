@@ -272,6 +272,9 @@ int loader_create_with(hdmlp_dataset *ds, const hdmlp_config *cfg,
             exchange_flush(ld);
         }
     }
+    if (rc == HDMLP_OK) {
+        rc = node_balance_start(ld, sz.lookahead);
+    }
     if (rc != HDMLP_OK) {
         hdmlp_loader_free(ld);
         return rc;
@@ -336,6 +339,7 @@ void hdmlp_loader_free(hdmlp_loader *ld)
     image_pipe_stop(ld); /* before the I/O threads: some may wait for the split */
     pthread_mutex_lock(&ld->lock);
     ld->shutdown = 1;
+    node_balance_release(ld);
     pthread_cond_broadcast(&ld->work_cv);
     pthread_cond_broadcast(&ld->ready_cv); /* I/O threads beyond two may wait there */
     pthread_mutex_unlock(&ld->lock);
@@ -344,6 +348,7 @@ void hdmlp_loader_free(hdmlp_loader *ld)
             pthread_join(ld->workers[i].thread, NULL);
         }
     }
+    node_balance_free(ld);
     pthread_mutex_lock(&ld->lock);
     pthread_cond_broadcast(&ld->ready_cv); /* the stager waits there */
     pthread_mutex_unlock(&ld->lock);

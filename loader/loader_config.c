@@ -38,6 +38,7 @@ void config_defaults(struct hdmlp_config *cfg)
     cfg->prefetch = 256;
     cfg->peer_timeout_ms = 5000;
     cfg->same_host = 1;
+    cfg->node_board = HDMLP_NODE_BOARD_AUTO;
     cfg->image = NULL;
 }
 
@@ -438,6 +439,17 @@ int hdmlp_config_set_same_host(hdmlp_config *cfg, int mode)
                       mode);
     }
     cfg->same_host = mode;
+    return HDMLP_OK;
+}
+
+int hdmlp_config_set_node_board(hdmlp_config *cfg, int mode)
+{
+    CHECK_CFG(cfg);
+    if (mode != HDMLP_NODE_BOARD_OFF && mode != HDMLP_NODE_BOARD_AUTO &&
+        mode != HDMLP_NODE_BOARD_ON) {
+        return hd_err(HDMLP_E_INVAL, "node_board: %d is not 0 (off), 1 (auto) or 2 (on)", mode);
+    }
+    cfg->node_board = mode;
     return HDMLP_OK;
 }
 

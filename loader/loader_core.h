@@ -18,7 +18,9 @@
  *   1 base         loader_state.c (reference count, source counters), loader_sched.c,
  *                  loader_sampler.c, loader_refill.c, loader_costmodel.c, loader_tier.c,
  *                  loader_sizing.c, loader_probe.c, loader_iomode.c, loader_io*.c,
- *                  loader_dataset.c, loader_config.c, loader_units.c (calling only each
+ *                  loader_dataset.c, loader_config.c, loader_units.c, loader_board.c,
+ *                  loader_balance.c, loader_balance_apply.c (per-GPU balance: the
+ *                  node board, its policy and its hooks) (calling only each
  *                  other, without circles); format/
  */
 #ifndef HDMLP_LOADER_CORE_H
@@ -201,7 +203,8 @@ struct hdmlp_loader {
     char fail_detail[1024];
 
     hdmlp_stats st;
-    struct image_pipe *pipe; /* the image pipeline (loader_image_pipe.c), or NULL */
+    struct balance_state *bal; /* the node board (loader_balance_apply.c), or NULL */
+    struct image_pipe *pipe;   /* the image pipeline (loader_image_pipe.c), or NULL */
 };
 
 struct hdmlp_batch {
@@ -273,6 +276,17 @@ uint64_t job_bytes(const ld_job *job);
 void plan_enqueue(struct hdmlp_loader *ld, ld_job *job);
 /* Appends a decision for peer `peer` to its outbox, which the exchange sends from. */
 int plan_outbox_push(struct hdmlp_loader *ld, uint32_t peer, const ld_out *o);
+
+/* loader_balance_apply.c: per-GPU balance over the node board (lock held unless said) */
+typedef struct balance_state balance_state;
+/* Attaches the board when the config and the peers call for it (lock not held). */
+int node_balance_start(struct hdmlp_loader *ld, uint64_t lookahead_share);
+void node_balance_tick(struct hdmlp_loader *ld);
+int node_balance_io_allowed(const struct hdmlp_loader *ld, uint32_t i);
+void node_balance_io_wait(struct hdmlp_loader *ld);
+/* Lifts the I/O hold (at shutdown); balance_free detaches (lock not held, threads gone). */
+void node_balance_release(struct hdmlp_loader *ld);
+void node_balance_free(struct hdmlp_loader *ld);
 
 /* loader_resume.c: moves a new loader to a saved position (before consumers start). */
 int resume_apply(struct hdmlp_loader *ld);

@@ -352,6 +352,7 @@ static int admit_pending(struct hdmlp_loader *ld)
 int plan_advance(struct hdmlp_loader *ld)
 {
     const uint32_t k = ld->ix->h.chunk_size;
+    node_balance_tick(ld);
     for (;;) {
         if (!want_more(ld)) {
             return HDMLP_OK;

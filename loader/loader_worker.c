@@ -288,6 +288,11 @@ void *worker_main(void *arg)
                  * wake-up it took and wait for the split to change. */
                 pthread_cond_signal(&ld->work_cv);
                 image_pipe_io_wait(ld);
+            } else if (!node_balance_io_allowed(ld, (uint32_t)(w - ld->workers))) {
+                /* The node board holds this rank back for a starved local rank: the same
+                 * gate, on the board's condition variable. */
+                pthread_cond_signal(&ld->work_cv);
+                node_balance_io_wait(ld);
             } else if (ld->q_head == NULL) {
                 pthread_cond_wait(&ld->work_cv, &ld->lock);
             } else if (extra && ld->charged + w->buf_cap > ld->plan_limit) {
@@ -342,6 +347,7 @@ void *worker_main(void *arg)
         }
         pthread_cond_broadcast(&ld->ready_cv);
         job_free(job);
+        node_balance_tick(ld);
         if (ld->net != NULL) {
             exchange_serve(ld); /* answers that waited for this refill */
             if (ld->send_head != NULL) {

@@ -1,0 +1,38 @@
+/*
+ * Per-GPU balance: the rule of loader_balance.h.
+ */
+#include "loader_balance.h"
+
+void balance_decide(const balance_input *in, balance_decision *out)
+{
+    *out = (balance_decision){0, 0, 0, BALANCE_NEUTRAL};
+    const board_view *self = &in->views[in->rank];
+    uint64_t worst = self->v.stall_window_ns;
+    uint32_t worst_rank = in->rank;
+    uint32_t others = 0;
+    for (uint32_t r = 0; r < in->world; r++) {
+        const board_view *v = &in->views[r];
+        if (r == in->rank || !v->fresh) {
+            continue;
+        }
+        others++;
+        if (v->v.stall_window_ns > worst) {
+            worst = v->v.stall_window_ns;
+            worst_rank = r;
+        }
+    }
+    if (others == 0 || worst == 0) {
+        return; /* alone, or nobody starved: everything released */
+    }
+    if (worst_rank == in->rank) {
+        out->role = BALANCE_STARVED;
+        out->borrow = in->lookahead_share;
+        return;
+    }
+    if (self->v.stall_window_ns == 0 && self->v.lead_items >= 2 * in->batch) {
+        out->role = BALANCE_HOLD;
+        out->io_limit = in->threads > 1 ? in->threads / 2 : 0;
+        const uint64_t cap = in->lookahead_share / 2;
+        out->lend = in->free_bytes < cap ? in->free_bytes : cap;
+    }
+}
