@@ -164,6 +164,36 @@ static int pop(struct hdmlp_loader *ld, image_pipe *p, hdmlp_batch **out)
     return HDMLP_OK;
 }
 
+/* Queues the raw batches that are ready now, without waiting (lock held): called as a
+ * decoded batch goes out, so decoding goes on while the consumer works on it. What this meets
+ * is kept for the consumer's next call: an interrupt, a failure (after the queued batches). */
+static void top_up_ready(struct hdmlp_loader *ld, image_pipe *p, image_raw_next_fn raw)
+{
+    const struct timespec past = {0, 0};
+    while (!ld->failed && p->depth < p->ic.prefetch && !p->raw_end &&
+           p->pending_rc == HDMLP_OK) {
+        hdmlp_batch *b = NULL;
+        int rc = raw(ld, &b, &past);
+        if (rc == HDMLP_OK) {
+            rc = submit(ld, p, b);
+            if (rc == HDMLP_OK) {
+                continue;
+            }
+            drop(ld, b);
+            loader_fail(ld, rc, hdmlp_last_error());
+        }
+        if (rc == HDMLP_END) {
+            p->raw_end = 1;
+        } else if (rc == HDMLP_E_INTERRUPTED) {
+            ld->interrupt = 1; /* it was meant for the consumer's next wait */
+        } else if (rc != HDMLP_E_TIMEOUT && rc != HDMLP_E_NOMEM) {
+            p->pending_rc = rc;
+            snprintf(p->pending_detail, sizeof(p->pending_detail), "%s", hdmlp_last_error());
+        }
+        break;
+    }
+}
+
 int image_pipe_next(struct hdmlp_loader *ld, image_raw_next_fn raw, hdmlp_batch **out,
                     const struct timespec *deadline)
 {
@@ -176,7 +206,11 @@ int image_pipe_next(struct hdmlp_loader *ld, image_raw_next_fn raw, hdmlp_batch 
         }
         /* Batches assembled before a failure are still delivered, as without the pipeline. */
         if (p->head != NULL && p->head->done == p->head->n_raw) {
-            return pop(ld, p, out);
+            const int rc = pop(ld, p, out);
+            if (rc == HDMLP_OK) {
+                top_up_ready(ld, p, raw);
+            }
+            return rc;
         }
         /* Keep `prefetch` batches queued; block for raw data only when none is. */
         while (!ld->failed && p->depth < p->ic.prefetch && !p->raw_end &&
