@@ -113,7 +113,8 @@ enum {
     OPT_TLS_CA,
     OPT_TLS_CERT,
     OPT_TLS_KEY,
-    OPT_SAME_HOST
+    OPT_SAME_HOST,
+    OPT_NODE_BOARD
 };
 
 static const struct option longopts[] = {
@@ -158,6 +159,7 @@ static const struct option longopts[] = {
     {"remote-memory", required_argument, NULL, OPT_REMOTE_MEMORY},
     {"peer-timeout", required_argument, NULL, OPT_PEER_TIMEOUT},
     {"same-host", required_argument, NULL, OPT_SAME_HOST},
+    {"node-board", required_argument, NULL, OPT_NODE_BOARD},
     {"tls-ca", required_argument, NULL, OPT_TLS_CA},
     {"tls-cert", required_argument, NULL, OPT_TLS_CERT},
     {"tls-key", required_argument, NULL, OPT_TLS_KEY},
@@ -359,6 +361,12 @@ static int one_option(int c, const char *arg, char **argv, bench_opts *o)
             return usage_error("--same-host: expected shm, socket or tcp, got '%s'", arg);
         }
         o->same_host = arg;
+        return -1;
+    case OPT_NODE_BOARD:
+        if (strcmp(arg, "off") != 0 && strcmp(arg, "auto") != 0 && strcmp(arg, "on") != 0) {
+            return usage_error("--node-board: expected off, auto or on, got '%s'", arg);
+        }
+        o->node_board = arg;
         return -1;
     case OPT_TLS_CA:
     case OPT_TLS_CERT:

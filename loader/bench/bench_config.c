@@ -84,6 +84,12 @@ int bench_configure(const bench_opts *o, hdmlp_config *cfg)
                                                                : HDMLP_SAME_HOST_SHM;
         st = st ? st : rejected(hdmlp_config_set_same_host(cfg, mode), "--same-host");
     }
+    if (o->node_board != NULL) {
+        const int mode = strcmp(o->node_board, "off") == 0  ? HDMLP_NODE_BOARD_OFF
+                         : strcmp(o->node_board, "on") == 0 ? HDMLP_NODE_BOARD_ON
+                                                            : HDMLP_NODE_BOARD_AUTO;
+        st = st ? st : rejected(hdmlp_config_set_node_board(cfg, mode), "--node-board");
+    }
     if (o->tls_ca != NULL) {
         st = st ? st
                 : rejected(hdmlp_config_set_tls(cfg, o->tls_ca, o->tls_cert, o->tls_key),

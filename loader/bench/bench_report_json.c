@@ -76,6 +76,15 @@ static void json_stats(bench_json *j, const hdmlp_stats *st, int plan)
     run_u64(j, "budget_lookahead", st->budget_lookahead, plan);
     run_u64(j, "budget_slots", st->budget_slots, plan);
     run_u64(j, "peers_same_host", st->peers_same_host, plan);
+    run_u64(j, "board_active", st->board_active, plan);
+    run_u64(j, "board_windows", st->board_windows, plan);
+    run_u64(j, "board_hold_windows", st->board_hold_windows, plan);
+    run_u64(j, "board_starved_windows", st->board_starved_windows, plan);
+    run_u64(j, "board_lead_samples", st->board_lead_samples, plan);
+    run_u64(j, "board_lent_peak", st->board_lent_peak, plan);
+    run_u64(j, "board_borrowed_peak", st->board_borrowed_peak, plan);
+    run_u64(j, "node_stall_max_ns", st->node_stall_max_ns, plan);
+    run_u64(j, "node_stall_min_ns", st->node_stall_min_ns, plan);
 }
 
 /* The cost model's estimate over the run: reads learnt from, us per op, bytes/s. */
@@ -194,6 +203,7 @@ static void json_context(bench_json *j, const bench_opts *o, hdmlp_dataset *ds)
     }
     bench_json_bool(j, "tls", o->tls_ca != NULL);
     bench_json_string(j, "same_host", o->same_host != NULL ? o->same_host : "shm");
+    bench_json_string(j, "node_board", o->node_board != NULL ? o->node_board : "auto");
     bench_json_end(j);
 }
 
@@ -230,6 +240,22 @@ void bench_report_json(const bench_opts *o, hdmlp_dataset *ds, const bench_rank 
         }
         bench_json_array_end(&j);
         bench_total_free(&total);
+    }
+    if (!o->plan && world > 1) {
+        /* The node's slowest rank's stall over its least-stalled rank's: from every rank
+         * when this process has them all, else from what this rank's board saw. */
+        uint64_t hi = ranks[0].st.stall_ns, lo = ranks[0].st.stall_ns;
+        for (uint32_t i = 1; i < n; i++) {
+            hi = ranks[i].st.stall_ns > hi ? ranks[i].st.stall_ns : hi;
+            lo = ranks[i].st.stall_ns < lo ? ranks[i].st.stall_ns : lo;
+        }
+        if (n == 1) {
+            hi = ranks[0].st.node_stall_max_ns;
+            lo = ranks[0].st.node_stall_min_ns;
+        }
+        bench_json_double(&j, "node_stall_max_seconds", (double)hi * 1e-9);
+        bench_json_double(&j, "node_stall_min_seconds", (double)lo * 1e-9);
+        bench_json_double(&j, "node_stall_ratio", lo > 0 ? (double)hi / (double)lo : NAN);
     }
     json_context(&j, o, ds);
     bench_json_end(&j);

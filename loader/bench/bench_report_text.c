@@ -206,6 +206,43 @@ static void text_table(const bench_opts *o, const bench_rank *ranks, uint32_t n,
     }
 }
 
+/* Per-GPU balance: each rank's stall and lead, and the node's max/min stall ratio. */
+static void balance_lines(const bench_opts *o, const bench_rank *ranks, uint32_t n)
+{
+    if (o->plan) {
+        return;
+    }
+    uint64_t hi = ranks[0].st.stall_ns, lo = ranks[0].st.stall_ns;
+    for (uint32_t i = 0; i < n; i++) {
+        const hdmlp_stats *st = &ranks[i].st;
+        hi = st->stall_ns > hi ? st->stall_ns : hi;
+        lo = st->stall_ns < lo ? st->stall_ns : lo;
+        if (!st->board_active) {
+            continue;
+        }
+        printf("balance    rank %" PRIu32 ": stall %.3f s, lead %" PRIu64
+               " samples; held back %" PRIu64 " of %" PRIu64
+               " windows, most starved in %" PRIu64 "; lent up to %.1f MiB, borrowed up to "
+               "%.1f MiB\n",
+               ranks[i].rank, (double)st->stall_ns * 1e-9, st->board_lead_samples,
+               st->board_hold_windows, st->board_windows, st->board_starved_windows,
+               (double)st->board_lent_peak / 1048576.0,
+               (double)st->board_borrowed_peak / 1048576.0);
+    }
+    if (n == 1) {
+        if (!ranks[0].st.board_active) {
+            return;
+        }
+        hi = ranks[0].st.node_stall_max_ns;
+        lo = ranks[0].st.node_stall_min_ns;
+    }
+    if (n > 1 || ranks[0].st.board_active) {
+        printf("node stall max %.3f s / min %.3f s = %.2f (%s)\n", (double)hi * 1e-9,
+               (double)lo * 1e-9, lo > 0 ? (double)hi / (double)lo : NAN,
+               n > 1 ? "over the ranks" : "as this rank's board last saw them");
+    }
+}
+
 void bench_report_text(const bench_opts *o, hdmlp_dataset *ds, const bench_rank *ranks,
                        uint32_t n, uint32_t world)
 {
@@ -219,11 +256,13 @@ void bench_report_text(const bench_opts *o, hdmlp_dataset *ds, const bench_rank 
                    ranks[0].rank, world, world);
         }
         text_body(o, &ranks[0], world > 1 ? chunks / world : chunks, (int)world, 1);
+        balance_lines(o, ranks, 1);
         return;
     }
     bench_rank total;
     bench_total_of(o, ranks, n, &total);
     text_table(o, ranks, n, &total, chunks);
+    balance_lines(o, ranks, n);
     printf("total      over %" PRIu32 " ranks (seconds: the slowest rank)\n", n);
     text_body(o, &total, chunks, (int)world, n);
     bench_total_free(&total);

@@ -63,7 +63,8 @@ typedef struct bench_opts {
     uint64_t peer_timeout;
     int peer_timeout_set;
     const char *tls_ca, *tls_cert, *tls_key; /* --tls-*: all three or none */
-    const char *same_host; /* --same-host: shm, socket or tcp (NULL: the default, shm) */
+    const char *same_host;  /* --same-host: shm, socket or tcp (NULL: the default, shm) */
+    const char *node_board; /* --node-board: off, auto or on (NULL: the default, auto) */
 } bench_opts;
 
 /* One rank's results: the loader's counters and what the training loop saw. */
