@@ -303,3 +303,45 @@ Test(image_loader, three_ranks_exactly_once_with_the_same_pixels)
     hdmlp_config_free(cfg);
     hdmlp_dataset_close(ds);
 }
+
+Test(image_loader, stats_report_the_rates_and_the_split)
+{
+    /* chunks of 2 and a budget of a fraction of the dataset: reads go on all the run */
+    pack_k = 2;
+    hdmlp_dataset *ds = image_dataset(100, 96, 72, 0, NULL);
+    pack_k = 8;
+    const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    for (uint32_t decode = 0; decode <= 2; decode += 2) {
+        hdmlp_config *cfg = config(4, 1);
+        hdmlp_config_set_threads(cfg, 2);
+        hdmlp_config_set_memory(cfg, hdmlp_dataset_stored_bytes(ds) / 3);
+        hdmlp_config_set_ram_cache(cfg, 0);
+        hdmlp_image_config *ic = image_config(16, 16);
+        hdmlp_image_config_set_decode_threads(ic, decode);
+        hdmlp_loader *ld = loader(ds, cfg, ic);
+        hdmlp_batch *b = NULL;
+        cr_assert_eq(hdmlp_loader_next(ld, &b), HDMLP_OK);
+        hdmlp_batch_release(b);
+        usleep(300 * 1000); /* longer than a balance window: the next decode closes one */
+        while (hdmlp_loader_next(ld, &b) == HDMLP_OK) {
+            hdmlp_batch_release(b);
+        }
+        hdmlp_stats st;
+        hdmlp_loader_stats(ld, &st);
+        cr_assert_gt(st.decode_rate, 0, "decode threads %u", decode);
+        cr_assert_gt(st.read_rate, 0, "decode threads %u", decode);
+        if (decode == 0) { /* automatic: a total of CPUs + 1, at least one of each */
+            cr_assert_eq(st.io_threads_active + st.decode_threads_active, (uint64_t)cpus + 1);
+            cr_assert_geq(st.io_threads_active, 1);
+            cr_assert_geq(st.decode_threads_active, 1);
+        } else { /* fixed: every I/O thread and the decode threads asked for */
+            cr_assert_eq(st.io_threads_active, 2);
+            cr_assert_eq(st.decode_threads_active, 2);
+            cr_assert_eq(st.balance_moves, 0);
+        }
+        hdmlp_loader_free(ld);
+        hdmlp_image_config_free(ic);
+        hdmlp_config_free(cfg);
+    }
+    hdmlp_dataset_close(ds);
+}
