@@ -165,11 +165,11 @@ HDMLP_API int hdmlp_source_config_create(hdmlp_source_config **out);
 HDMLP_API void hdmlp_source_config_free(hdmlp_source_config *cfg);
 /* Fills credentials, region and endpoint as AWS's tools do: AWS_ACCESS_KEY_ID,
  * AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION / AWS_DEFAULT_REGION,
- * AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL from the environment, else from the profile
- * AWS_PROFILE (default "default") of ~/.aws/credentials and ~/.aws/config (or
- * AWS_SHARED_CREDENTIALS_FILE / AWS_CONFIG_FILE). The one place the library reads the
- * environment; hdmlp_dataset_open() calls it for s3:// URLs. Missing values leave the
- * config as it was; HDMLP_E_INVAL for an access key without a secret. */
+ * AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL, AWS_CA_BUNDLE (the CA file) from the
+ * environment, else from the profile AWS_PROFILE (default "default") of ~/.aws/credentials
+ * and ~/.aws/config (or AWS_SHARED_CREDENTIALS_FILE / AWS_CONFIG_FILE). The one place the
+ * library reads the environment; hdmlp_dataset_open() calls it for s3:// URLs. Missing
+ * values leave the config as it was; HDMLP_E_INVAL for an access key without a secret. */
 HDMLP_API int hdmlp_source_config_load_aws(hdmlp_source_config *cfg);
 /* "http(s)://host[:port]" of an S3-compatible server (MinIO, Ceph, ...); NULL: AWS. */
 HDMLP_API int hdmlp_source_config_set_endpoint(hdmlp_source_config *cfg, const char *url);

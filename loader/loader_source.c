@@ -305,7 +305,10 @@ int hdmlp_source_config_load_aws(hdmlp_source_config *cfg)
         ini_lookup(conf_path, conf_section, "endpoint_url", endpoint, sizeof(endpoint));
     }
     int rc = HDMLP_OK;
-    if (ak[0] != '\0') {
+    if ((e = getenv("AWS_CA_BUNDLE")) != NULL && e[0] != '\0') {
+        rc = hdmlp_source_config_set_ca_file(cfg, e);
+    }
+    if (rc == HDMLP_OK && ak[0] != '\0') {
         if (sk[0] == '\0') {
             rc = hd_err(HDMLP_E_INVAL,
                         "AWS credentials: an access key id without a secret access key "

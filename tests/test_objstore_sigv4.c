@@ -191,9 +191,9 @@ Test(source, aws_environment_and_files)
                     "endpoint_url = http://127.0.0.1:9\n";
     cr_assert_eq(testds_write_file(creds, c, strlen(c)), 0);
     cr_assert_eq(testds_write_file(conf, f, strlen(f)), 0);
-    const char *vars[] = {
-        "AWS_ACCESS_KEY_ID",  "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",   "AWS_REGION",
-        "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL",      "AWS_ENDPOINT_URL_S3", "AWS_PROFILE"};
+    const char *vars[] = {"AWS_ACCESS_KEY_ID",   "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+                          "AWS_REGION",          "AWS_DEFAULT_REGION",    "AWS_ENDPOINT_URL",
+                          "AWS_ENDPOINT_URL_S3", "AWS_PROFILE",           "AWS_CA_BUNDLE"};
     for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
         unsetenv(vars[i]);
     }
@@ -211,6 +211,8 @@ Test(source, aws_environment_and_files)
     cr_assert_str_eq(cfg->session_token, "WT");
     cr_assert_str_eq(cfg->region, "eu-central-1");
     cr_assert_str_eq(cfg->endpoint, "http://127.0.0.1:9");
+    cr_assert_null(cfg->ca_file);
+    setenv("AWS_CA_BUNDLE", "/some/ca.pem", 1);
     setenv("AWS_ACCESS_KEY_ID", "ENVKEY", 1);
     setenv("AWS_SECRET_ACCESS_KEY", "ENVSECRET", 1);
     setenv("AWS_REGION", "ap-south-1", 1);
@@ -218,6 +220,7 @@ Test(source, aws_environment_and_files)
     cr_assert_str_eq(cfg->access_key, "ENVKEY");
     cr_assert_str_eq(cfg->secret_key, "ENVSECRET");
     cr_assert_str_eq(cfg->region, "ap-south-1");
+    cr_assert_str_eq(cfg->ca_file, "/some/ca.pem");
     unsetenv("AWS_SECRET_ACCESS_KEY");
     cr_assert_eq(hdmlp_source_config_load_aws(cfg), HDMLP_E_INVAL);
     cr_assert(strstr(hdmlp_last_error(), "secret") != NULL, "%s", hdmlp_last_error());
