@@ -32,7 +32,6 @@ void balance_decide(const balance_input *in, balance_decision *out)
     if (self->v.stall_window_ns == 0 && self->v.lead_items >= 2 * in->batch) {
         out->role = BALANCE_HOLD;
         out->io_limit = in->threads > 1 ? in->threads / 2 : 0;
-        const uint64_t cap = in->lookahead_share / 2;
-        out->lend = in->free_bytes < cap ? in->free_bytes : cap;
+        out->lend = in->lookahead_share / 2;
     }
 }

@@ -13,9 +13,9 @@
  * most starved, it runs all its threads, lends nothing and borrows up to its own lookahead
  * share (so it may plan up to twice as far ahead as alone). When another rank is starved
  * and this one did not wait and is at least two batches ahead, it holds back: half its
- * I/O threads (at least one) and it lends what its lookahead does not use now (at most
- * half its lookahead share). Otherwise it is neutral (all threads, nothing lent, returns
- * what it borrowed).
+ * I/O threads (at least one), and it lends half its lookahead share (its limit drops at
+ * once; the bytes reach the pool as its consumer frees them). Otherwise it is neutral (all
+ * threads, nothing lent, returns what it borrowed).
  *
  * What it never changes: the abstract memory (A, the slots) comes from the rank's own
  * budget at creation, and admission only decides WHEN a decided refill is read, never
@@ -38,7 +38,6 @@ typedef struct balance_input {
     uint32_t threads;         /* this rank's I/O threads */
     uint64_t batch;           /* samples per batch */
     uint64_t lookahead_share; /* this rank's lookahead bytes (loader_sizing's lookahead) */
-    uint64_t free_bytes;      /* planning limit minus charged bytes now (0 if over) */
 } balance_input;
 
 typedef struct balance_decision {

@@ -18,6 +18,8 @@ struct balance_state {
     board_view *views;
     pthread_cond_t io_cv;
     uint32_t io_limit; /* 0 = all */
+    uint64_t base;     /* the planning limit of the rank's own budget */
+    uint64_t lower;    /* by how much its limit is lowered (>= lent: holding back) */
     uint64_t lent, borrowed;
     uint64_t lookahead_share;
     uint64_t stale_ns;
@@ -68,47 +70,51 @@ int node_balance_start(struct hdmlp_loader *ld, uint64_t lookahead_share)
     pthread_mutex_lock(&ld->lock);
     s->window_start_ns = loader_now_ns();
     s->window_stall0 = ld->st.stall_ns;
+    s->base = ld->plan_limit;
     ld->bal = s;
     ld->st.board_active = 1;
     pthread_mutex_unlock(&ld->lock);
     return HDMLP_OK;
 }
 
-static void set_limit(struct hdmlp_loader *ld, uint64_t plus, uint64_t minus)
+/* Bytes this rank may still hold beyond what it has (its own budget's limit less what it
+ * lent, plus what it borrowed, less its charged bytes); 0 when at or over. */
+static uint64_t headroom(const struct hdmlp_loader *ld, const balance_state *s)
 {
-    ld->plan_limit = ld->plan_limit + plus - minus;
-    if (plus > 0) {
-        pthread_cond_broadcast(&ld->ready_cv); /* admission may go on */
-    }
+    const uint64_t cap = s->base - s->lent + s->borrowed;
+    return cap > ld->charged ? cap - ld->charged : 0;
 }
 
-/* Moves lent/borrowed towards the decision; the limit goes down before bytes enter the pool
- * and up only by bytes taken from it. */
+/* Moves lent/borrowed towards the decision. The planning limit is base - lower + borrowed:
+ * lowering (holding back) stops admission at once, while bytes enter the pool only as the
+ * rank's own use falls below what it keeps (lent <= lower), and the limit goes up only by
+ * bytes taken back from the pool. */
 static void apply(struct hdmlp_loader *ld, balance_state *s, const balance_decision *d)
 {
-    const uint64_t room = ld->plan_limit > ld->charged ? ld->plan_limit - ld->charged : 0;
+    const uint64_t before = ld->plan_limit;
     if (d->borrow < s->borrowed) {
         uint64_t back = s->borrowed - d->borrow;
+        const uint64_t room = headroom(ld, s);
         back = back < room ? back : room;
-        set_limit(ld, 0, back);
         board_give(s->b, back);
         s->borrowed -= back;
     } else if (d->borrow > s->borrowed) {
-        const uint64_t got = board_take(s->b, d->borrow - s->borrowed);
-        set_limit(ld, got, 0);
-        s->borrowed += got;
+        s->borrowed += board_take(s->b, d->borrow - s->borrowed);
     }
-    const uint64_t room2 = ld->plan_limit > ld->charged ? ld->plan_limit - ld->charged : 0;
-    if (d->lend > s->lent) {
-        uint64_t more = d->lend - s->lent;
-        more = more < room2 ? more : room2;
-        set_limit(ld, 0, more);
-        board_give(s->b, more);
+    if (d->lend < s->lent) {
+        s->lent -= board_take(s->b, s->lent - d->lend);
+    }
+    s->lower = d->lend > s->lent ? d->lend : s->lent;
+    if (s->lower > s->lent) {
+        uint64_t more = s->lower - s->lent;
+        const uint64_t room = headroom(ld, s);
+        more = more < room ? more : room;
         s->lent += more;
-    } else if (d->lend < s->lent) {
-        const uint64_t got = board_take(s->b, s->lent - d->lend);
-        set_limit(ld, got, 0);
-        s->lent -= got;
+        board_give(s->b, more);
+    }
+    ld->plan_limit = s->base - s->lower + s->borrowed;
+    if (ld->plan_limit > before) {
+        pthread_cond_broadcast(&ld->ready_cv); /* admission may go on */
     }
     if (d->io_limit != s->io_limit) {
         const int raised = d->io_limit == 0 || (s->io_limit != 0 && d->io_limit > s->io_limit);
@@ -144,9 +150,8 @@ void node_balance_tick(struct hdmlp_loader *ld)
     board_publish(s->b, &mine, now);
     board_read(s->b, now, s->stale_ns, s->views);
     s->views[ld->rank].v = mine;
-    const uint64_t room = ld->plan_limit > ld->charged ? ld->plan_limit - ld->charged : 0;
-    const balance_input in = {ld->rank,      ld->world,          s->views,      ld->n_workers,
-                              ld->cfg.batch, s->lookahead_share, room + s->lent};
+    const balance_input in = {ld->rank,      ld->world,     s->views,
+                              ld->n_workers, ld->cfg.batch, s->lookahead_share};
     balance_decision d;
     balance_decide(&in, &d);
     apply(ld, s, &d);
@@ -193,8 +198,9 @@ void node_balance_free(struct hdmlp_loader *ld)
         return;
     }
     pthread_mutex_lock(&ld->lock);
-    /* Borrowed bytes still held by outstanding batches are not returned (conservative). */
-    const balance_decision none = {0, s->lent, 0, BALANCE_NEUTRAL};
+    /* Borrowed bytes still held by outstanding batches are not returned (conservative);
+     * lent bytes are taken back where the pool has them. */
+    const balance_decision none = {0, 0, 0, BALANCE_NEUTRAL};
     apply(ld, s, &none);
     ld->bal = NULL;
     pthread_mutex_unlock(&ld->lock);
