@@ -2,6 +2,7 @@
  * (mechanism only; see loader_probe.h for the method and the bounds). */
 #include "loader_probe.h"
 #include "loader_probe_measure.h"
+#include "loader_probe_remote.h"
 
 #include "fmt_rng.h"
 #include "loader_dataset.h"
@@ -115,16 +116,13 @@ int probe_dataset(hdmlp_dataset *ds, int direct, const probe_limits *lim, probe_
     if (ds == NULL || (direct != 0 && direct != 1)) {
         return hd_err(HDMLP_E_INVAL, "probe: a dataset and direct 0 or 1 are required");
     }
-    if (ds->store != NULL) {
-        return hd_err(HDMLP_E_UNSUPPORTED,
-                      "probe: %s: calibrating a remote source is not supported yet; set the "
-                      "cost model (op-us, bandwidth) or let it learn from the reads",
-                      ds->path);
-    }
     probe_limits r;
     int rc = limits_resolve(lim, &r);
     if (rc != HDMLP_OK) {
         return rc;
+    }
+    if (ds->store != NULL) {
+        return probe_remote(ds, &r, t0, out); /* an object store: range GETs */
     }
     const uint32_t n_seg = ds->ix.h.n_segments;
     if (n_seg == 0) {

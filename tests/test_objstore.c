@@ -519,6 +519,21 @@ Test(objstore, upload_multipart_then_read, .timeout = 120)
     cr_assert_eq(hdmlp_dataset_open_source("s3://bucket/copy", c, &ds), HDMLP_OK, "%s",
                  hdmlp_last_error());
     same_as_local(&s, ds, HDMLP_REFILL_AUTO);
+    /* --calibrate probes the store with range GETs (its 11 MiB segment is large enough). */
+    hdmlp_config *lc = NULL;
+    hdmlp_config_create(&lc);
+    hdmlp_config_set_memory(lc, hdmlp_dataset_raw_bytes(ds) / 2);
+    hdmlp_config_set_batch_size(lc, 16);
+    cr_assert_eq(hdmlp_config_set_calibrate(lc, 1), HDMLP_OK);
+    hdmlp_loader *ld = NULL;
+    cr_assert_eq(hdmlp_loader_create(ds, lc, &ld), HDMLP_OK, "%s", hdmlp_last_error());
+    hdmlp_stats st;
+    hdmlp_loader_stats(ld, &st);
+    cr_assert_eq(st.calibrated, 1);
+    cr_assert_gt(st.source_op_ns_start, 0);
+    cr_assert_gt(st.source_bytes_per_s_start, 0);
+    hdmlp_loader_free(ld);
+    hdmlp_config_free(lc);
     hdmlp_dataset_close(ds);
     /* Uploading again replaces the copy (the old index goes first). */
     cr_assert_eq(hdmlp_dataset_upload(dir, "s3://bucket/copy", c, NULL, NULL), HDMLP_OK, "%s",
