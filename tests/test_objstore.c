@@ -13,6 +13,7 @@
 #include "support/testds.h"
 
 #include <criterion/criterion.h>
+#include <curl/curl.h>
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -208,6 +209,33 @@ static void stop(server *s)
     testds_rm_rf(s->dir);
 }
 
+static size_t stat_body(char *data, size_t size, size_t nmemb, void *arg)
+{
+    char *buf = arg;
+    const size_t have = strlen(buf), n = size * nmemb;
+    const size_t k = have + n < 4095 ? n : 4095 - have;
+    memcpy(buf + have, data, k);
+    buf[have + k] = '\0';
+    return n;
+}
+
+/* A counter of objstore_server.py's /_stats (0 when absent). */
+static long server_stat(const server *s, const char *key)
+{
+    char url[96], body[4096] = "", pat[64];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/_stats", s->port);
+    CURL *c = curl_easy_init();
+    cr_assert_not_null(c);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, stat_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, body);
+    cr_assert_eq(curl_easy_perform(c), CURLE_OK);
+    curl_easy_cleanup(c);
+    snprintf(pat, sizeof(pat), "\"%s\": ", key);
+    const char *p = strstr(body, pat);
+    return p != NULL ? strtol(p + strlen(pat), NULL, 10) : 0;
+}
+
 static hdmlp_source_config *s3_config(const server *s, const char *secret)
 {
     hdmlp_source_config *c = NULL;
@@ -372,6 +400,10 @@ Test(objstore, s3_sigv4_exactly_once_local_order, .timeout = 120)
                  hdmlp_last_error());
     same_as_local(&s, ds, HDMLP_REFILL_AUTO);
     hdmlp_dataset_close(ds);
+    /* Kept-alive connections: far fewer connections than requests. */
+    const long conns = server_stat(&s, "connections"), reqs = server_stat(&s, "requests");
+    cr_assert_gt(reqs, 100);
+    cr_assert_lt(conns * 5, reqs, "%ld connections for %ld requests", conns, reqs);
     /* A missing bucket or prefix: 404 naming the URL. */
     cr_assert_eq(hdmlp_dataset_open_source("s3://nobucket/ds", c, &ds), HDMLP_E_NOTFOUND);
     cr_assert(strstr(hdmlp_last_error(), "NoSuchBucket") != NULL, "%s", hdmlp_last_error());

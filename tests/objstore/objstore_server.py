@@ -66,6 +66,7 @@ class Handler(BaseHTTPRequestHandler):
         # Headers and body leave in separate writes: without this, Nagle's algorithm holds
         # the body until the client's delayed ACK (40 ms a request).
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.count("connections")
 
     # -- helpers ---------------------------------------------------------------------------
     def count(self, key):
