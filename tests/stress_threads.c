@@ -6,6 +6,7 @@
  */
 #include "hdmlp.h"
 #include "support/fakenet.h"
+#include "support/release_queue.h"
 #include "support/testds.h"
 
 #include <pthread.h>
@@ -26,37 +27,6 @@ static int failures, passes;
             return;                                                                            \
         }                                                                                      \
     } while (0)
-
-/* A queue of batches handed to a releasing thread. */
-typedef struct relq {
-    pthread_mutex_t lock;
-    pthread_cond_t cv;
-    hdmlp_batch *items[64];
-    int head, count, done;
-} relq;
-
-static void *releaser(void *arg)
-{
-    relq *q = arg;
-    pthread_mutex_lock(&q->lock);
-    for (;;) {
-        while (q->count == 0 && !q->done) {
-            pthread_cond_wait(&q->cv, &q->lock);
-        }
-        if (q->count == 0) {
-            break;
-        }
-        hdmlp_batch *b = q->items[q->head];
-        q->head = (q->head + 1) % 64;
-        q->count--;
-        pthread_cond_broadcast(&q->cv);
-        pthread_mutex_unlock(&q->lock);
-        hdmlp_batch_release(b);
-        pthread_mutex_lock(&q->lock);
-    }
-    pthread_mutex_unlock(&q->lock);
-    return NULL;
-}
 
 typedef struct watcher {
     hdmlp_loader *ld;
@@ -86,12 +56,10 @@ static void single_rank(const char *dir)
     hdmlp_config_set_batch_size(cfg, 16);
     hdmlp_loader *ld = NULL;
     CHECK(hdmlp_loader_create(ds, cfg, &ld) == HDMLP_OK, "create: %s", hdmlp_last_error());
-    relq q = {.head = 0};
-    pthread_mutex_init(&q.lock, NULL);
-    pthread_cond_init(&q.cv, NULL);
-    pthread_t rel, wt;
+    release_queue q;
+    release_queue_start(&q, 64);
+    pthread_t wt;
     watcher w = {ld, 0};
-    pthread_create(&rel, NULL, releaser, &q);
     pthread_create(&wt, NULL, watch, &w);
     const uint64_t n = hdmlp_dataset_sample_count(ds);
     uint8_t *seen = calloc(n * 2, 1);
@@ -111,21 +79,10 @@ static void single_rank(const char *dir)
             seen[hdmlp_batch_epoch(b) * n + v[i].index]++;
             got++;
         }
-        pthread_mutex_lock(&q.lock);
-        while (q.count == 64) {
-            pthread_cond_wait(&q.cv, &q.lock);
-        }
-        q.items[(q.head + q.count) % 64] = b;
-        q.count++;
-        pthread_cond_broadcast(&q.cv);
-        pthread_mutex_unlock(&q.lock);
+        release_queue_push(&q, b);
     }
-    pthread_mutex_lock(&q.lock);
-    q.done = 1;
-    pthread_cond_broadcast(&q.cv);
-    pthread_mutex_unlock(&q.lock);
+    release_queue_stop(&q);
     atomic_store(&w.stop, 1);
-    pthread_join(rel, NULL);
     pthread_join(wt, NULL);
     hdmlp_loader_free(ld);
     hdmlp_config_free(cfg);

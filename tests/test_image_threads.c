@@ -7,6 +7,7 @@
  * non-zero on any failure.
  */
 #include "hdmlp.h"
+#include "support/release_queue.h"
 #include "support/testds.h"
 #include "support/testimg.h"
 
@@ -36,48 +37,6 @@ static int failures, passes;
 static hdmlp_dataset *ds;
 
 /* Batches handed to a releasing thread. */
-typedef struct relq {
-    pthread_mutex_t lock;
-    pthread_cond_t cv;
-    hdmlp_batch *items[8];
-    int head, count, done;
-} relq;
-
-static void *releaser(void *arg)
-{
-    relq *q = arg;
-    pthread_mutex_lock(&q->lock);
-    for (;;) {
-        while (q->count == 0 && !q->done) {
-            pthread_cond_wait(&q->cv, &q->lock);
-        }
-        if (q->count == 0) {
-            break;
-        }
-        hdmlp_batch *b = q->items[q->head];
-        q->head = (q->head + 1) % 8;
-        q->count--;
-        pthread_cond_broadcast(&q->cv);
-        pthread_mutex_unlock(&q->lock);
-        hdmlp_batch_release(b);
-        pthread_mutex_lock(&q->lock);
-    }
-    pthread_mutex_unlock(&q->lock);
-    return NULL;
-}
-
-static void relq_push(relq *q, hdmlp_batch *b)
-{
-    pthread_mutex_lock(&q->lock);
-    while (q->count == 8) {
-        pthread_cond_wait(&q->cv, &q->lock);
-    }
-    q->items[(q->head + q->count) % 8] = b;
-    q->count++;
-    pthread_cond_broadcast(&q->cv);
-    pthread_mutex_unlock(&q->lock);
-}
-
 typedef struct poker {
     hdmlp_loader *ld;
     atomic_int stop;
@@ -143,13 +102,10 @@ static uint64_t fnv(const uint8_t *p, size_t n)
  * third; timeout_ms > 0 waits in short slices. Returns the final code. */
 static int drain(hdmlp_loader *ld, seq *s, int interrupt, uint32_t timeout_ms)
 {
-    relq q;
-    memset(&q, 0, sizeof(q));
-    pthread_mutex_init(&q.lock, NULL);
-    pthread_cond_init(&q.cv, NULL);
+    release_queue q;
+    release_queue_start(&q, 8);
     poker pk = {ld, 0, interrupt};
-    pthread_t rt, pt;
-    pthread_create(&rt, NULL, releaser, &q);
+    pthread_t pt;
     pthread_create(&pt, NULL, poke, &pk);
     s->n = 0;
     int rc;
@@ -171,17 +127,11 @@ static int drain(hdmlp_loader *ld, seq *s, int interrupt, uint32_t timeout_ms)
                 s->hash[s->n++] = fnv((const uint8_t *)ib.data + i * one, one);
             }
         }
-        relq_push(&q, b);
+        release_queue_push(&q, b);
     }
     atomic_store(&pk.stop, 1);
-    pthread_mutex_lock(&q.lock);
-    q.done = 1;
-    pthread_cond_broadcast(&q.cv);
-    pthread_mutex_unlock(&q.lock);
-    pthread_join(rt, NULL);
+    release_queue_stop(&q);
     pthread_join(pt, NULL);
-    pthread_mutex_destroy(&q.lock);
-    pthread_cond_destroy(&q.cv);
     return rc;
 }
 

@@ -6,6 +6,7 @@
  */
 #include "hdmlp.h"
 #include "support/loader_fixture.h"
+#include "support/release_queue.h"
 #include "support/testds.h"
 
 #include <criterion/criterion.h>
@@ -43,37 +44,6 @@ Test(loader_api, batches_outlive_loader_free, .timeout = 30)
     hdmlp_dataset_close(ds);
 }
 
-/* A releaser thread fed through a small queue. */
-typedef struct release_queue {
-    pthread_mutex_t lock;
-    pthread_cond_t cv;
-    hdmlp_batch *items[8];
-    int head, count, done;
-} release_queue;
-
-static void *releaser(void *arg)
-{
-    release_queue *q = arg;
-    pthread_mutex_lock(&q->lock);
-    for (;;) {
-        while (q->count == 0 && !q->done) {
-            pthread_cond_wait(&q->cv, &q->lock);
-        }
-        if (q->count == 0) {
-            break;
-        }
-        hdmlp_batch *b = q->items[q->head];
-        q->head = (q->head + 1) % 8;
-        q->count--;
-        pthread_cond_broadcast(&q->cv);
-        pthread_mutex_unlock(&q->lock);
-        hdmlp_batch_release(b);
-        pthread_mutex_lock(&q->lock);
-    }
-    pthread_mutex_unlock(&q->lock);
-    return NULL;
-}
-
 Test(loader_api, batches_released_from_another_thread, .timeout = 60)
 {
     testds_spec spec = small_spec();
@@ -81,11 +51,8 @@ Test(loader_api, batches_released_from_another_thread, .timeout = 60)
     char dir[512];
     hdmlp_dataset *ds = make_dataset(&spec, dir, sizeof(dir));
     hdmlp_loader *ld = new_loader(ds, new_config(ROOMY, 10, 2));
-    release_queue q = {.head = 0, .count = 0, .done = 0};
-    pthread_mutex_init(&q.lock, NULL);
-    pthread_cond_init(&q.cv, NULL);
-    pthread_t t;
-    cr_assert_eq(pthread_create(&t, NULL, releaser, &q), 0);
+    release_queue q;
+    cr_assert_eq(release_queue_start(&q, 8), 0);
     uint8_t *seen = calloc(spec.n_samples, 1);
     uint64_t n = 0;
     hdmlp_batch *b = NULL;
@@ -97,20 +64,9 @@ Test(loader_api, batches_released_from_another_thread, .timeout = 60)
             seen[v[i].index]++;
         }
         n += hdmlp_batch_size(b);
-        pthread_mutex_lock(&q.lock);
-        while (q.count == 8) {
-            pthread_cond_wait(&q.cv, &q.lock);
-        }
-        q.items[(q.head + q.count) % 8] = b;
-        q.count++;
-        pthread_cond_broadcast(&q.cv);
-        pthread_mutex_unlock(&q.lock);
+        release_queue_push(&q, b);
     }
-    pthread_mutex_lock(&q.lock);
-    q.done = 1;
-    pthread_cond_broadcast(&q.cv);
-    pthread_mutex_unlock(&q.lock);
-    pthread_join(t, NULL);
+    release_queue_stop(&q);
     cr_expect_eq(rc, HDMLP_END, "%s: %s", hdmlp_err_name(rc), hdmlp_last_error());
     cr_expect_eq(n, 2 * spec.n_samples);
     for (uint64_t i = 0; i < spec.n_samples; i++) {
@@ -242,32 +198,16 @@ Test(loader_api, free_while_another_thread_releases_batches, .timeout = 60)
     hdmlp_dataset *ds = make_dataset(&spec, dir, sizeof(dir));
     for (int round = 0; round < 20; round++) {
         hdmlp_loader *ld = new_loader(ds, new_config(ROOMY, 10, 0));
-        release_queue q = {.head = 0, .count = 0, .done = 0};
-        pthread_mutex_init(&q.lock, NULL);
-        pthread_cond_init(&q.cv, NULL);
-        pthread_t t;
-        cr_assert_eq(pthread_create(&t, NULL, releaser, &q), 0);
+        release_queue q;
+        cr_assert_eq(release_queue_start(&q, 8), 0);
         for (int i = 0; i < 8 + round; i++) {
             hdmlp_batch *b = NULL;
             cr_assert_eq(hdmlp_loader_next(ld, &b), HDMLP_OK, "%s", hdmlp_last_error());
-            pthread_mutex_lock(&q.lock);
-            while (q.count == 8) {
-                pthread_cond_wait(&q.cv, &q.lock);
-            }
-            q.items[(q.head + q.count) % 8] = b;
-            q.count++;
-            pthread_cond_broadcast(&q.cv);
-            pthread_mutex_unlock(&q.lock);
+            release_queue_push(&q, b);
         }
         /* The releaser may still hold queued batches while the loader goes away. */
         hdmlp_loader_free(ld);
-        pthread_mutex_lock(&q.lock);
-        q.done = 1;
-        pthread_cond_broadcast(&q.cv);
-        pthread_mutex_unlock(&q.lock);
-        pthread_join(t, NULL);
-        pthread_mutex_destroy(&q.lock);
-        pthread_cond_destroy(&q.cv);
+        release_queue_stop(&q);
     }
     hdmlp_dataset_close(ds);
 }
