@@ -29,7 +29,11 @@ void balance_decide(const balance_input *in, balance_decision *out)
         out->borrow = in->lookahead_share;
         return;
     }
-    if (self->v.stall_window_ns == 0 && self->v.lead_items >= 2 * in->batch) {
+    /* Holding back an owner the starved rank waits on would starve it further: its samples
+     * come from this rank's reads. */
+    const uint64_t me = 1ull << (in->rank % 64);
+    if (self->v.stall_window_ns == 0 && self->v.lead_items >= 2 * in->batch &&
+        (in->views[worst_rank].v.waits_on & me) == 0) {
         out->role = BALANCE_HOLD;
         out->io_limit = in->threads > 1 ? in->threads / 2 : 0;
         out->lend = in->lookahead_share / 2;

@@ -12,7 +12,8 @@
  * everything is released (all threads, nothing lent or borrowed). When this rank is the
  * most starved, it runs all its threads, lends nothing and borrows up to its own lookahead
  * share (so it may plan up to twice as far ahead as alone). When another rank is starved
- * and this one did not wait and is at least two batches ahead, it holds back: half its
+ * and this one did not wait, is at least two batches ahead and is not an owner the starved
+ * rank waited on in its window (whose samples this rank reads), it holds back: half its
  * I/O threads (at least one), and it lends half its lookahead share (its limit drops at
  * once; the bytes reach the pool as its consumer frees them). Otherwise it is neutral (all
  * threads, nothing lent, returns what it borrowed).

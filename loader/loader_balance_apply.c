@@ -24,6 +24,7 @@ struct balance_state {
     uint64_t lookahead_share;
     uint64_t stale_ns;
     uint64_t window_start_ns, window_stall0, last_window_stall;
+    uint64_t waits_on; /* owners the consumer was found waiting on in this window */
 };
 
 int node_balance_start(struct hdmlp_loader *ld, uint64_t lookahead_share)
@@ -137,6 +138,13 @@ void node_balance_tick(struct hdmlp_loader *ld)
     if (s == NULL || ld->shutdown) {
         return;
     }
+    if (ld->ring_count > 0) {
+        /* The consumer's next position: whose read it waits for, if it is not ready. */
+        const ld_item *it = &ld->ring[ld->ring_head];
+        if (it->s == NULL || it->s->state == SAMPLE_PENDING) {
+            s->waits_on |= 1ull << (it->owner % 64);
+        }
+    }
     const uint64_t now = loader_now_ns();
     if (now - s->window_start_ns < BALANCE_WINDOW_NS) {
         return;
@@ -146,7 +154,8 @@ void node_balance_tick(struct hdmlp_loader *ld)
     s->window_start_ns = now;
     const board_slot_values mine = {ld->ring_count,  ld->charged,          ld->inflight,
                                     ld->st.stall_ns, s->last_window_stall, s->lent,
-                                    s->borrowed};
+                                    s->borrowed,     s->waits_on};
+    s->waits_on = 0;
     board_publish(s->b, &mine, now);
     board_read(s->b, now, s->stale_ns, s->views);
     s->views[ld->rank].v = mine;

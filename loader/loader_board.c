@@ -22,6 +22,8 @@ typedef struct board_slot {
     _Atomic uint64_t heartbeat_ns; /* 0 = never written or detached */
     _Atomic uint64_t lead_items, lead_bytes, inflight, stall_ns, stall_window_ns;
     _Atomic uint64_t lent, borrowed;
+    _Atomic uint64_t waits_on;
+    uint64_t pad[7];
 } board_slot;
 
 typedef struct board_header {
@@ -31,7 +33,7 @@ typedef struct board_header {
     uint64_t pad[5];
 } board_header;
 
-_Static_assert(sizeof(board_slot) == 64, "one cache line per slot");
+_Static_assert(sizeof(board_slot) == 128, "two cache lines per slot");
 _Static_assert(sizeof(board_header) == 64, "one cache line for the header");
 
 struct board {
@@ -151,6 +153,7 @@ void board_publish(board *b, const board_slot_values *v, uint64_t now_ns)
     atomic_store_explicit(&s->stall_window_ns, v->stall_window_ns, memory_order_relaxed);
     atomic_store_explicit(&s->lent, v->lent, memory_order_relaxed);
     atomic_store_explicit(&s->borrowed, v->borrowed, memory_order_relaxed);
+    atomic_store_explicit(&s->waits_on, v->waits_on, memory_order_relaxed);
     atomic_store_explicit(&s->heartbeat_ns, now_ns ? now_ns : 1, memory_order_release);
 }
 
@@ -168,6 +171,7 @@ uint32_t board_read(const board *b, uint64_t now_ns, uint64_t stale_ns, board_vi
         o->v.stall_window_ns = atomic_load_explicit(&s->stall_window_ns, memory_order_relaxed);
         o->v.lent = atomic_load_explicit(&s->lent, memory_order_relaxed);
         o->v.borrowed = atomic_load_explicit(&s->borrowed, memory_order_relaxed);
+        o->v.waits_on = atomic_load_explicit(&s->waits_on, memory_order_relaxed);
         const uint64_t hb = o->heartbeat_ns;
         o->fresh = r != b->rank && hb != 0 && (hb >= now_ns || now_ns - hb <= stale_ns);
         fresh += (uint32_t)o->fresh;

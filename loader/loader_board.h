@@ -6,7 +6,7 @@
  * Identity. The segment is a POSIX shared-memory object named from the user, the job token
  * and a hash of the world and the peer list ("/hdmlp-board-<uid>-<token>-<hash>"): every
  * rank of a job on this host finds the same one, jobs with other tokens or peers never do.
- * It holds a header and one cache-line slot per rank of the job; ranks on other hosts
+ * It holds a header and one slot (two cache lines) per rank of the job; ranks on other hosts
  * never write theirs (their slots stay stale and are ignored).
  *
  * Life. Each attached rank holds a shared flock(2) on its own descriptor of the segment.
@@ -19,7 +19,8 @@
  * Slots. A rank writes only its own slot (relaxed atomics; readers see a recent snapshot,
  * never a torn value): a heartbeat (CLOCK_MONOTONIC ns, system-wide), its lead (samples
  * and bytes planned ahead of its consumer), refills in flight, its total stall time and
- * the stall of its last window, and what it lends and borrows. A slot whose heartbeat is
+ * the stall of its last window, the ranks it waited on in that window (itself for its own
+ * refills, owners for remote samples), and what it lends and borrows. A slot whose heartbeat is
  * older than the staleness bound (a rank that died, hung or finished) is ignored.
  *
  * Memory. The header's pool holds bytes that ranks lent (lowering their own planning limit
@@ -46,6 +47,8 @@ typedef struct board_slot_values {
     uint64_t stall_ns;        /* total time its consumer waited for data */
     uint64_t stall_window_ns; /* of which in its last window */
     uint64_t lent, borrowed;  /* bytes it lent to the pool / took from it */
+    uint64_t waits_on;        /* owners its consumer waited on in its last window: bit
+                               * (rank % 64) of each rank whose read it waited for */
 } board_slot_values;
 
 /* A snapshot of one slot. */

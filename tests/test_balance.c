@@ -85,6 +85,15 @@ Test(balance_policy, a_rank_far_ahead_holds_back_for_a_starved_one)
     v[0] = view(100, 10, 0);
     d = decide(v, 2, 0);
     cr_assert_eq(d.role, BALANCE_NEUTRAL);
+    /* The starved rank waits on this rank's reads: holding back would starve it more. */
+    v[0] = view(100, 0, 0);
+    v[1].v.waits_on = 1ull << 0;
+    d = decide(v, 2, 0);
+    cr_assert_eq(d.role, BALANCE_NEUTRAL);
+    v[1].v.waits_on = 1ull << 1; /* on its own reads only */
+    d = decide(v, 2, 0);
+    cr_assert_eq(d.role, BALANCE_HOLD);
+    v[1].v.waits_on = 0;
     /* The starved rank's slot went stale (it died): released. */
     v[0] = view(100, 0, 0);
     v[1].fresh = 0;
@@ -125,7 +134,7 @@ Test(board, ranks_of_a_job_share_slots_and_the_last_out_removes_it, .timeout = 1
     cr_assert_eq(board_open(tok, 2, 1, "h:1,h:3,", &other), HDMLP_OK);
     cr_assert_str_eq(board_name(a), board_name(b));
     cr_assert_str_neq(board_name(a), board_name(other), "other peers, other board");
-    const board_slot_values v = {7, 700, 2, 123, 45, 0, 0};
+    const board_slot_values v = {7, 700, 2, 123, 45, 0, 0, 6};
     board_publish(b, &v, 1000000000ull);
     board_view views[2];
     cr_assert_eq(board_read(a, 1000000000ull + 10, 1000, views), 1);
@@ -133,6 +142,7 @@ Test(board, ranks_of_a_job_share_slots_and_the_last_out_removes_it, .timeout = 1
     cr_assert(!views[0].fresh, "a rank's own slot is never fresh to itself");
     cr_assert_eq(views[1].v.lead_items, 7);
     cr_assert_eq(views[1].v.stall_window_ns, 45);
+    cr_assert_eq(views[1].v.waits_on, 6);
     cr_assert_eq(board_read(a, 1000000000ull + 5000, 1000, views), 0, "stale heartbeat");
     board_read(other, 1000000000ull + 10, 1000, views);
     cr_assert(!views[1].fresh && !views[0].fresh, "another job's board is empty");
@@ -168,7 +178,7 @@ Test(board, a_segment_left_by_a_dead_job_is_cleared, .timeout = 10)
             _exit(1);
         }
         board_give(d, 12345);
-        const board_slot_values v = {1, 1, 1, 1, 1, 0, 12345};
+        const board_slot_values v = {1, 1, 1, 1, 1, 0, 12345, 1};
         board_publish(d, &v, 77);
         _exit(0);
     }
