@@ -262,21 +262,40 @@ static int set_image(py_state *st, hdmlp_config *cfg, PyObject *image)
     return 0;
 }
 
+/* relaxed: a truth value (None or absent: the library's default, strict). */
+static int set_relaxed(py_state *st, hdmlp_config *cfg, PyObject *relaxed)
+{
+    if (relaxed == NULL || relaxed == Py_None) {
+        return 0;
+    }
+    const int on = PyObject_IsTrue(relaxed);
+    if (on < 0) {
+        return -1;
+    }
+    const int rc = hdmlp_config_set_relaxed(cfg, on);
+    if (rc != HDMLP_OK) {
+        py_raise(st, rc, "relaxed", NULL);
+        return -1;
+    }
+    return 0;
+}
+
 static PyObject *loader_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {
-        "dataset",       "batch_size", "memory",       "seed",       "epochs", "rank",
-        "world",         "drop_last",  "threads",      "refill",     "policy", "engine",
-        "lookahead",     "direct_io",  "storage_cost", "peers",      "listen", "job_token",
-        "remote_memory", "prefetch",   "peer_timeout", "on_corrupt", "tls",    "state",
-        "image",         NULL};
-    PyObject *dataset = NULL, *image = NULL;
+        "dataset",      "batch_size", "memory",    "seed",          "epochs",
+        "rank",         "world",      "drop_last", "threads",       "refill",
+        "policy",       "engine",     "lookahead", "direct_io",     "storage_cost",
+        "peers",        "listen",     "job_token", "remote_memory", "prefetch",
+        "peer_timeout", "on_corrupt", "tls",       "state",         "image",
+        "relaxed",      NULL};
+    PyObject *dataset = NULL, *image = NULL, *relaxed = NULL;
     PyObject *a[PY_LOADER_NARGS] = {NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO|$OOOOOOOOOOOOOOOOOOOOOO:Loader", kwlist,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO|$OOOOOOOOOOOOOOOOOOOOOOO:Loader", kwlist,
                                      &dataset, &a[0], &a[1], &a[2], &a[3], &a[4], &a[5], &a[6],
                                      &a[7], &a[8], &a[9], &a[10], &a[11], &a[12], &a[13],
                                      &a[14], &a[15], &a[16], &a[17], &a[18], &a[19], &a[20],
-                                     &a[21], &a[22], &image)) {
+                                     &a[21], &a[22], &image, &relaxed)) {
         return NULL;
     }
     py_state *st = py_state_from_type(type);
@@ -307,7 +326,7 @@ static PyObject *loader_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     }
     PyObject *state = a[PY_LOADER_NARGS - 1];
     if (py_loader_configure(st, self->dataset->ds, self->cfg, a, &self->p) < 0 ||
-        set_image(st, self->cfg, image) < 0 ||
+        set_image(st, self->cfg, image) < 0 || set_relaxed(st, self->cfg, relaxed) < 0 ||
         (state != NULL && state != Py_None ? py_loader_resume(st, self, state)
                                            : create_c_loader(st, self)) < 0) {
         Py_DECREF(self);

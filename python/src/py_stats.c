@@ -101,6 +101,15 @@ PyObject *py_stats_dict(const hdmlp_stats *stats)
     PUT(io_threads_active)
     PUT(decode_threads_active)
     PUT(balance_moves)
+    PUT(board_active)
+    PUT(board_windows)
+    PUT(board_hold_windows)
+    PUT(board_starved_windows)
+    PUT(board_lead_samples)
+    PUT(board_lent_peak)
+    PUT(board_borrowed_peak)
+    PUT(node_stall_max_ns)
+    PUT(node_stall_min_ns)
 #undef PUT
     return d;
 }

@@ -71,6 +71,26 @@ def test_matches_hdmlp_bench_ids(small_ds, tmp_path):
         assert epoch_sequences(ld, 3) == expect
 
 
+def test_relaxed_reads_less_and_still_delivers_each_sample_once(small_ds):
+    runs = {}
+    for relaxed in (False, True):
+        ld = hdmlp.Loader(small_ds.path, 16, "25%", seed=4, epochs=2, refill="whole",
+                          storage_cost=(100, 1e9), relaxed=relaxed)
+        seqs = epoch_sequences(ld, 2)
+        for seq in seqs:
+            assert sorted(seq) == list(range(small_ds.n))
+        runs[relaxed] = (seqs, ld.stats()["chunk_loads"])
+    assert runs[True][0] != runs[False][0]  # another order
+    assert runs[True][1] < runs[False][1]  # fewer chunk loads
+    with pytest.raises(TypeError):
+        hdmlp.Loader(small_ds.path, 16, "25%", relaxed=object.__new__(_NoTruth))
+
+
+class _NoTruth:
+    def __bool__(self):
+        raise TypeError("no truth value")
+
+
 def test_drop_last(small_ds):
     ld = hdmlp.Loader(small_ds.path, 64, MEM, seed=1, epochs=2, drop_last=True)
     assert len(ld) == small_ds.n // 64
