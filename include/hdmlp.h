@@ -412,8 +412,10 @@ HDMLP_API int hdmlp_config_set_same_host(hdmlp_config *cfg, int mode);
  * exceeds the sum of the budgets, and the order, exactly-once and each rank's abstract
  * memory are the same as without the board. A rank whose slot is not updated within the
  * peer timeout is ignored. HDMLP_NODE_BOARD_AUTO (1, the default): on when world > 1 and
- * the exchange reaches a peer on this host; HDMLP_NODE_BOARD_ON (2): on whenever world > 1;
- * HDMLP_NODE_BOARD_OFF (0). Stats: board_*, node_stall_*. */
+ * the exchange reaches a peer on this host (and runs without it if the segment cannot be
+ * made); HDMLP_NODE_BOARD_ON (2): on whenever world > 1 (hdmlp_loader_create fails with
+ * HDMLP_E_IO naming the segment if it cannot be made); HDMLP_NODE_BOARD_OFF (0). Stats:
+ * board_*, node_stall_*. */
 #define HDMLP_NODE_BOARD_OFF 0
 #define HDMLP_NODE_BOARD_AUTO 1
 #define HDMLP_NODE_BOARD_ON 2

@@ -417,3 +417,20 @@ Test(local_ranks, config_rejects_unknown_board_modes)
     cr_assert_eq(hdmlp_config_set_node_board(cfg, HDMLP_NODE_BOARD_OFF), HDMLP_OK);
     hdmlp_config_free(cfg);
 }
+
+/* The in-process transport reaches no peer over a same-host path: auto leaves the board off
+ * (over the real exchange, local peers turn it on: tests/dist, hdmlp-bench --peers). */
+Test(local_ranks, auto_is_off_without_same_host_peers, .timeout = 60)
+{
+    char dir[512];
+    make_ds(dir, sizeof(dir), 600);
+    const world_params p = {600, 2, HDMLP_NODE_BOARD_AUTO, 0, 0, -1, -1, test_token() ^ 55};
+    rank_run *runs = run_world(dir, &p);
+    for (uint32_t r = 0; r < 2; r++) {
+        cr_assert_eq(runs[r].rc, HDMLP_END);
+        cr_assert_eq(runs[r].st.board_active, 0);
+        cr_assert_eq(runs[r].st.board_windows, 0);
+    }
+    free_runs(runs, 2);
+    testds_rm_rf(dir);
+}
