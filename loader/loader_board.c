@@ -6,6 +6,7 @@
 
 #include "format.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
@@ -14,6 +15,7 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define BOARD_MAGIC 0x6864626f61726431ull /* "hdboard1" */
@@ -54,6 +56,43 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n)
     return h;
 }
 
+#define BOARD_SWEEP_AGE_S 10
+
+unsigned board_sweep(const char *keep, unsigned min_age_s)
+{
+    /* shm_open's names live in /dev/shm on Linux; elsewhere nothing is swept. */
+    DIR *d = opendir("/dev/shm");
+    if (d == NULL) {
+        return 0;
+    }
+    char prefix[48];
+    snprintf(prefix, sizeof(prefix), "hdmlp-board-%u-", (unsigned)getuid());
+    const size_t plen = strlen(prefix);
+    const time_t now = time(NULL);
+    unsigned swept = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, prefix, plen) != 0 || strlen(e->d_name) > 90 ||
+            (keep != NULL && strcmp(e->d_name, keep + 1) == 0)) {
+            continue;
+        }
+        char name[96];
+        snprintf(name, sizeof(name), "/%s", e->d_name);
+        const int fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
+        if (fd < 0) {
+            continue;
+        }
+        struct stat st;
+        if (fstat(fd, &st) == 0 && now - st.st_ctime >= (time_t)min_age_s &&
+            flock(fd, LOCK_EX | LOCK_NB) == 0) {
+            swept += shm_unlink(name) == 0;
+        }
+        close(fd); /* drops the lock */
+    }
+    closedir(d);
+    return swept;
+}
+
 int board_open(uint64_t token, uint32_t world, uint32_t rank, const char *key, board **out)
 {
     *out = NULL;
@@ -70,6 +109,7 @@ int board_open(uint64_t token, uint32_t world, uint32_t rank, const char *key, b
     }
     snprintf(b->name, sizeof(b->name), "/hdmlp-board-%u-%016llx-%016llx", (unsigned)getuid(),
              (unsigned long long)token, (unsigned long long)h);
+    board_sweep(b->name, BOARD_SWEEP_AGE_S);
     b->world = world;
     b->rank = rank;
     b->len = sizeof(board_header) + (size_t)world * sizeof(board_slot);

@@ -13,8 +13,11 @@
  * Attaching tries an exclusive lock first: if it gets it, no live rank is attached (the
  * segment is new, or left by a job that died) and it clears the segment before taking the
  * shared lock. Detaching drops the shared lock and, if an exclusive one is then free,
- * unlinks the name: the last rank out removes it, and a crashed job's segment (one page) is
- * cleared and reused, then removed, by the next job with the same identity.
+ * unlinks the name: the last rank out removes it. A job whose ranks all died leaves its
+ * segment (a few hundred bytes): the next job with the same identity clears and reuses it,
+ * and any rank opening a board sweeps this user's board segments that nobody holds a lock
+ * on and that are older than a few seconds (a job being set up is younger), so no segment
+ * outlives the next job on the host.
  *
  * Slots. A rank writes only its own slot (relaxed atomics; readers see a recent snapshot,
  * never a torn value): a heartbeat (CLOCK_MONOTONIC ns, system-wide), its lead (samples
@@ -63,6 +66,10 @@ typedef struct board_view {
  * on rank >= world or world 0, HDMLP_E_IO naming the segment if it cannot be created,
  * sized, locked or mapped. */
 int board_open(uint64_t token, uint32_t world, uint32_t rank, const char *key, board **out);
+/* Unlinks this user's board segments (other than `keep`, may be NULL) that no live rank is
+ * attached to and whose status changed at least min_age_s seconds ago; returns how many.
+ * board_open calls it with a few seconds. */
+unsigned board_sweep(const char *keep, unsigned min_age_s);
 /* Marks the slot stale, detaches, and unlinks the segment if this was the last rank.
  * NULL is fine. */
 void board_close(board *b);

@@ -201,6 +201,36 @@ Test(board, a_segment_left_by_a_dead_job_is_cleared, .timeout = 10)
     cr_assert(!shm_exists(name));
 }
 
+Test(board, segments_of_dead_jobs_are_swept, .timeout = 10)
+{
+    const uint64_t tok = test_token() ^ 0x7e7e;
+    const pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        board *d = NULL;
+        _exit(board_open(tok, 3, 2, "dead", &d) == HDMLP_OK ? 0 : 1);
+    }
+    int status = 0;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    board *live = NULL;
+    cr_assert_eq(board_open(tok, 2, 0, "live", &live), HDMLP_OK);
+    char dead_prefix[96], live_name[96];
+    snprintf(live_name, sizeof(live_name), "%s", board_name(live));
+    snprintf(dead_prefix, sizeof(dead_prefix), "hdmlp-board-%u-%016llx-", (unsigned)getuid(),
+             (unsigned long long)tok);
+    char cmd[192];
+    snprintf(cmd, sizeof(cmd), "ls /dev/shm | grep '^%s' | wc -l | grep -qx 2", dead_prefix);
+    cr_assert_eq(system(cmd), 0, "the dead job's segment and the live one");
+    cr_assert_geq(board_sweep(NULL, 0), 1,
+                  "the dead job's segment goes (and any other unheld)");
+    cr_assert(shm_exists(live_name));
+    snprintf(cmd, sizeof(cmd), "ls /dev/shm | grep '^%s' | wc -l | grep -qx 1", dead_prefix);
+    cr_assert_eq(system(cmd), 0);
+    board_close(live);
+    cr_assert(!shm_exists(live_name));
+}
+
 /* ---- local ranks over the in-process transport ---------------------------------------- */
 
 typedef struct rank_run {
