@@ -9,6 +9,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -76,7 +77,7 @@ unsigned board_sweep(const char *keep, unsigned min_age_s)
             (keep != NULL && strcmp(e->d_name, keep + 1) == 0)) {
             continue;
         }
-        char name[96];
+        char name[NAME_MAX + 2];
         snprintf(name, sizeof(name), "/%s", e->d_name);
         const int fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
         if (fd < 0) {
