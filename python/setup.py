@@ -35,8 +35,9 @@ ROOT = os.path.dirname(HERE)
 REL = os.path.normpath(os.path.relpath(HERE))
 SOURCES = ["src/py_module.c", "src/py_errors.c", "src/py_args.c", "src/py_dataset.c",
            "src/py_dataset_read.c", "src/py_dataset_props.c", "src/py_batch.c",
-           "src/py_loader.c", "src/py_config.c", "src/py_stats.c", "src/py_resume.c",
-           "src/py_wait.c", "src/py_ring.c", "src/py_image.c"]
+           "src/py_loader.c", "src/py_loader_fetch.c", "src/py_loader_iter.c",
+           "src/py_config.c", "src/py_stats.c", "src/py_resume.c", "src/py_wait.c",
+           "src/py_ring.c", "src/py_image.c"]
 # What a bundled build copies next to the extension (file name in the CMake build tree →
 # name in the package): the library under its SONAME, and the distributed-stack module.
 BUNDLED = [("libhdmlp.so.0", "libhdmlp.so.0"), ("libhdmlp-rpc.so", "libhdmlp-rpc.so")]

@@ -7,239 +7,13 @@
  * waiting for the next one. Each iter(loader) starts the next epoch; set_epoch(e) picks
  * the epoch the next iter() delivers (see the Loader docstring for the cost).
  *
- * Waiting: every next() first asks the C loader with hdmlp_loader_interrupt() armed, so a
- * ready batch comes back at once (GIL released) and an unready one returns
- * HDMLP_E_INTERRUPTED without losing anything; only then does the wait move to the helper
- * thread of py_wait.c, where signals (Ctrl-C) can interrupt it.
+ * The C loader and taking batches from it are in py_loader_fetch.c, epoch iteration in
+ * py_loader_iter.c.
  */
-#include "py_internal.h"
+#include "py_loader.h"
 
-#include <errno.h>
-#include <pthread.h>
-#include <signal.h>
-#include <stdio.h>
 #include <structmember.h>
 #include <unistd.h>
-
-#define PY_ERR_SET (-1000) /* a Python exception is set */
-
-typedef struct EpochIterObject {
-    PyObject ob_base;
-    LoaderObject *loader;
-    uint64_t gen;
-    uint64_t epoch;
-} EpochIterObject;
-
-static py_state *state_of(PyObject *self) { return py_state_from_type(Py_TYPE(self)); }
-
-/* Creates a C loader from self->cfg with every signal blocked, so the library's I/O
- * threads inherit a mask that leaves signals to the Python threads. */
-int py_loader_make_c(py_state *st, LoaderObject *self, hdmlp_loader **out)
-{
-    hdmlp_dataset *ds = self->dataset->ds;
-    hdmlp_config *cfg = self->cfg;
-    hdmlp_loader *ld = NULL;
-    char detail[1024] = "";
-    int rc;
-    PyThreadState *ts = PyEval_SaveThread();
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, &old);
-    rc = hdmlp_loader_create(ds, cfg, &ld);
-    if (rc != HDMLP_OK) {
-        snprintf(detail, sizeof(detail), "%s", hdmlp_last_error());
-    }
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    PyEval_RestoreThread(ts);
-    if (rc != HDMLP_OK) {
-        *out = NULL;
-        py_raise(st, rc, "Loader", detail);
-        return -1;
-    }
-    *out = ld;
-    return 0;
-}
-
-/* Creates the C loader from self->cfg, positioned at the start of the stream. */
-static int create_c_loader(py_state *st, LoaderObject *self)
-{
-    hdmlp_loader *ld = NULL;
-    if (py_loader_make_c(st, self, &ld) < 0) {
-        return -1;
-    }
-    self->ld = ld;
-    self->pos_epoch = 0;
-    self->pos_batch = 0;
-    self->ended = 0;
-    self->taken = 0;
-    self->resumed = 0;
-    self->tail = 0;
-    return 0;
-}
-
-/* Frees the C loader (not its config). Outstanding batches stay valid (C guarantee). */
-void py_loader_free_c(LoaderObject *self)
-{
-    const int owner = self->pid == getpid();
-    if (self->have_stash) {
-        if (owner) {
-            hdmlp_batch_release(self->stash);
-        }
-        self->stash = NULL;
-        self->have_stash = 0;
-    }
-    if (owner) {
-        py_waiter *w = self->waiter;
-        hdmlp_loader *ld = self->ld;
-        PyThreadState *ts = PyEval_SaveThread();
-        py_waiter_free(w);
-        hdmlp_loader_free(ld);
-        PyEval_RestoreThread(ts);
-    }
-    /* In a forked child the threads do not exist: leave the copies alone. */
-    self->waiter = NULL;
-    self->ld = NULL;
-}
-
-int py_loader_check_usable(py_state *st, LoaderObject *self)
-{
-    if (self->ld == NULL) {
-        PyErr_SetString(st->StateError, "the loader is closed");
-        return -1;
-    }
-    if (self->pid != getpid()) {
-        PyErr_SetString(st->StateError,
-                        "the loader was created in another process (it does not survive "
-                        "fork); create a new Loader in this process");
-        return -1;
-    }
-    if (self->busy) {
-        PyErr_SetString(st->StateError,
-                        "another thread is taking a batch from this loader; a loader has one "
-                        "consumer at a time");
-        return -1;
-    }
-    return 0;
-}
-
-/* Waits on the helper thread for a batch that was not ready. Returns the call's status
- * (detail copied) or PY_ERR_SET if a signal handler raised (the outcome of the call is
- * then kept for the next fetch). */
-static int wait_slow(py_state *st, LoaderObject *self, hdmlp_batch **out, char *detail,
-                     size_t cap)
-{
-    (void)st;
-    if (PyErr_CheckSignals() < 0) {
-        return PY_ERR_SET; /* nothing in flight: the C loader resumes the same batch */
-    }
-    if (self->waiter == NULL) {
-        const int e = py_waiter_create(&self->waiter);
-        if (e != 0) {
-            errno = e;
-            PyErr_SetFromErrno(PyExc_OSError);
-            return PY_ERR_SET;
-        }
-    }
-    py_waiter *w = self->waiter;
-    hdmlp_loader *ld = self->ld;
-    py_waiter_submit(w, ld);
-    for (;;) {
-        PyThreadState *ts = PyEval_SaveThread();
-        const int r = py_waiter_wait(w);
-        PyEval_RestoreThread(ts);
-        if (r == 0) {
-            break;
-        }
-        if (PyErr_CheckSignals() < 0) {
-            /* Wake the helper and collect its outcome: nothing is lost. */
-            ts = PyEval_SaveThread();
-            hdmlp_loader_interrupt(ld);
-            py_waiter_wait_all(w);
-            PyEval_RestoreThread(ts);
-            const char *d = NULL;
-            hdmlp_batch *b = NULL;
-            const int rc = py_waiter_result(w, &b, &d);
-            if (rc != HDMLP_E_INTERRUPTED) {
-                self->have_stash = 1;
-                self->stash = b;
-                self->stash_rc = rc;
-                snprintf(self->stash_detail, sizeof(self->stash_detail), "%s", d);
-            }
-            return PY_ERR_SET;
-        }
-    }
-    const char *d = NULL;
-    const int rc = py_waiter_result(w, out, &d);
-    snprintf(detail, cap, "%s", d);
-    return rc;
-}
-
-/* Takes the next batch of the C stream into *out. Returns HDMLP_OK, HDMLP_END or
- * PY_ERR_SET (exception set; errors of the C loader are raised here). */
-static int fetch(py_state *st, LoaderObject *self, hdmlp_batch **out)
-{
-    *out = NULL;
-    if (py_loader_check_usable(st, self) < 0) {
-        return PY_ERR_SET;
-    }
-    int rc;
-    hdmlp_batch *b = NULL;
-    char detail[1024] = "";
-    if (self->have_stash) {
-        self->have_stash = 0;
-        rc = self->stash_rc;
-        b = self->stash;
-        self->stash = NULL;
-        snprintf(detail, sizeof(detail), "%s", self->stash_detail);
-    } else if (self->ended) {
-        return HDMLP_END;
-    } else {
-        hdmlp_loader *ld = self->ld;
-        self->busy = 1;
-        PyThreadState *ts = PyEval_SaveThread();
-        hdmlp_loader_interrupt(ld); /* a batch not ready returns E_INTERRUPTED: no wait */
-        rc = hdmlp_loader_next(ld, &b);
-        if (rc != HDMLP_OK && rc != HDMLP_END && rc != HDMLP_E_INTERRUPTED) {
-            snprintf(detail, sizeof(detail), "%s", hdmlp_last_error());
-        }
-        PyEval_RestoreThread(ts);
-        if (rc == HDMLP_E_INTERRUPTED) {
-            rc = wait_slow(st, self, &b, detail, sizeof(detail));
-        }
-        self->busy = 0;
-        if (rc == PY_ERR_SET) {
-            return PY_ERR_SET;
-        }
-    }
-    if (rc == HDMLP_END) {
-        self->ended = 1;
-        self->taken = 1;
-        return HDMLP_END;
-    }
-    if (rc != HDMLP_OK) {
-        py_raise(st, rc, "next", detail);
-        return PY_ERR_SET;
-    }
-    if (hdmlp_batch_epoch(b) != self->pos_epoch) {
-        PyErr_Format(st->StateError,
-                     "loader delivered a batch of epoch %llu where epoch %llu batch %llu was "
-                     "expected (%llu batches per epoch)",
-                     (unsigned long long)hdmlp_batch_epoch(b),
-                     (unsigned long long)self->pos_epoch, (unsigned long long)self->pos_batch,
-                     (unsigned long long)self->p.epoch_batches);
-        hdmlp_batch_release(b);
-        return PY_ERR_SET;
-    }
-    self->taken = 1;
-    self->tail = 0;
-    if (++self->pos_batch == self->p.epoch_batches) {
-        self->pos_batch = 0;
-        self->pos_epoch++;
-        self->tail = 1; /* until the epoch's iteration sees its end */
-    }
-    *out = b;
-    return HDMLP_OK;
-}
 
 /* ---- construction ---- */
 
@@ -328,7 +102,7 @@ static PyObject *loader_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     if (py_loader_configure(st, self->dataset->ds, self->cfg, a, &self->p) < 0 ||
         set_image(st, self->cfg, image) < 0 || set_relaxed(st, self->cfg, relaxed) < 0 ||
         (state != NULL && state != Py_None ? py_loader_resume(st, self, state)
-                                           : create_c_loader(st, self)) < 0) {
+                                           : py_loader_create_c(st, self)) < 0) {
         Py_DECREF(self);
         return NULL;
     }
@@ -386,147 +160,6 @@ static PyObject *loader_exit(LoaderObject *self, PyObject *args)
     Py_RETURN_FALSE;
 }
 
-/* ---- iteration ---- */
-
-/* Epoch the next iter() delivers. */
-static uint64_t next_epoch(const LoaderObject *self)
-{
-    if (self->want_set) {
-        return self->want_epoch;
-    }
-    if (self->resumed) {
-        return self->resumed_epoch; /* the rest of the epoch the saved loader was in */
-    }
-    return self->pos_batch == 0 ? self->pos_epoch : self->pos_epoch + 1;
-}
-
-static int restart(py_state *st, LoaderObject *self)
-{
-    py_loader_free_c(self);
-    self->restarts++;
-    if (create_c_loader(st, self) < 0) {
-        self->dataset->users--;
-        return -1;
-    }
-    return 0;
-}
-
-static PyObject *loader_iter(LoaderObject *self)
-{
-    py_state *st = state_of((PyObject *)self);
-    if (py_loader_check_usable(st, self) < 0) {
-        return NULL;
-    }
-    const uint64_t target = next_epoch(self);
-    /* Right after a resume, the saved epoch continues (possibly with nothing left). */
-    const int rest = self->resumed && target == self->resumed_epoch;
-    self->want_set = 0;
-    self->resumed = 0;
-    self->tail = 0;
-    if (!rest &&
-        (target < self->pos_epoch || (target == self->pos_epoch && self->pos_batch > 0))) {
-        if (restart(st, self) < 0) {
-            return NULL;
-        }
-    }
-    EpochIterObject *it = PyObject_New(EpochIterObject, st->EpochIterType);
-    if (it == NULL) {
-        return NULL;
-    }
-    it->loader = (LoaderObject *)Py_NewRef(self);
-    it->gen = ++self->iter_gen;
-    it->epoch = target;
-    return (PyObject *)it;
-}
-
-static void epochiter_dealloc(EpochIterObject *self)
-{
-    PyTypeObject *tp = Py_TYPE(self);
-    Py_DECREF(self->loader);
-    tp->tp_free(self);
-    Py_DECREF(tp);
-}
-
-static PyObject *epochiter_next(EpochIterObject *self)
-{
-    LoaderObject *ldo = self->loader;
-    py_state *st = state_of((PyObject *)ldo);
-    if (self->gen != ldo->iter_gen) {
-        PyErr_SetString(st->StateError,
-                        "this epoch iterator was superseded by a newer iter(loader)");
-        return NULL;
-    }
-    if ((ldo->p.epochs != 0 && self->epoch >= ldo->p.epochs) || ldo->p.epoch_batches == 0) {
-        return NULL;
-    }
-    for (;;) {
-        if (ldo->pos_epoch > self->epoch) {
-            /* Epoch complete. After the last configured epoch, take the END now: it is
-             * immediate, and it is what tells peer ranks this rank is done. */
-            ldo->tail = 0;
-            if (ldo->p.epochs != 0 && ldo->pos_epoch >= ldo->p.epochs && !ldo->ended &&
-                !ldo->have_stash && ldo->ld != NULL) {
-                hdmlp_batch *none = NULL;
-                const int rc = fetch(st, ldo, &none);
-                if (rc == HDMLP_OK) {
-                    hdmlp_batch_release(none); /* cannot happen: END is due */
-                }
-                if (rc == PY_ERR_SET) {
-                    return NULL;
-                }
-            }
-            return NULL;
-        }
-        hdmlp_batch *b = NULL;
-        const int rc = fetch(st, ldo, &b);
-        if (rc == PY_ERR_SET) {
-            return NULL;
-        }
-        if (rc == HDMLP_END) {
-            return NULL;
-        }
-        if (hdmlp_batch_epoch(b) < self->epoch) {
-            hdmlp_batch_release(b); /* draining towards the requested epoch */
-            ldo->drained++;
-            continue;
-        }
-        return py_batch_new(st, b);
-    }
-}
-
-static PyObject *epochiter_self(PyObject *self) { return Py_NewRef(self); }
-
-static PyObject *epochiter_length_hint(EpochIterObject *self, PyObject *unused)
-{
-    (void)unused;
-    const LoaderObject *ldo = self->loader;
-    uint64_t left = 0;
-    if (self->gen == ldo->iter_gen && !(ldo->p.epochs != 0 && self->epoch >= ldo->p.epochs)) {
-        if (ldo->pos_epoch < self->epoch) {
-            left = ldo->p.epoch_batches;
-        } else if (ldo->pos_epoch == self->epoch) {
-            left = ldo->p.epoch_batches - ldo->pos_batch;
-        }
-    }
-    return PyLong_FromUnsignedLongLong(left);
-}
-
-static PyObject *epochiter_get_epoch(EpochIterObject *self, void *c)
-{
-    (void)c;
-    return PyLong_FromUnsignedLongLong(self->epoch);
-}
-
-static PyMethodDef epochiter_methods[] = {
-    {"__length_hint__", (PyCFunction)epochiter_length_hint, METH_NOARGS, NULL},
-    {NULL, NULL, 0, NULL},
-};
-
-static PyGetSetDef epochiter_getset[] = {
-    {"epoch", (getter)epochiter_get_epoch, NULL, "The epoch this iterator delivers.", NULL},
-    {NULL, NULL, NULL, NULL, NULL},
-};
-
 /* ---- methods ---- */
 
 static PyObject *loader_next_batch(LoaderObject *self, PyObject *unused)
@@ -538,7 +171,7 @@ static PyObject *loader_next_batch(LoaderObject *self, PyObject *unused)
     }
     self->resumed = 0;
     hdmlp_batch *b = NULL;
-    const int rc = fetch(st, self, &b);
+    const int rc = py_loader_fetch(st, self, &b);
     if (rc == PY_ERR_SET) {
         return NULL;
     }
@@ -591,7 +224,7 @@ static PyObject *get_u64(uint64_t v) { return PyLong_FromUnsignedLongLong(v); }
 static PyObject *get_epoch(LoaderObject *self, void *c)
 {
     (void)c;
-    return get_u64(next_epoch(self));
+    return get_u64(py_loader_next_epoch(self));
 }
 
 static PyObject *get_epochs(LoaderObject *self, void *c)
@@ -670,7 +303,7 @@ static PyObject *loader_repr(LoaderObject *self)
         "<hdmlp.Loader batch_size=%llu memory=%llu seed=%llu rank=%u world=%u epoch=%llu%s>",
         (unsigned long long)self->p.batch_size, (unsigned long long)self->p.memory,
         (unsigned long long)self->p.seed, (unsigned)self->p.rank, (unsigned)self->p.world,
-        (unsigned long long)next_epoch(self), self->ld == NULL ? " closed" : "");
+        (unsigned long long)py_loader_next_epoch(self), self->ld == NULL ? " closed" : "");
 }
 
 static PyMethodDef loader_methods[] = {
@@ -773,7 +406,7 @@ int py_loader_init_types(PyObject *module, py_state *st)
         PY_SLOT(Py_tp_new, loader_new),
         PY_SLOT(Py_tp_dealloc, loader_dealloc),
         PY_SLOT(Py_tp_repr, loader_repr),
-        PY_SLOT(Py_tp_iter, loader_iter),
+        PY_SLOT(Py_tp_iter, py_loader_iter),
         {Py_tp_methods, (void *)loader_methods},
         {Py_tp_getset, (void *)loader_getset},
         {Py_tp_members, (void *)loader_members},
@@ -791,23 +424,7 @@ int py_loader_init_types(PyObject *module, py_state *st)
     if (st->LoaderType == NULL) {
         return -1;
     }
-    PyType_Slot epochiter_slots[] = {
-        {Py_tp_doc, (void *)"Iterator over one epoch of a Loader's batches."},
-        PY_SLOT(Py_tp_dealloc, epochiter_dealloc),
-        PY_SLOT(Py_tp_iter, epochiter_self),
-        PY_SLOT(Py_tp_iternext, epochiter_next),
-        {Py_tp_methods, (void *)epochiter_methods},
-        {Py_tp_getset, (void *)epochiter_getset},
-        {0, NULL},
-    };
-    PyType_Spec epochiter_spec = {
-        .name = "hdmlp.EpochIterator",
-        .basicsize = sizeof(EpochIterObject),
-        .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_DISALLOW_INSTANTIATION,
-        .slots = epochiter_slots,
-    };
-    st->EpochIterType = (PyTypeObject *)PyType_FromModuleAndSpec(module, &epochiter_spec, NULL);
-    if (st->EpochIterType == NULL) {
+    if (py_loader_init_epochiter(module, st) < 0) {
         return -1;
     }
     return PyModule_AddType(module, st->LoaderType);
