@@ -609,11 +609,17 @@ HDMLP_API int hdmlp_image_config_set_allocator(hdmlp_image_config *ic,
                                                void (*free)(void *arg, void *ptr, size_t bytes),
                                                void *arg);
 
-/* Turns the image pipeline on with a copy of `ic` (NULL turns it off). The output buffers
- * (prefetch + the batches the consumer holds, each batch × height × width × channels ×
- * element size bytes) are charged to the memory budget; hdmlp_loader_create fails with
- * HDMLP_E_INVAL when the budget cannot hold prefetch + 2 of them beside the loader's own
- * minimum. HDMLP_E_NOMEM when out of memory. */
+/* Turns the image pipeline on with a copy of `ic` (NULL turns it off). Its buffers come off
+ * the memory budget first (stats budget_images): output buffers for prefetch + 2 batches
+ * (the batches decoded ahead and two the consumer may hold; each batch × height × width ×
+ * channels × element size bytes) and prefetch − 1 raw batches of the largest samples queued
+ * for decoding. The rest of the budget is split as without the pipeline, so the delivered
+ * order is that of a loader without it given the budget less budget_images, and a budget
+ * hdmlp_loader_create accepts runs a loop that holds one batch to the end.
+ * hdmlp_loader_create fails with HDMLP_E_RANGE, naming the pipeline's share, when the
+ * budget cannot hold it beside the loader's own minimum. A consumer holding more decoded
+ * batches gets HDMLP_E_NOMEM (resumable) from hdmlp_loader_next after a second without a
+ * release, as without the pipeline. HDMLP_E_NOMEM when out of memory. */
 HDMLP_API int hdmlp_config_set_image(hdmlp_config *cfg, const hdmlp_image_config *ic);
 
 /* A decoded batch, as hdmlp_batch_image() describes it. */
@@ -688,7 +694,7 @@ typedef struct hdmlp_stats {
     uint64_t source_bytes_per_s_start;
     uint64_t direct_io;       /* 1 if segments are read with O_DIRECT */
     uint64_t page_cache_room; /* room of the page cache (HDMLP_DIRECT_IO_AUTO), else 0 */
-    /* where the memory budget went (bytes; they add up to memory_budget) */
+    /* where the memory budget went (bytes; with budget_images, they add up to memory_budget) */
     uint64_t budget_read_buffers; /* two chunk read buffers (+ the SSD stager's) */
     uint64_t budget_batches;      /* two batches of the largest samples (+ answers to peers) */
     uint64_t budget_remote;       /* samples peers push ahead of need */
@@ -717,6 +723,9 @@ typedef struct hdmlp_stats {
     uint64_t board_borrowed_peak;   /* most bytes borrowed above its budget at once */
     uint64_t node_stall_max_ns;     /* largest / smallest stall_ns of the fresh local ranks */
     uint64_t node_stall_min_ns;     /* (this one included), at its last window */
+    /* the image pipeline's part of the budget (decoded batches ahead and held, raw batches
+     * queued for decoding), taken before the rest is split; 0 without a pipeline */
+    uint64_t budget_images;
 } hdmlp_stats;
 
 HDMLP_API int hdmlp_loader_stats(hdmlp_loader *ld, hdmlp_stats *out);

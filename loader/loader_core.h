@@ -148,6 +148,9 @@ struct hdmlp_loader {
     uint32_t n_workers;
 
     uint64_t charged; /* accounted bytes: samples not yet released + refill buffers */
+    /* Decoded batch buffers (loader_image_*.c): charged against the image reserve that
+     * image_pipe_start takes off plan_limit, so never against planning's room. */
+    uint64_t image_charged;
     uint64_t slot_cap;
     uint64_t plan_limit; /* see loader_sizing.h */
 
@@ -229,6 +232,15 @@ static inline uint64_t loader_now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Notes the accounted bytes in peak_memory_bytes (lock held). */
+static inline void loader_note_peak(struct hdmlp_loader *ld)
+{
+    const uint64_t now = ld->charged + ld->image_charged;
+    if (now > ld->st.peak_memory_bytes) {
+        ld->st.peak_memory_bytes = now;
+    }
 }
 
 /* loader_state.c: reference count and teardown; source bytes per epoch */

@@ -264,9 +264,7 @@ static void on_sample(struct hdmlp_loader *ld, const peer_msg *m)
         return;
     }
     ld->charged += s->size;
-    if (ld->charged > ld->st.peak_memory_bytes) {
-        ld->st.peak_memory_bytes = ld->charged;
-    }
+    loader_note_peak(ld);
     if (m->prefetch) {
         ld->remote_charged += s->size;
     }

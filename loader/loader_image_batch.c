@@ -56,10 +56,8 @@ static int submit(struct hdmlp_loader *ld, image_pipe *p, hdmlp_batch *b)
     o->pos_epoch = ld->deliver_epoch;
     o->pos = ld->deliver_pos;
     b->image = o;
-    ld->charged += o->charge;
-    if (ld->charged > ld->st.peak_memory_bytes) {
-        ld->st.peak_memory_bytes = ld->charged;
-    }
+    ld->image_charged += o->charge;
+    loader_note_peak(ld);
     if (p->tail != NULL) {
         p->tail->next = o;
     } else {
@@ -79,7 +77,7 @@ static void drop(struct hdmlp_loader *ld, hdmlp_batch *b)
         ld->charged -= b->samples[i]->size;
         sample_free(b->samples[i]);
     }
-    ld->charged -= o != NULL ? o->charge : 0;
+    ld->image_charged -= o != NULL ? o->charge : 0;
     ld->outstanding_batches--;
     ld->refs--; /* the handle's reference remains: the consumer is in a call on it */
     image_out_free(o);
@@ -129,6 +127,17 @@ static int finalize(struct hdmlp_loader *ld, image_pipe *p, image_out *o)
     return HDMLP_OK;
 }
 
+/* How long a consumer holding more decoded batches than the reserve's two waits for a
+ * release (from any thread) before HDMLP_E_NOMEM, as hdmlp_loader_next does without the
+ * pipeline. */
+#define HELD_GRACE_NS (1000ull * 1000000ull)
+
+/* Whether one more batch's output buffer fits in the reserve (lock held). */
+static int out_room(const struct hdmlp_loader *ld, const image_pipe *p)
+{
+    return ld->image_charged + p->img_bytes * ld->cfg.batch <= p->reserve;
+}
+
 /* Waits on the loader's condition (lock held) until woken or the deadline passes. */
 static int wait_ready(struct hdmlp_loader *ld, const struct timespec *deadline)
 {
@@ -171,7 +180,7 @@ static void top_up_ready(struct hdmlp_loader *ld, image_pipe *p, image_raw_next_
 {
     const struct timespec past = {0, 0};
     while (!ld->failed && p->depth < p->ic.prefetch && !p->raw_end &&
-           p->pending_rc == HDMLP_OK) {
+           p->pending_rc == HDMLP_OK && out_room(ld, p)) {
         hdmlp_batch *b = NULL;
         int rc = raw(ld, &b, &past);
         if (rc == HDMLP_OK) {
@@ -199,6 +208,7 @@ int image_pipe_next(struct hdmlp_loader *ld, image_raw_next_fn raw, hdmlp_batch 
 {
     image_pipe *p = ld->pipe;
     const struct timespec past = {0, 0};
+    uint64_t held_since = 0;
     for (;;) {
         if (p->broken) {
             return hd_err(ld->failed ? ld->failed : p->pending_rc, "%s",
@@ -214,7 +224,7 @@ int image_pipe_next(struct hdmlp_loader *ld, image_raw_next_fn raw, hdmlp_batch 
         }
         /* Keep `prefetch` batches queued; block for raw data only when none is. */
         while (!ld->failed && p->depth < p->ic.prefetch && !p->raw_end &&
-               p->pending_rc == HDMLP_OK) {
+               p->pending_rc == HDMLP_OK && out_room(ld, p)) {
             hdmlp_batch *b = NULL;
             const int rc = raw(ld, &b, p->depth == 0 ? deadline : &past);
             if (rc == HDMLP_OK) {
@@ -238,6 +248,37 @@ int image_pipe_next(struct hdmlp_loader *ld, image_raw_next_fn raw, hdmlp_batch 
                          hdmlp_last_error());
             }
             break;
+        }
+        if (p->head == NULL && !ld->failed && p->pending_rc == HDMLP_OK && !p->raw_end) {
+            /* Nothing queued because the caller holds more decoded batches than the
+             * reserve's two: give another thread a grace period to release some. */
+            if (held_since == 0) {
+                held_since = loader_now_ns();
+            }
+            if (loader_now_ns() - held_since >= HELD_GRACE_NS) {
+                return hd_err(HDMLP_E_NOMEM,
+                              "image: %llu decoded batches are held (%llu bytes of the %llu "
+                              "reserved for them); release batches before asking for more",
+                              (unsigned long long)ld->outstanding_batches,
+                              (unsigned long long)ld->image_charged,
+                              (unsigned long long)p->reserve);
+            }
+            struct timespec until;
+            clock_gettime(CLOCK_REALTIME, &until);
+            until.tv_nsec += 50 * 1000000L;
+            if (until.tv_nsec >= 1000000000L) {
+                until.tv_sec++;
+                until.tv_nsec -= 1000000000L;
+            }
+            const int past_deadline =
+                deadline != NULL &&
+                (deadline->tv_sec < until.tv_sec ||
+                 (deadline->tv_sec == until.tv_sec && deadline->tv_nsec < until.tv_nsec));
+            if (wait_ready(ld, past_deadline ? deadline : &until) != HDMLP_OK &&
+                past_deadline) {
+                return hd_err(HDMLP_E_TIMEOUT, "loader: no decoded batch within the timeout");
+            }
+            continue;
         }
         if (p->head == NULL) {
             if (ld->failed || p->pending_rc != HDMLP_OK) {

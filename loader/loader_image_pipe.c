@@ -296,21 +296,22 @@ int image_pipe_start(struct hdmlp_loader *ld)
         pipe_free(p);
         return hd_err(HDMLP_E_NOMEM, "image: out of memory for the decode threads");
     }
-    /* Output buffers: those decoded ahead and two the consumer may hold. The I/O threads
-     * already run: the budget and the pipeline change under the lock. */
+    /* Output buffers: those decoded ahead and two the consumer may hold. Sizing set them
+     * (and the raw batches queued for decoding) apart from the rest of the budget
+     * (budget_images); planning gives up their room, and image_charged counts them against
+     * it. The I/O threads already run: the budget and the pipeline change under the lock. */
     const uint64_t reserve = p->img_bytes * ld->cfg.batch * (ic->prefetch + 2);
     pthread_mutex_lock(&ld->lock);
-    if (reserve > ld->cfg.memory / 2 || reserve >= ld->plan_limit) {
+    if (reserve > ld->st.budget_images || reserve >= ld->plan_limit) {
         pthread_mutex_unlock(&ld->lock);
         pipe_free(p);
-        return hd_err(
-            HDMLP_E_INVAL,
-            "image: %u batches of %u images of %u x %u x %u need %llu bytes, more than "
-            "half the memory budget (%llu bytes); raise the budget or lower the "
-            "batch size, image size or prefetch",
-            ic->prefetch + 2, ld->cfg.batch, ic->height, ic->width, ic->channels,
-            (unsigned long long)reserve, (unsigned long long)ld->cfg.memory);
+        return hd_err(HDMLP_E_RANGE,
+                      "image: %u batches of %u images of %u x %u x %u need %llu bytes, more "
+                      "than the budget set apart for them (%llu bytes)",
+                      ic->prefetch + 2, ld->cfg.batch, ic->height, ic->width, ic->channels,
+                      (unsigned long long)reserve, (unsigned long long)ld->st.budget_images);
     }
+    p->reserve = reserve;
     ld->plan_limit -= reserve;
     ld->st.io_threads_active = p->io_limit ? p->io_limit : p->io_max;
     ld->st.decode_threads_active = p->decode_active;

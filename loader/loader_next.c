@@ -397,7 +397,7 @@ void hdmlp_batch_release(hdmlp_batch *batch)
     pthread_mutex_lock(&ld->lock);
     uncharge_samples(ld, batch->samples, batch->n);
     if (batch->image != NULL) {
-        ld->charged -= batch->image->charge;
+        ld->image_charged -= batch->image->charge;
     }
     ld->outstanding_batches--;
     pthread_cond_broadcast(&ld->ready_cv);

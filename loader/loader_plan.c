@@ -216,9 +216,7 @@ uint64_t job_bytes(const ld_job *job)
 static void charge(struct hdmlp_loader *ld, uint64_t bytes)
 {
     ld->charged += bytes;
-    if (ld->charged > ld->st.peak_memory_bytes) {
-        ld->st.peak_memory_bytes = ld->charged;
-    }
+    loader_note_peak(ld);
 }
 
 void plan_enqueue(struct hdmlp_loader *ld, ld_job *job)

@@ -217,9 +217,7 @@ int resume_apply(struct hdmlp_loader *ld)
             rc = restore_slots(ld);
         }
     }
-    if (ld->charged > ld->st.peak_memory_bytes) {
-        ld->st.peak_memory_bytes = ld->charged;
-    }
+    loader_note_peak(ld);
     pthread_mutex_unlock(&ld->lock);
     return rc;
 }

@@ -15,6 +15,7 @@
  */
 #include "loader_sizing.h"
 
+#include "loader_image.h"
 #include "loader_refill.h"
 
 #include <stdio.h>
@@ -96,6 +97,25 @@ uint64_t loader_aligned_chunk_bytes(const fmt_index *ix)
     return total;
 }
 
+/* The image pipeline's part (loader_image_pipe.c): output buffers for the batches decoded
+ * ahead and the two the consumer may hold, and the raw batches queued for decoding beyond
+ * the two `batches` keeps room for. 0 without a pipeline; UINT64_MAX on overflow. */
+static uint64_t image_part(const struct hdmlp_config *cfg, uint64_t one_batch)
+{
+    const struct hdmlp_image_config *ic = cfg->image;
+    if (ic == NULL) {
+        return 0;
+    }
+    const uint64_t img = image_out_bytes(ic);
+    const uint64_t batches = (uint64_t)ic->prefetch + 2;
+    const uint64_t raw = ic->prefetch > 1 ? ic->prefetch - 1u : 0u;
+    if (one_batch == UINT64_MAX || img > UINT64_MAX / batches / cfg->batch ||
+        (raw > 0 && one_batch > UINT64_MAX / 4 / raw)) {
+        return UINT64_MAX;
+    }
+    return img * cfg->batch * batches + one_batch * raw;
+}
+
 int loader_size(const fmt_index *ix, const struct hdmlp_config *cfg, loader_sizing *out)
 {
     const uint64_t n = ix->h.n_samples;
@@ -120,7 +140,10 @@ int loader_size(const fmt_index *ix, const struct hdmlp_config *cfg, loader_sizi
     /* With peers, planning also leaves room for one batch of answers to them (plan_limit
      * below); reserving it keeps a held batch plus the one being assembled admissible. */
     const uint64_t answers = cfg->world > 1 && one_batch != UINT64_MAX ? one_batch : 0;
-    const uint64_t base = io + batches + remote_cap + answers;
+    /* The image pipeline's buffers come off the budget first: the rest is sized (and the
+     * order chosen) as for a loader without the pipeline given that rest. */
+    const uint64_t images = image_part(cfg, one_batch);
+    const uint64_t base = io + batches + remote_cap + answers + images;
     uint64_t ram = cfg->ram_cache;
     if (ram == HDMLP_RAM_CACHE_AUTO) {
         /* Cache every chunk when the budget holds them all (aligned), the reserve above,
@@ -134,7 +157,7 @@ int loader_size(const fmt_index *ix, const struct hdmlp_config *cfg, loader_sizi
      * part of the budget with the lookahead: at least an eighth of what the fixed parts
      * leave, and at least the worst case of what is held, so the consumer always
      * progresses, and lookahead uses what the batches do not. */
-    const uint64_t fixed = io + remote_cap + ram;
+    const uint64_t fixed = io + remote_cap + ram + images;
     const uint64_t hold = batches == UINT64_MAX ? UINT64_MAX : batches + answers;
     /* The shared part is max(hold, flex / 8); the thread count never changes it (nor A, nor
      * the order): read buffers of threads beyond two are charged per job, when there is
@@ -142,7 +165,8 @@ int loader_size(const fmt_index *ix, const struct hdmlp_config *cfg, loader_sizi
     const uint64_t min_a = (hold == UINT64_MAX ? 0 : hold) + one_chunk;
     const uint64_t min_b = one_chunk + (one_chunk + 6) / 7;
     const uint64_t minimum = fixed + (min_a > min_b ? min_a : min_b);
-    if (hold == UINT64_MAX || fixed < ram || cfg->memory < minimum) {
+    if (hold == UINT64_MAX || images == UINT64_MAX || fixed < ram || fixed < images ||
+        cfg->memory < minimum) {
         char have[32], need[32];
         fmt_bytes(have, sizeof(have), cfg->memory);
         fmt_bytes(need, sizeof(need), minimum);
@@ -150,10 +174,10 @@ int loader_size(const fmt_index *ix, const struct hdmlp_config *cfg, loader_sizi
             HDMLP_E_RANGE,
             "memory budget %s (%llu bytes) is too small for this dataset: at least %s "
             "(%llu bytes) is needed for one abstract chunk of %u samples, two chunk read "
-            "buffers, two batches of the largest samples, the remote memory and the RAM "
-            "chunk cache (%llu bytes)",
+            "buffers, two batches of the largest samples, the remote memory, the RAM "
+            "chunk cache (%llu bytes) and the image pipeline's buffers (%llu bytes)",
             have, (unsigned long long)cfg->memory, need, (unsigned long long)minimum, k,
-            (unsigned long long)ram);
+            (unsigned long long)ram, (unsigned long long)(images == UINT64_MAX ? 0 : images));
     }
     out->extra_io = extra_io;
     /* Planning may fill the budget except what peers' answers (one batch) and prefetches
@@ -180,5 +204,6 @@ int loader_size(const fmt_index *ix, const struct hdmlp_config *cfg, loader_sizi
     out->lookahead = shared - batches - answers;
     out->slot_cap = slot_cap;
     out->remote_cap = remote_cap;
+    out->images = images;
     return HDMLP_OK;
 }

@@ -19,6 +19,7 @@ typedef struct loader_sizing {
     uint64_t read_buffers; /* two chunk read buffers (+ the SSD stager's) */
     uint64_t batches;      /* two batches of the largest samples (+ one of answers to peers) */
     uint64_t lookahead;    /* samples planned ahead, refills in flight */
+    uint64_t images;       /* the image pipeline's buffers (0 without one) */
 } loader_sizing;
 
 /* The dataset's stored chunk bytes, each chunk rounded up to the 4 KiB alignment. */

@@ -308,9 +308,7 @@ void *worker_main(void *arg)
         }
         if (extra) {
             ld->charged += w->buf_cap;
-            if (ld->charged > ld->st.peak_memory_bytes) {
-                ld->st.peak_memory_bytes = ld->charged;
-            }
+            loader_note_peak(ld);
         }
         ld_job *job = ld->q_head;
         ld->q_head = job->next;

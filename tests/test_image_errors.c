@@ -96,14 +96,101 @@ Test(image_errors, misuse_is_refused)
     cr_assert_eq(hdmlp_batch_image(b, NULL), HDMLP_E_INVAL);
     hdmlp_batch_release(b);
     hdmlp_loader_free(ld);
-    /* 6 buffers of 4 × 1024 × 1024 × 3 bytes do not fit in half of 64 MiB */
-    hdmlp_image_config *ic = image_config(1024, 1024);
+    /* 4 buffers (prefetch 2, two held) of 4 × 2048 × 2048 × 3 bytes do not fit in 64 MiB */
+    hdmlp_image_config *ic = image_config(2048, 2048);
     cr_assert_eq(hdmlp_config_set_image(cfg, ic), HDMLP_OK);
     ld = NULL;
-    cr_assert_eq(hdmlp_loader_create(ds, cfg, &ld), HDMLP_E_INVAL);
+    cr_assert_eq(hdmlp_loader_create(ds, cfg, &ld), HDMLP_E_RANGE);
     cr_assert_null(ld);
     cr_assert(strstr(hdmlp_last_error(), "memory budget") != NULL, "%s", hdmlp_last_error());
     cr_assert_eq(hdmlp_config_set_image(NULL, ic), HDMLP_E_INVAL);
+    hdmlp_image_config_free(ic);
+    hdmlp_config_free(cfg);
+    hdmlp_dataset_close(ds);
+}
+
+/* Creates a loader at the smallest budget (in 64 KiB steps from `from`) that
+ * hdmlp_loader_create accepts for this pipeline. */
+static hdmlp_loader *smallest_loader(hdmlp_dataset *ds, hdmlp_config *cfg,
+                                     const hdmlp_image_config *ic, uint64_t from)
+{
+    cr_assert_eq(hdmlp_config_set_image(cfg, ic), HDMLP_OK);
+    for (uint64_t m = from; m < (256ull << 20); m += 64 << 10) {
+        hdmlp_config_set_memory(cfg, m);
+        hdmlp_loader *ld = NULL;
+        const int rc = hdmlp_loader_create(ds, cfg, &ld);
+        if (rc == HDMLP_OK) {
+            return ld;
+        }
+        cr_assert_eq(rc, HDMLP_E_RANGE, "%s", hdmlp_last_error());
+    }
+    cr_assert_fail("no budget below 256 MiB accepted");
+    return NULL;
+}
+
+/* Whatever budget creation accepts, a loop that holds the batch it works on while asking
+ * for the next (as `for x, y in loader` does) runs to the end within it. */
+Test(image_errors, the_smallest_accepted_budget_runs_a_loop_holding_one_batch)
+{
+    pack_k = 4;
+    hdmlp_dataset *ds = image_dataset(64, 60, 50, 0, NULL);
+    pack_k = 8;
+    hdmlp_config *cfg = config(8, 2);
+    hdmlp_image_config *ic = image_config(96, 96);
+    hdmlp_loader *ld = smallest_loader(ds, cfg, ic, 64 << 10);
+    hdmlp_stats st;
+    cr_assert_eq(hdmlp_loader_stats(ld, &st), HDMLP_OK);
+    cr_assert_geq(st.budget_images, 4ull * 8 * 96 * 96 * 3); /* prefetch 2 + two held */
+    hdmlp_batch *held = NULL, *b = NULL;
+    uint64_t n = 0;
+    int rc;
+    while ((rc = hdmlp_loader_next(ld, &b)) == HDMLP_OK) {
+        n += hdmlp_batch_size(b);
+        hdmlp_batch_release(held);
+        held = b;
+    }
+    cr_assert_eq(rc, HDMLP_END, "%s", hdmlp_last_error());
+    cr_assert_eq(n, 128);
+    hdmlp_batch_release(held);
+    cr_assert_eq(hdmlp_loader_stats(ld, &st), HDMLP_OK);
+    cr_assert_leq(st.peak_memory_bytes, st.memory_budget);
+    hdmlp_loader_free(ld);
+    hdmlp_image_config_free(ic);
+    hdmlp_config_free(cfg);
+    hdmlp_dataset_close(ds);
+}
+
+/* Holding more decoded batches than the two the budget keeps room for is reported (after a
+ * grace period for releases from other threads) and resumable, as without the pipeline. */
+Test(image_errors, holding_too_many_decoded_batches_is_reported_and_resumable)
+{
+    hdmlp_dataset *ds = image_dataset(64, 60, 50, 0, NULL);
+    hdmlp_config *cfg = config(8, 1);
+    hdmlp_image_config *ic = image_config(64, 64);
+    hdmlp_loader *ld = loader(ds, cfg, ic);
+    hdmlp_batch *held[8] = {NULL};
+    int n_held = 0, rc;
+    uint64_t n = 0;
+    while ((rc = hdmlp_loader_next(ld, &held[n_held])) == HDMLP_OK) {
+        n += hdmlp_batch_size(held[n_held]);
+        n_held++;
+        cr_assert_lt(n_held, 8, "eight decoded batches held without an error");
+    }
+    cr_assert_eq(rc, HDMLP_E_NOMEM, "%s", hdmlp_last_error());
+    cr_assert(strstr(hdmlp_last_error(), "decoded batches are held") != NULL, "%s",
+              hdmlp_last_error());
+    cr_assert_geq(n_held, 2);
+    for (int i = 0; i < n_held; i++) {
+        hdmlp_batch_release(held[i]);
+    }
+    hdmlp_batch *b = NULL;
+    while ((rc = hdmlp_loader_next(ld, &b)) == HDMLP_OK) {
+        n += hdmlp_batch_size(b);
+        hdmlp_batch_release(b);
+    }
+    cr_assert_eq(rc, HDMLP_END, "%s", hdmlp_last_error());
+    cr_assert_eq(n, 64);
+    hdmlp_loader_free(ld);
     hdmlp_image_config_free(ic);
     hdmlp_config_free(cfg);
     hdmlp_dataset_close(ds);

@@ -110,6 +110,7 @@ PyObject *py_stats_dict(const hdmlp_stats *stats)
     PUT(board_borrowed_peak)
     PUT(node_stall_max_ns)
     PUT(node_stall_min_ns)
+    PUT(budget_images)
 #undef PUT
     return d;
 }
