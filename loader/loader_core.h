@@ -234,6 +234,23 @@ static inline uint64_t loader_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* CLOCK_REALTIME (the clock of the loader's condition waits) `ns` nanoseconds from now. */
+static inline struct timespec loader_realtime_in(uint64_t ns)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    const uint64_t sum = (uint64_t)ts.tv_nsec + ns;
+    ts.tv_sec += (time_t)(sum / 1000000000ull);
+    ts.tv_nsec = (long)(sum % 1000000000ull);
+    return ts;
+}
+
+/* Whether time a is before time b. */
+static inline int loader_timespec_before(const struct timespec *a, const struct timespec *b)
+{
+    return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
+}
+
 /* Notes the accounted bytes in peak_memory_bytes (lock held). */
 static inline void loader_note_peak(struct hdmlp_loader *ld)
 {

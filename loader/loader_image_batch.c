@@ -263,17 +263,9 @@ int image_pipe_next(struct hdmlp_loader *ld, image_raw_next_fn raw, hdmlp_batch 
                               (unsigned long long)ld->image_charged,
                               (unsigned long long)p->reserve);
             }
-            struct timespec until;
-            clock_gettime(CLOCK_REALTIME, &until);
-            until.tv_nsec += 50 * 1000000L;
-            if (until.tv_nsec >= 1000000000L) {
-                until.tv_sec++;
-                until.tv_nsec -= 1000000000L;
-            }
+            const struct timespec until = loader_realtime_in(50 * 1000000ull);
             const int past_deadline =
-                deadline != NULL &&
-                (deadline->tv_sec < until.tv_sec ||
-                 (deadline->tv_sec == until.tv_sec && deadline->tv_nsec < until.tv_nsec));
+                deadline != NULL && loader_timespec_before(deadline, &until);
             if (wait_ready(ld, past_deadline ? deadline : &until) != HDMLP_OK &&
                 past_deadline) {
                 return hd_err(HDMLP_E_TIMEOUT, "loader: no decoded batch within the timeout");

@@ -107,13 +107,7 @@ static int take_item(hdmlp_loader *ld, ld_item *out, const struct timespec *dead
                 stuck_since = loader_now_ns();
             }
             if (ld->outstanding_batches > 0 && loader_now_ns() - stuck_since < STUCK_GRACE_NS) {
-                struct timespec until;
-                clock_gettime(CLOCK_REALTIME, &until);
-                until.tv_nsec += 50 * 1000000L;
-                if (until.tv_nsec >= 1000000000L) {
-                    until.tv_sec++;
-                    until.tv_nsec -= 1000000000L;
-                }
+                const struct timespec until = loader_realtime_in(50 * 1000000ull);
                 pthread_cond_timedwait(&ld->ready_cv, &ld->lock, &until);
                 const int prc = plan_advance(ld);
                 if (prc != HDMLP_OK) {
@@ -153,12 +147,8 @@ static int take_item(hdmlp_loader *ld, ld_item *out, const struct timespec *dead
                          (unsigned long long)it->epoch, ld->cfg.peer_timeout_ms);
                 return loader_fail(ld, HDMLP_E_PEER, detail);
             }
-            clock_gettime(CLOCK_REALTIME, &until);
-            const uint64_t ns = (uint64_t)until.tv_nsec + (peer_deadline - now);
-            until.tv_sec += (time_t)(ns / 1000000000ull);
-            until.tv_nsec = (long)(ns % 1000000000ull);
-            if (deadline == NULL || until.tv_sec < deadline->tv_sec ||
-                (until.tv_sec == deadline->tv_sec && until.tv_nsec < deadline->tv_nsec)) {
+            until = loader_realtime_in(peer_deadline - now);
+            if (deadline == NULL || loader_timespec_before(&until, deadline)) {
                 limit = &until;
             }
         }
@@ -310,11 +300,7 @@ static int next_until(hdmlp_loader *ld, hdmlp_batch **out, const struct timespec
 
 int hdmlp_loader_next_timeout(hdmlp_loader *ld, hdmlp_batch **out, uint32_t timeout_ms)
 {
-    struct timespec deadline;
-    clock_gettime(CLOCK_REALTIME, &deadline);
-    const uint64_t ns = (uint64_t)deadline.tv_nsec + (uint64_t)timeout_ms * 1000000ull;
-    deadline.tv_sec += (time_t)(ns / 1000000000ull);
-    deadline.tv_nsec = (long)(ns % 1000000000ull);
+    const struct timespec deadline = loader_realtime_in((uint64_t)timeout_ms * 1000000ull);
     return next_until(ld, out, timeout_ms != 0 ? &deadline : NULL);
 }
 
