@@ -1,14 +1,22 @@
-/* Sample compression: zstd contexts, per-sample decode with checks, dictionary training. */
+/* Sample checksums (XXH3-64) and compression: zstd contexts, per-sample decode with checks,
+ * dictionary training. */
 #include "format.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <xxhash.h>
 #include <zdict.h>
 #include <zstd.h>
 #include <zstd_errors.h>
 
 typedef unsigned long long ull;
+
+uint64_t fmt_checksum(const void *data, size_t len)
+{
+    static const uint8_t empty[1] = {0};
+    return (uint64_t)XXH3_64bits(len ? data : empty, len);
+}
 
 struct fmt_decoder {
     ZSTD_DCtx *dctx;

@@ -1,6 +1,11 @@
 /*
  * format/ — the on-disk format on buffers only (no files, no threads). See FORMAT.md.
  * Internal header: not installed.
+ *
+ * Layering (a file calls only those below it; no circles, checked from the object files):
+ *   fmt_index.c (index encode/decode), fmt_chunk.c (chunk headers; reads index records)
+ *   fmt_codec.c (sample checksums and zstd codecs)
+ *   fmt_alloc.c, fmt_error.c (allocation and the thread-local error detail)
  */
 #ifndef HDMLP_FORMAT_H
 #define HDMLP_FORMAT_H

@@ -260,14 +260,15 @@ static inline void loader_note_peak(struct hdmlp_loader *ld)
     }
 }
 
-/* loader_state.c: reference count and teardown; source bytes per epoch */
+/* loader_state.c: reference count and teardown; source bytes per epoch; failure */
 /* Drops a reference (lock held; released here) and frees the loader after the last. */
 void loader_unref_unlock(struct hdmlp_loader *ld);
 /* Adds bytes read from the dataset directory in planned epoch `epoch` (lock held). */
 void loader_count_source(struct hdmlp_loader *ld, uint64_t epoch, uint64_t bytes);
+/* Records the loader's first failure (code, detail) and returns it with hd_err (lock held). */
+int loader_fail(struct hdmlp_loader *ld, int code, const char *detail);
 
 /* loader_api.c, loader_next.c */
-int loader_fail(struct hdmlp_loader *ld, int code, const char *detail);
 void batch_discard(struct hdmlp_loader *ld, struct hdmlp_batch *batch);
 /* Queues DONE for every peer once (lock held). */
 void loader_announce_done(struct hdmlp_loader *ld);

@@ -10,11 +10,6 @@
 #include <string.h>
 #include <unistd.h>
 
-void ds_segment_path(const hdmlp_dataset *ds, uint32_t s, char *buf, size_t cap)
-{
-    snprintf(buf, cap, "%s/" FMT_SEGMENT_NAME_FMT, ds->path, s);
-}
-
 int ds_segment_fd(hdmlp_dataset *ds, uint32_t s, int direct)
 {
     if (ds->store != NULL) {

@@ -5,6 +5,7 @@
 #include "format.h"
 
 #include <pthread.h>
+#include <stdio.h>
 
 struct src_store;
 struct src_conn;
@@ -27,7 +28,10 @@ struct hdmlp_dataset {
 int ds_segment_fd(hdmlp_dataset *ds, uint32_t s, int direct);
 
 /* Full path (or URL) of segment s into buf (for messages). */
-void ds_segment_path(const hdmlp_dataset *ds, uint32_t s, char *buf, size_t cap);
+static inline void ds_segment_path(const hdmlp_dataset *ds, uint32_t s, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s/" FMT_SEGMENT_NAME_FMT, ds->path, s);
+}
 
 /* Reads exactly len bytes at off from segment s (a local file or a remote object), with
  * errors naming the segment. Thread-safe. */

@@ -61,6 +61,14 @@ typedef struct image_decoder image_decoder;
 int image_decoder_create(image_decoder **out);
 void image_decoder_free(image_decoder *d);
 
+/* PIL's convert("L"): ITU-R 601-2 luma with its fixed-point rounding. */
+static inline uint8_t image_luma(uint8_t r, uint8_t g, uint8_t b)
+{
+    return (
+        uint8_t)(((uint32_t)r * 19595 + (uint32_t)g * 38470 + (uint32_t)b * 7471 + 0x8000) >>
+                 16);
+}
+
 /* Reads the header of an encoded image: its kind and size. HDMLP_E_CORRUPT (detail: the
  * reason) for anything unrecognised, damaged or too large. */
 int image_probe(image_decoder *d, const uint8_t *data, size_t size, image_kind *kind,

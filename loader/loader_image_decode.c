@@ -147,14 +147,6 @@ int image_probe(image_decoder *d, const uint8_t *data, size_t size, image_kind *
                   size > 0 ? data[0] : 0, size > 1 ? data[1] : 0, size > 2 ? data[2] : 0);
 }
 
-/* PIL's convert("L"): ITU-R 601-2 luma with its fixed-point rounding. */
-static uint8_t luma(uint8_t r, uint8_t g, uint8_t b)
-{
-    return (
-        uint8_t)(((uint32_t)r * 19595 + (uint32_t)g * 38470 + (uint32_t)b * 7471 + 0x8000) >>
-                 16);
-}
-
 /* Converts n pixels of c_in channels at src into c_out channels at dst (may alias when
  * c_out <= c_in, converting front to back). */
 static void convert(const uint8_t *src, uint32_t c_in, uint8_t *dst, uint32_t c_out, size_t n)
@@ -165,7 +157,7 @@ static void convert(const uint8_t *src, uint32_t c_in, uint8_t *dst, uint32_t c_
         }
     } else if (c_in == 3 && c_out == 1) {
         for (size_t i = 0; i < n; i++) {
-            dst[i] = luma(src[3 * i], src[3 * i + 1], src[3 * i + 2]);
+            dst[i] = image_luma(src[3 * i], src[3 * i + 1], src[3 * i + 2]);
         }
     } else { /* 1 -> 3, back to front so src and dst may share a buffer */
         for (size_t i = n; i-- > 0;) {
@@ -173,27 +165,6 @@ static void convert(const uint8_t *src, uint32_t c_in, uint8_t *dst, uint32_t c_
             dst[3 * i] = dst[3 * i + 1] = dst[3 * i + 2] = v;
         }
     }
-}
-
-void image_from_cmyk(image_buf *b, uint32_t c_out)
-{
-    /* Inverted (Adobe) CMYK, as libjpeg returns it: R = C × K / 255, and so on (what PIL's
-     * convert("RGB") gives). */
-    const size_t n = (size_t)b->w * b->h;
-    uint8_t *p = b->px;
-    for (size_t i = 0; i < n; i++) {
-        const uint32_t k = p[4 * i + 3];
-        uint8_t rgb[3];
-        for (int j = 0; j < 3; j++) {
-            rgb[j] = (uint8_t)((p[4 * i + j] * k + 127) / 255);
-        }
-        if (c_out == 1) {
-            p[i] = luma(rgb[0], rgb[1], rgb[2]);
-        } else {
-            memcpy(p + 3 * i, rgb, 3);
-        }
-    }
-    b->c = c_out;
 }
 
 static int alloc_px(image_buf *out, uint32_t h, uint32_t w, uint32_t c)

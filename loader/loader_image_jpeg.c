@@ -52,6 +52,27 @@ static void on_progress(j_common_ptr c)
     }
 }
 
+void image_from_cmyk(image_buf *b, uint32_t c_out)
+{
+    /* Inverted (Adobe) CMYK, as libjpeg returns it: R = C × K / 255, and so on (what PIL's
+     * convert("RGB") gives). */
+    const size_t n = (size_t)b->w * b->h;
+    uint8_t *p = b->px;
+    for (size_t i = 0; i < n; i++) {
+        const uint32_t k = p[4 * i + 3];
+        uint8_t rgb[3];
+        for (int j = 0; j < 3; j++) {
+            rgb[j] = (uint8_t)((p[4 * i + j] * k + 127) / 255);
+        }
+        if (c_out == 1) {
+            p[i] = image_luma(rgb[0], rgb[1], rgb[2]);
+        } else {
+            memcpy(p + 3 * i, rgb, 3);
+        }
+    }
+    b->c = c_out;
+}
+
 int image_decode_jpeg_region(const uint8_t *data, size_t size, uint32_t c_out, uint32_t denom,
                              uint32_t top, uint32_t left, uint32_t height, uint32_t width,
                              image_buf *out, uint32_t *oy, uint32_t *ox)

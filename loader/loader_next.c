@@ -14,15 +14,6 @@
 /* How long a consumer blocked only by unreleased batches waits for a release. */
 #define STUCK_GRACE_NS (1000ull * 1000000ull)
 
-int loader_fail(hdmlp_loader *ld, int code, const char *detail)
-{
-    if (ld->failed == 0) {
-        ld->failed = code;
-        snprintf(ld->fail_detail, sizeof(ld->fail_detail), "%s", detail);
-    }
-    return hd_err(ld->failed, "%s", ld->fail_detail);
-}
-
 /* Sends queued messages without holding the lock (lock held on entry and exit). */
 static void flush_unlocked(hdmlp_loader *ld)
 {

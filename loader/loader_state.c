@@ -1,9 +1,11 @@
 /*
  * The loader object's lowest layer, used by every other file: its reference count and
  * teardown (the last of the consumer, the API and released batches frees it), and the bytes
- * read from the dataset per planned epoch.
+ * read from the dataset per planned epoch, and the loader's first failure.
  */
 #include "loader_core.h"
+
+#include <stdio.h>
 
 static void loader_destroy(hdmlp_loader *ld)
 {
@@ -47,4 +49,13 @@ void loader_count_source(hdmlp_loader *ld, uint64_t epoch, uint64_t bytes)
     if (epoch + 1 > ld->epoch_source_known) {
         ld->epoch_source_known = epoch + 1;
     }
+}
+
+int loader_fail(hdmlp_loader *ld, int code, const char *detail)
+{
+    if (ld->failed == 0) {
+        ld->failed = code;
+        snprintf(ld->fail_detail, sizeof(ld->fail_detail), "%s", detail);
+    }
+    return hd_err(ld->failed, "%s", ld->fail_detail);
 }

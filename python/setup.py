@@ -33,7 +33,7 @@ ROOT = os.path.dirname(HERE)
 # setuptools takes paths relative to the directory it runs in: python/ itself, or the
 # repository root, whose setup.py runs this file (`pip install .` there).
 REL = os.path.normpath(os.path.relpath(HERE))
-SOURCES = ["src/py_module.c", "src/py_errors.c", "src/py_args.c", "src/py_dataset.c",
+SOURCES = ["src/py_module.c", "src/py_state.c", "src/py_errors.c", "src/py_args.c", "src/py_dataset.c",
            "src/py_dataset_read.c", "src/py_dataset_props.c", "src/py_batch.c",
            "src/py_loader.c", "src/py_loader_fetch.c", "src/py_loader_iter.c",
            "src/py_config.c", "src/py_stats.c", "src/py_resume.c", "src/py_wait.c",

@@ -1,4 +1,14 @@
-/* Shared state of the gRPC transport (rpc_transport.c, rpc_client.c, rpc_server.c). */
+/*
+ * Shared state of the gRPC transport (rpc_transport.c, rpc_client.c, rpc_server.c).
+ *
+ * Layering of rpc/ (a file calls only those below it; no circles, checked from the object
+ * files):
+ *   rpc_loader.c (the module's entry for libhdmlp), rpc_bootstrap_mpi.c
+ *   rpc_transport.c (create, send, destroy: picks gRPC or the rings per peer)
+ *   rpc_client.c, rpc_server.c (gRPC); rpc_shm.c (the ring thread) → rpc_shm_send.c,
+ *     rpc_shm_recv.c → rpc_shm_link.c, rpc_shm_ring.c, rpc_shm_loop.c
+ *   rpc_codec.c (protobuf-c), rpc_tls.c, rpc_samehost.c, rpc_port.c, rpc_clock.c
+ */
 #ifndef HDMLP_RPC_INTERNAL_H
 #define HDMLP_RPC_INTERNAL_H
 

@@ -5,19 +5,6 @@
 #include <string.h>
 #include <time.h>
 
-uint64_t rpc_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-gpr_timespec rpc_deadline_ms(uint64_t ms)
-{
-    return gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
-                        gpr_time_from_millis((int64_t)ms, GPR_TIMESPAN));
-}
-
 void rpc_opts_default(const struct hdmlp_config *cfg, rpc_opts *o)
 {
     o->max_data = RPC_DEFAULT_MAX_DATA;

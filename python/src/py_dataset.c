@@ -12,15 +12,6 @@
 
 #include <structmember.h>
 
-hdmlp_dataset *py_dataset_handle(py_state *st, DatasetObject *self)
-{
-    if (self->ds == NULL) {
-        PyErr_SetString(st->StateError, "dataset is closed");
-        return NULL;
-    }
-    return self->ds;
-}
-
 static PyObject *dataset_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"path", NULL};

@@ -7,6 +7,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+hdmlp_dataset *py_dataset_handle(py_state *st, DatasetObject *self)
+{
+    if (self->ds == NULL) {
+        PyErr_SetString(st->StateError, "dataset is closed");
+        return NULL;
+    }
+    return self->ds;
+}
+
 static int sample_index(DatasetObject *self, PyObject *key, uint64_t *out)
 {
     py_state *st = state_of((PyObject *)self);

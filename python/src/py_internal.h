@@ -5,6 +5,13 @@
  * state (multi-phase init, PEP 489): the exception classes and the heap types. The C
  * library's worker threads never touch Python; the extension's own helper thread
  * (py_wait.c) never touches Python either.
+ *
+ * Layering (a file calls only those below it; no circles, checked from the object files):
+ *   py_module.c (module init: adds the types and functions)
+ *   py_loader.c → py_loader_iter.c, py_resume.c → py_loader_fetch.c; py_ring.c
+ *   py_dataset.c → py_dataset_props.c → py_dataset_read.c; py_batch.c → py_image.c;
+ *     py_config.c, py_stats.c
+ *   py_args.c, py_errors.c, py_state.c (module def and state), py_wait.c
  */
 #ifndef HDMLP_PY_INTERNAL_H
 #define HDMLP_PY_INTERNAL_H

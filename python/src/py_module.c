@@ -6,12 +6,6 @@
 
 #include <limits.h>
 
-py_state *py_state_from_type(PyTypeObject *tp)
-{
-    PyObject *m = PyType_GetModuleByDef(tp, &py_module_def);
-    return m != NULL ? (py_state *)PyModule_GetState(m) : NULL;
-}
-
 static PyObject *mod_strerror(PyObject *m, PyObject *arg)
 {
     (void)m;
@@ -173,23 +167,16 @@ static void module_free(void *m) { module_clear((PyObject *)m); }
 
 static PyModuleDef_Slot module_slots[2]; /* filled by PyInit__hdmlp (see py_fn) */
 
-PyModuleDef py_module_def = {
-    PyModuleDef_HEAD_INIT,
-    .m_name = "hdmlp._hdmlp",
-    .m_doc = "C extension of hdmlp (use the hdmlp package).",
-    .m_size = sizeof(py_state),
-    .m_methods = module_methods,
-    .m_slots = module_slots,
-    .m_traverse = module_traverse,
-    .m_clear = module_clear,
-    .m_free = module_free,
-};
-
 PyMODINIT_FUNC PyInit__hdmlp(void);
 
 PyMODINIT_FUNC PyInit__hdmlp(void)
 {
     module_slots[0] = (PyModuleDef_Slot)PY_SLOT(Py_mod_exec, module_exec);
     module_slots[1] = (PyModuleDef_Slot){0, NULL};
+    py_module_def.m_methods = module_methods;
+    py_module_def.m_slots = module_slots;
+    py_module_def.m_traverse = module_traverse;
+    py_module_def.m_clear = module_clear;
+    py_module_def.m_free = module_free;
     return PyModuleDef_Init(&py_module_def);
 }

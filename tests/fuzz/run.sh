@@ -37,7 +37,8 @@ target_extra() {
     fi
     if [ "$1" = list ] || [ "$1" = archive ]; then # the packer library, without its CLI
         extra=(-I packer packer/pack_{items,scan_dir,scan_archive,scan_list,spill,source}.c
-            packer/pack_{codec,segment,write,outdir,run}.c -larchive -lpthread)
+            packer/pack_{codec,image,segment,write,outdir,notify,run}.c -larchive -lturbojpeg
+            -lspng -lm -lpthread)
     fi
     if [ "$1" = image ]; then # the image pipeline's decode and augmentation
         extra=(-I loader loader/loader_image_{decode,jpeg,aug,config}.c -lturbojpeg -ljpeg -lspng
