@@ -726,6 +726,9 @@ typedef struct hdmlp_stats {
     /* the image pipeline's part of the budget (decoded batches ahead and held, raw batches
      * queued for decoding), taken before the rest is split; 0 without a pipeline */
     uint64_t budget_images;
+    /* most refills being read at once (I/O threads busy together; a remote source's threads
+     * share the read-buffer reserve by each refill's bytes, so more overlap there) */
+    uint64_t refills_in_flight_peak;
 } hdmlp_stats;
 
 HDMLP_API int hdmlp_loader_stats(hdmlp_loader *ld, hdmlp_stats *out);

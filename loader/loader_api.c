@@ -193,6 +193,8 @@ int loader_create_with(hdmlp_dataset *ds, const hdmlp_config *cfg,
          * charged per job). */
         ld->charged = refill_max_buffer(ld->ix) *
                       (cfg->threads < LOADER_IO_RESERVED ? cfg->threads : LOADER_IO_RESERVED);
+        ld->io_pool = ld->charged;
+        ld->io_pooled = ds->store != NULL;
         ld->st.peak_memory_bytes = ld->charged;
         const sched_params sp = {a, cfg->policy, cfg->seed, ld->slot_cap, cfg->relaxed};
         rc = sched_create(ld->ix, &sp, &ld->sch);

@@ -120,6 +120,8 @@ typedef struct ld_worker {
     uint32_t reads_cap;
     uint8_t *buf; /* read buffer (hd_map_alloc), reserved in the budget */
     uint64_t buf_cap;
+    uint64_t held;        /* bytes of buf charged for the running job (0: resident, reserved) */
+    int held_pool;        /* held comes from the read-buffer pool (else from the budget) */
     struct src_conn *src; /* connections to a remote dataset's store, else NULL */
     struct src_range *src_ranges;
 } ld_worker;
@@ -148,6 +150,12 @@ struct hdmlp_loader {
     uint32_t n_workers;
 
     uint64_t charged; /* accounted bytes: samples not yet released + refill buffers */
+    /* Read buffers charged per job (loader_worker.c): on for a remote source, where a
+     * request waits tens of milliseconds and more jobs in flight pay; the reserved buffers'
+     * bytes (io_pool, inside charged) are then shared by every thread by each job's need. */
+    int io_pooled;
+    uint64_t io_pool, io_pool_used;
+    uint32_t reading; /* jobs being read now (st.refills_in_flight_peak: its peak) */
     /* Decoded batch buffers (loader_image_*.c): charged against the image reserve that
      * image_pipe_start takes off plan_limit, so never against planning's room. */
     uint64_t image_charged;

@@ -267,16 +267,88 @@ static int run_job(ld_worker *w, ld_job *job)
     return read_failed ? rc : job_result(ld, rc);
 }
 
-/* I/O threads beyond the first two charge their read buffer only while they run a job,
- * when the budget has room (loader_sizing.c reserves two buffers), and give its pages back
- * after it, so neither the order nor the budget depends on the thread count. */
+/* Read buffers and the budget. Local sources: the first two I/O threads' buffers are
+ * reserved (loader_sizing.c) and stay resident; threads beyond them charge a whole buffer
+ * only while they run a job, when the budget has room, and give its pages back after it, so
+ * neither the order nor the budget depends on the thread count. Remote sources (io_pooled):
+ * every thread charges what its job touches (a ranged refill's bytes, not a whole chunk's),
+ * first from the reserved bytes (io_pool), then from the budget's room, and gives the pages
+ * back after it; with requests that wait tens of milliseconds, the reserve then runs several
+ * refills at once instead of two. A job always fits an empty pool. */
 static int extra_worker(const ld_worker *w) { return w - w->ld->workers >= LOADER_IO_RESERVED; }
+
+/* Bytes of the read buffer a job touches: its plan's buffer, page-rounded, or the aligned
+ * chunk for a whole read (the SSD tier stages it with its padding). */
+static uint64_t job_buffer_need(const struct hdmlp_loader *ld, const ld_worker *w,
+                                const ld_job *job)
+{
+    uint64_t need = (job->plan.buf_len + 4095u) & ~(uint64_t)4095u;
+    if (job->plan.whole) {
+        fmt_chunk ch;
+        fmt_index_chunk(ld->ix, job->chunk, &ch);
+        const uint64_t aligned = fmt_align_up(ch.length);
+        need = aligned > need ? aligned : need;
+    }
+    return need < w->buf_cap ? need : w->buf_cap;
+}
+
+/* Charges the head job's read buffer for w (lock held); 0 when it does not fit now. */
+static int buffer_take(ld_worker *w, const ld_job *job)
+{
+    struct hdmlp_loader *ld = w->ld;
+    w->held = 0;
+    w->held_pool = 0;
+    if (!ld->io_pooled) {
+        if (!extra_worker(w)) {
+            return 1;
+        }
+        if (ld->charged + w->buf_cap > ld->plan_limit) {
+            return 0;
+        }
+        w->held = w->buf_cap;
+    } else {
+        const uint64_t need = job_buffer_need(ld, w, job);
+        if (ld->io_pool_used + need <= ld->io_pool) {
+            ld->io_pool_used += need;
+            w->held = need;
+            w->held_pool = 1;
+            return 1;
+        }
+        if (ld->charged + need > ld->plan_limit) {
+            return 0;
+        }
+        w->held = need;
+    }
+    ld->charged += w->held;
+    loader_note_peak(ld);
+    return 1;
+}
+
+/* Gives back the pages of w's buffer a job was charged for (lock not held). */
+static void buffer_release_pages(const ld_worker *w)
+{
+    if (w->held != 0) {
+        hd_map_release_pages(w->buf, w->held);
+    }
+}
+
+/* Uncharges them (lock held). */
+static void buffer_give(ld_worker *w)
+{
+    struct hdmlp_loader *ld = w->ld;
+    if (w->held_pool) {
+        ld->io_pool_used -= w->held;
+    } else {
+        ld->charged -= w->held;
+    }
+    w->held = 0;
+    w->held_pool = 0;
+}
 
 void *worker_main(void *arg)
 {
     ld_worker *w = arg;
     struct hdmlp_loader *ld = w->ld;
-    const int extra = extra_worker(w);
     pthread_mutex_lock(&ld->lock);
     for (;;) {
         for (;;) {
@@ -295,7 +367,7 @@ void *worker_main(void *arg)
                 node_balance_io_wait(ld);
             } else if (ld->q_head == NULL) {
                 pthread_cond_wait(&ld->work_cv, &ld->lock);
-            } else if (extra && ld->charged + w->buf_cap > ld->plan_limit) {
+            } else if (!buffer_take(w, ld->q_head)) {
                 /* Leave the job to another thread: pass on the wake-up this one took. */
                 pthread_cond_signal(&ld->work_cv);
                 pthread_cond_wait(&ld->ready_cv, &ld->lock);
@@ -306,9 +378,8 @@ void *worker_main(void *arg)
         if (ld->shutdown) {
             break;
         }
-        if (extra) {
-            ld->charged += w->buf_cap;
-            loader_note_peak(ld);
+        if (++ld->reading > ld->st.refills_in_flight_peak) {
+            ld->st.refills_in_flight_peak = ld->reading;
         }
         ld_job *job = ld->q_head;
         ld->q_head = job->next;
@@ -321,9 +392,7 @@ void *worker_main(void *arg)
         if (job->first_load) {
             tier_first_done(ld->tier, job->chunk); /* however it went: release waiters */
         }
-        if (extra) {
-            hd_map_release_pages(w->buf, w->buf_cap);
-        }
+        buffer_release_pages(w);
 
         pthread_mutex_lock(&ld->lock);
         const char *detail = rc == HDMLP_OK ? NULL : hdmlp_last_error();
@@ -340,9 +409,8 @@ void *worker_main(void *arg)
         }
         image_pipe_io_done(ld, job->n);
         ld->inflight--;
-        if (extra) {
-            ld->charged -= w->buf_cap; /* its pages went back before the lock was taken */
-        }
+        buffer_give(w); /* its pages went back before the lock was taken */
+        ld->reading--;
         pthread_cond_broadcast(&ld->ready_cv);
         job_free(job);
         node_balance_tick(ld);

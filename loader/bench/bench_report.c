@@ -72,6 +72,9 @@ void bench_total(const bench_opts *o, const bench_rank *ranks, uint32_t n, bench
         t->ram_cached_chunks += s->ram_cached_chunks;
         t->ssd_staged_chunks += s->ssd_staged_chunks;
         t->tier_fallbacks += s->tier_fallbacks;
+        t->refills_in_flight_peak = s->refills_in_flight_peak > t->refills_in_flight_peak
+                                        ? s->refills_in_flight_peak
+                                        : t->refills_in_flight_peak;
         t->calibrated = i == 0 || s->calibrated < t->calibrated ? s->calibrated : t->calibrated;
         out->seconds = r->seconds > out->seconds ? r->seconds : out->seconds;
         out->create_seconds =
