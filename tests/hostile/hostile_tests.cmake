@@ -17,7 +17,7 @@ target_link_libraries(hostile_rpc PRIVATE hdmlp_static PkgConfig::GRPC)
 target_include_directories(hostile_rpc PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}
   ${PROJECT_SOURCE_DIR}/rpc $<TARGET_PROPERTY:hdmlp_rpc,INTERFACE_INCLUDE_DIRECTORIES>)
 add_test(NAME hostile_rpc COMMAND hostile_rpc)
-set_tests_properties(hostile_rpc PROPERTIES TIMEOUT 60 LABELS "rpc;reliability"
+set_tests_properties(hostile_rpc PROPERTIES TIMEOUT 180 LABELS "rpc;reliability"
   ENVIRONMENT "HDMLP_TEST_TMP=${CMAKE_CURRENT_BINARY_DIR}/tmp")
 
 # Hostile peers of the same-host rings: plain C, so it also runs under TSan (label threads).
