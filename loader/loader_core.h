@@ -284,8 +284,8 @@ void loader_announce_done(struct hdmlp_loader *ld);
 /* A completed read (whole chunk or ranges) of `ops` operations and `bytes` from the source or
  * the SSD tier took `service_us` of the storage's time: the cost model learns from it (lock
  * held). */
-void loader_learn(struct hdmlp_loader *ld, int tier_kind, int whole, uint32_t ops,
-                  uint64_t bytes, double service_us);
+void loader_learn(struct hdmlp_loader *ld, int tier_kind, uint32_t ops, uint64_t bytes,
+                  double service_us);
 
 /* loader_stage.c: the SSD stager thread */
 void *stage_main(void *arg);

@@ -37,7 +37,7 @@ void cost_model_init(cost_model *m, const refill_cost *start)
     m->surprises = 0;
     m->surprise_sign = 0;
     m->follow = 4 * COST_CHANGE; /* the start is a guess: the first reads count in full */
-    m->bin[0] = m->bin[1] = (cost_bin){0, 0, 0, 0};
+    m->bin = (cost_bin){0, 0, 0, 0};
     m->reads = 0;
 }
 
@@ -109,23 +109,18 @@ void cost_model_observe(cost_model *m, double ops, double bytes, double service_
     m->observations++;
 }
 
-void cost_model_add_read(cost_model *m, int whole, double ops, double bytes, double service_us)
+void cost_model_add_read(cost_model *m, double ops, double bytes, double service_us)
 {
-    if (!(service_us >= 0.0) || !isfinite(service_us) || !(ops >= 1.0)) {
+    if (!(service_us >= 0.0) || !isfinite(service_us) || !(ops >= 1.0) || !(bytes >= 0.0)) {
         return;
     }
-    cost_bin *b = &m->bin[whole ? 1 : 0];
+    cost_bin *b = &m->bin;
     b->ops += ops;
     b->bytes += bytes;
     b->us += service_us;
     b->reads++;
     m->reads++;
-    /* Bins grow over the first observations: the start is only a guess, so the first reads
-     * teach at once. */
-    const double grow = m->observations < 8 ? (double)(m->observations + 1) / 8.0 : 1.0;
-    if (b->us >= grow * COST_BIN_US ||
-        (b->reads >= grow * COST_BIN_READS && b->us >= grow * COST_BIN_MIN_US) ||
-        b->reads >= COST_BIN_MAX_READS) {
+    if (b->us >= COST_BIN_US) {
         cost_model_observe(m, b->ops, b->bytes, b->us);
         *b = (cost_bin){0, 0, 0, 0};
     }

@@ -3,8 +3,9 @@
  * what a read costs on its storage while it runs, so `auto` refill needs no hand-set figures.
  *
  * Model. A read of `ops` operations and `bytes` bytes costs service = op_us × ops +
- * bytes / bandwidth. Every completed read gives one observation (ops, bytes, service time).
- * The two parameters are fitted by recursive least squares with exponential forgetting
+ * bytes / bandwidth. Completed reads are summed over windows of the storage's busy time
+ * (COST_BIN_US below); each window gives one observation (ops, bytes, service time). The
+ * two parameters are fitted by recursive least squares with exponential forgetting
  * (factor COST_FORGET: recent reads dominate, so a change of the storage is followed within
  * a few dozen reads), on relative errors (each equation divided by the geometric mean of the
  * observed and the predicted time, so a 40 ms whole-chunk read and a 2 ms sample read weigh
@@ -43,17 +44,19 @@
 #define COST_CLIP 3.0
 #define COST_CHANGE 3
 
-/* Reads of one plan kind (whole or ranged) summed until they hold COST_BIN_US of service
- * time, or COST_BIN_READS reads and COST_BIN_MIN_US, or COST_BIN_MAX_READS reads: one
- * observation. Single reads are too noisy on storage that
- * serves in bursts (a throttled device or a network store lets a few reads through at once,
- * then none for a while); sums of about a tenth of a second are not, and a kind's sums keep
- * its shape (ops per byte), so the two kinds still tell operation cost from bandwidth. The
- * first 8 observations use smaller bins (1/8, 2/8, ... of the limits), to learn at once. */
+/* Reads summed, whatever their shape, until they hold COST_BIN_US of service time: one
+ * observation (a window of the storage's busy time). Single reads are too noisy on storage
+ * that serves in bursts: a throttled device or a network store lets a few reads through at
+ * once, then none for a while (blk-throttle's slices are 100 ms; a cloud disk's token
+ * bucket alike), so which read pays for a stall is chance, and with the loader's queue depth
+ * a read's latency overlaps the others' transfer. Windows of a tenth of a second hold the
+ * bursts and their stalls together, so their sums show what operations and bytes cost the
+ * loader's throughput; the read shapes vary between windows (whole chunks, merged and single
+ * ranges), which tells operation cost from bandwidth. Bins per plan kind, or smaller bins
+ * to learn at once, let the start's burst (the first whole reads at 2 GB/s under a 400 MB/s
+ * throttle) teach a bandwidth 2-4x too high and an operation cost that merged away 10-50 %
+ * more bytes than needed; measured in tests/bench/README.md (issue 16). */
 #define COST_BIN_US 100000.0
-#define COST_BIN_READS 8
-#define COST_BIN_MIN_US 25000.0
-#define COST_BIN_MAX_READS 64
 typedef struct cost_bin {
     double ops, bytes, us;
     uint32_t reads;
@@ -69,16 +72,15 @@ typedef struct cost_model {
     uint64_t clipped; /* observations whose residual was clipped */
     uint64_t changes; /* changes of the storage detected (COST_CHANGE surprises in a row) */
     int surprises, surprise_sign;
-    int follow;      /* reads left that are not clipped, after a change */
-    cost_bin bin[2]; /* ranged, whole */
-    uint64_t reads;  /* reads added (cost_model_add_read) */
+    int follow;     /* reads left that are not clipped, after a change */
+    cost_bin bin;   /* reads since the last observation */
+    uint64_t reads; /* reads added (cost_model_add_read) */
 } cost_model;
 
 /* Starts from `start` (op_us >= 0, bytes_per_s > 0), uncertain by about a factor of ten. */
 void cost_model_init(cost_model *m, const refill_cost *start);
-/* Adds one completed read of a whole chunk (whole = 1) or of ranges to its kind's bin, and
- * the bin to the fit when it is full. */
-void cost_model_add_read(cost_model *m, int whole, double ops, double bytes, double service_us);
+/* Adds one completed read to the bin, and the bin to the fit when it is full. */
+void cost_model_add_read(cost_model *m, double ops, double bytes, double service_us);
 /* Adds one observation to the fit: `ops` operations (>= 1), `bytes`, `service_us` (> 0; an
  * observation with service_us <= 0 or ops < 1 is ignored). */
 void cost_model_observe(cost_model *m, double ops, double bytes, double service_us);

@@ -117,22 +117,23 @@ static hdmlp_refill plan_explore(struct hdmlp_loader *ld, uint64_t chunk, const 
     return prefer_whole ? HDMLP_REFILL_WHOLE : HDMLP_REFILL_RANGES;
 }
 
-void loader_learn(struct hdmlp_loader *ld, int tier_kind, int whole, uint32_t ops,
-                  uint64_t bytes, double service_us)
+void loader_learn(struct hdmlp_loader *ld, int tier_kind, uint32_t ops, uint64_t bytes,
+                  double service_us)
 {
     if (!ld->learn) {
         return;
     }
     if (tier_kind == TIER_SSD) {
-        cost_model_add_read(&ld->ssd_model, whole, ops, (double)bytes, service_us);
+        cost_model_add_read(&ld->ssd_model, ops, (double)bytes, service_us);
         refill_cost c;
         cost_model_get(&ld->ssd_model, &c);
         ld->st.ssd_op_ns = (uint64_t)(c.op_us * 1000.0);
         ld->st.ssd_bytes_per_s = (uint64_t)c.bytes_per_s;
         return;
     }
-    cost_model_add_read(&ld->src_model, whole, ops, (double)bytes, service_us);
+    cost_model_add_read(&ld->src_model, ops, (double)bytes, service_us);
     cost_model_get(&ld->src_model, &ld->cost);
+    ld->cost.op_us_doubt = 2.0 * cost_model_diff_stderr(&ld->src_model, 1.0, 0.0, 0.0, 0.0);
     cost_history_note(&ld->src_hist, &ld->src_model);
     ld->st.source_op_ns = (uint64_t)(ld->cost.op_us * 1000.0);
     ld->st.source_bytes_per_s = (uint64_t)ld->cost.bytes_per_s;

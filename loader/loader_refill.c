@@ -95,12 +95,14 @@ static int plan_shape(const fmt_index *ix, const fmt_chunk *ch, uint64_t chunk,
 {
     const uint64_t base = chunk * ix->h.chunk_size;
     const double us_per_byte = 1e6 / cost->bytes_per_s;
+    const double merge_op_us =
+        cost->op_us > cost->op_us_doubt ? cost->op_us - cost->op_us_doubt : 0.0;
     if (mode != HDMLP_REFILL_WHOLE) {
         for (uint32_t i = 0; i < n; i++) {
             uint64_t off, len;
             sample_range(ix, base + slots[i], &off, &len);
             add_range(a, ch->offset + off, ch->offset + off + len, direct, us_per_byte,
-                      cost->op_us, cost->max_request);
+                      merge_op_us, cost->max_request);
         }
     }
     const uint64_t whole_len = direct ? fmt_align_up(ch->length) : ch->length;

@@ -165,7 +165,7 @@ static void count_read(struct hdmlp_loader *ld, int tier_kind, uint64_t epoch,
     const uint64_t bytes = p->buf_len;
     pthread_mutex_lock(&ld->lock);
     if (ops > 0) {
-        loader_learn(ld, tier_kind, p->whole, ops, bytes, service_us);
+        loader_learn(ld, tier_kind, ops, bytes, service_us);
     }
     if (tier_kind == TIER_RAM) {
         ld->st.ram_cache_bytes += bytes;

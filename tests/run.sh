@@ -50,6 +50,9 @@ if [ "${FAST:-0}" != 1 ]; then
         UBSAN_OPTIONS=print_stacktrace=1 \
         OMPI_MCA_mca_base_env_list="LD_PRELOAD=$(cc -print-file-name=libasan.so):$root/build-ci-asan/tests/libhdmlp_test_nodlclose.so" \
         ctest -j"$jobs" --output-on-failure -E '^bench_') || rc=$?
+    # An empty log holds no report (a process was killed between opening it and writing, as
+    # seen once in CI with every test passing): named, not counted.
+    find "$logs" -type f -empty -printf 'sanitizer: empty log %f ignored\n' -delete >&2
     if [ -n "$(ls "$logs")" ]; then
         cat "$logs"/*
         echo "sanitizer reports: $(ls "$logs" | wc -l) (in $logs)" >&2

@@ -62,7 +62,7 @@ static void expect_near(const cost_model *m, double op_us, double bw, double tol
     }
 }
 
-static const refill_cost defaults = {100.0, 1e9, 0};
+static const refill_cost defaults = {100.0, 1e9, 0, 0.0};
 
 Test(costmodel, the_start_rules_until_reads_arrive)
 {

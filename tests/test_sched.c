@@ -289,8 +289,8 @@ Test(sampler, epochs_differ_and_repeat)
     cr_assert_neq(memcmp(a, c, sizeof(a)), 0);
 }
 
-static const refill_cost fast_ops = {1.0, 1e9, 0};     /* operations nearly free */
-static const refill_cost slow_ops = {10000.0, 1e9, 0}; /* 10 ms per operation */
+static const refill_cost fast_ops = {1.0, 1e9, 0, 0.0};     /* operations nearly free */
+static const refill_cost slow_ops = {10000.0, 1e9, 0, 0.0}; /* 10 ms per operation */
 
 Test(refill, whole_reads_the_chunk_in_one_operation)
 {
@@ -330,6 +330,20 @@ Test(refill, ranges_merge_neighbours_and_split_far_samples)
     cr_assert_eq(p.n_ranges, 1);
     cr_assert_eq(p.sample_pos[2], 37 * 1024);
     refill_plan_free(&p);
+    /* The same cost, but a learnt one whose reads have not shown it (doubt as large as the
+     * estimate): the 35 KiB gap is not worth reading through. Half as much doubt still is. */
+    refill_cost unsure = slow_ops;
+    unsure.op_us_doubt = slow_ops.op_us;
+    cr_assert_eq(refill_plan_build(&m.ix, 1, slots, 3, HDMLP_REFILL_RANGES, &unsure, 0, &p),
+                 HDMLP_OK);
+    cr_assert_eq(p.n_ranges, 2);
+    cr_assert_eq(p.buf_len, 3 * 1024);
+    refill_plan_free(&p);
+    unsure.op_us_doubt = slow_ops.op_us / 2;
+    cr_assert_eq(refill_plan_build(&m.ix, 1, slots, 3, HDMLP_REFILL_RANGES, &unsure, 0, &p),
+                 HDMLP_OK);
+    cr_assert_eq(p.n_ranges, 1);
+    refill_plan_free(&p);
     memds_free(&m);
 }
 
@@ -340,7 +354,7 @@ Test(refill, ranges_longer_than_the_device_request_cost_more_operations)
     const uint32_t slots[] = {3, 40};
     /* The device takes at most 16 KiB per request: the whole 64 KiB chunk is 5 requests
      * (header included), two 1 KiB samples 2. */
-    const refill_cost small_req = {10000.0, 1e9, 16384};
+    const refill_cost small_req = {10000.0, 1e9, 16384, 0.0};
     refill_shape w, r;
     refill_plan_shape(&m.ix, 2, slots, 2, HDMLP_REFILL_WHOLE, &small_req, 0, &w);
     refill_plan_shape(&m.ix, 2, slots, 2, HDMLP_REFILL_RANGES, &fast_ops, 0, &r);
