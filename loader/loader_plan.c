@@ -131,13 +131,17 @@ void loader_learn(struct hdmlp_loader *ld, int tier_kind, uint32_t ops, uint64_t
         ld->st.ssd_bytes_per_s = (uint64_t)c.bytes_per_s;
         return;
     }
+    const uint64_t seen = ld->src_model.observations;
     cost_model_add_read(&ld->src_model, ops, (double)bytes, service_us);
+    ld->st.cost_reads = ld->src_model.reads;
+    if (ld->src_model.observations == seen) {
+        return; /* the read went into the bin: the estimate has not moved */
+    }
     cost_model_get(&ld->src_model, &ld->cost);
     ld->cost.op_us_doubt = 2.0 * cost_model_diff_stderr(&ld->src_model, 1.0, 0.0, 0.0, 0.0);
     cost_history_note(&ld->src_hist, &ld->src_model);
     ld->st.source_op_ns = (uint64_t)(ld->cost.op_us * 1000.0);
     ld->st.source_bytes_per_s = (uint64_t)ld->cost.bytes_per_s;
-    ld->st.cost_reads = ld->src_model.reads;
     ld->st.cost_changes = ld->src_model.changes;
 }
 

@@ -277,12 +277,12 @@ static int run_job(ld_worker *w, ld_job *job)
  * refills at once instead of two. A job always fits an empty pool. */
 static int extra_worker(const ld_worker *w) { return w - w->ld->workers >= LOADER_IO_RESERVED; }
 
-/* Bytes of the read buffer a job touches: its plan's buffer, page-rounded, or the aligned
- * chunk for a whole read (the SSD tier stages it with its padding). */
+/* Bytes of the read buffer a job touches: its plan's buffer, rounded to whole 4 KiB pages,
+ * or the aligned chunk for a whole read (the SSD tier stages it with its padding). */
 static uint64_t job_buffer_need(const struct hdmlp_loader *ld, const ld_worker *w,
                                 const ld_job *job)
 {
-    uint64_t need = (job->plan.buf_len + 4095u) & ~(uint64_t)4095u;
+    uint64_t need = fmt_align_up(job->plan.buf_len);
     if (job->plan.whole) {
         fmt_chunk ch;
         fmt_index_chunk(ld->ix, job->chunk, &ch);

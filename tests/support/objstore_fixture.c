@@ -231,9 +231,8 @@ hdmlp_source_config *objstore_s3_config(const objstore_server *s, const char *se
     return c;
 }
 
-/* Drains 2 epochs at 25 % memory (1 / objstore_mem_div), checking exactly-once and every
- * sample's bytes; returns the delivered order (malloc'd, 2 N entries). */
-static uint64_t *drain(hdmlp_dataset *ds, hdmlp_refill refill, uint32_t threads)
+uint64_t *objstore_drain(hdmlp_dataset *ds, hdmlp_refill refill, uint32_t threads,
+                         hdmlp_stats *st)
 {
     const uint64_t n = hdmlp_dataset_sample_count(ds);
     hdmlp_config *cfg = NULL;
@@ -267,6 +266,9 @@ static uint64_t *drain(hdmlp_dataset *ds, hdmlp_refill refill, uint32_t threads)
     cr_assert_eq(rc, HDMLP_END, "%s: %s", hdmlp_err_name(rc), hdmlp_last_error());
     cr_assert_eq(k, 2 * n, "delivered %llu of %llu", (unsigned long long)k,
                  (unsigned long long)(2 * n));
+    if (st != NULL) {
+        hdmlp_loader_stats(ld, st);
+    }
     hdmlp_loader_free(ld);
     hdmlp_config_free(cfg);
     free(seen);
@@ -281,14 +283,14 @@ static uint64_t *local_order(const objstore_server *s, hdmlp_refill refill)
     snprintf(dir, sizeof(dir), "%s/bucket/ds", s->dir);
     hdmlp_dataset *ds = NULL;
     cr_assert_eq(hdmlp_dataset_open(dir, &ds), HDMLP_OK, "%s", hdmlp_last_error());
-    uint64_t *o = drain(ds, refill, 2);
+    uint64_t *o = objstore_drain(ds, refill, 2, NULL);
     hdmlp_dataset_close(ds);
     return o;
 }
 
 void objstore_same_as_local(const objstore_server *s, hdmlp_dataset *ds, hdmlp_refill refill)
 {
-    uint64_t *remote = drain(ds, refill, 4);
+    uint64_t *remote = objstore_drain(ds, refill, 4, NULL);
     uint64_t *local = local_order(s, refill);
     const uint64_t n = hdmlp_dataset_sample_count(ds);
     cr_assert_eq(memcmp(remote, local, 2 * n * sizeof(uint64_t)), 0,

@@ -39,6 +39,11 @@ void objstore_stop(objstore_server *s);
 long objstore_server_stat(const objstore_server *s, const char *key);
 /* A source config for s's S3 endpoint with the test key and `secret`. */
 hdmlp_source_config *objstore_s3_config(const objstore_server *s, const char *secret);
+/* Drains 2 epochs of ds at 1 / objstore_mem_div of its bytes (batch 16, seed 7) with
+ * `threads` I/O threads, checking exactly-once and every sample's bytes; fills *st (when
+ * not NULL) with the loader's stats; returns the delivered order (malloc'd, 2 N entries). */
+uint64_t *objstore_drain(hdmlp_dataset *ds, hdmlp_refill refill, uint32_t threads,
+                         hdmlp_stats *st);
 /* Drains 2 epochs of ds (4 threads) and of the local copy under s (2 threads), checking
  * exactly-once and the bytes; asserts the two orders are the same. */
 void objstore_same_as_local(const objstore_server *s, hdmlp_dataset *ds, hdmlp_refill refill);
