@@ -729,6 +729,8 @@ typedef struct hdmlp_stats {
     /* most refills being read at once (I/O threads busy together; a remote source's threads
      * share the read-buffer reserve by each refill's bytes, so more overlap there) */
     uint64_t refills_in_flight_peak;
+    /* queued refills planned again because the cost model moved before they were read */
+    uint64_t cost_replans;
 } hdmlp_stats;
 
 HDMLP_API int hdmlp_loader_stats(hdmlp_loader *ld, hdmlp_stats *out);

@@ -62,6 +62,10 @@ typedef struct ld_job {
     ld_sample **samples; /* n, in slot order (the delivered one included) */
     uint32_t *slots;
     refill_plan plan;
+    /* Auto refill with a learnt model: the model's observation count when the plan was
+     * made, and whether it was an exploration (its shape is then kept). */
+    int replannable, explored;
+    uint64_t planned_at;
 } ld_job;
 
 /* A position of this rank's sequence: a sample this rank owns (s set at planning), or a
@@ -308,6 +312,11 @@ uint32_t plan_owner(const struct hdmlp_loader *ld, uint64_t group);
 /* A refill job for the samples at in-chunk `slots` (increasing) of chunk; not queued. */
 int plan_job(struct hdmlp_loader *ld, uint64_t chunk, const uint32_t *slots, uint32_t n,
              ld_job **out);
+/* Plans a queued auto-refill job again with the model's current estimate when the model
+ * has moved since it was planned (an I/O thread calls it when it takes the job): plans run
+ * ahead of the reads, and the first ones would otherwise keep the start's guess. The samples
+ * do not change, only the read shape; out of memory, the job keeps its plan. */
+void plan_refresh(struct hdmlp_loader *ld, ld_job *job);
 /* Bytes a job adds to the budget (its samples). */
 uint64_t job_bytes(const ld_job *job);
 /* Queues a job for the workers (lock held; charge it first). */

@@ -99,7 +99,7 @@ static int ring_push(struct hdmlp_loader *ld, const ld_item *item)
 /* Auto refill with a learnt model: the plan the model prefers, or (cost_explore) the
  * other one when the model cannot tell them apart and the exploration budget allows. */
 static hdmlp_refill plan_explore(struct hdmlp_loader *ld, uint64_t chunk, const uint32_t *slots,
-                                 uint32_t n)
+                                 uint32_t n, int *explored)
 {
     refill_shape whole, ranges;
     refill_plan_shape(ld->ix, chunk, slots, n, HDMLP_REFILL_WHOLE, &ld->cost, ld->cfg.direct,
@@ -112,9 +112,31 @@ static hdmlp_refill plan_explore(struct hdmlp_loader *ld, uint64_t chunk, const 
     if (cost_explore(&ld->explorer, &ld->src_model, c->requests, (double)c->buf_len,
                      o->requests, (double)o->buf_len)) {
         ld->st.cost_explorations++;
+        *explored = 1;
         return prefer_whole ? HDMLP_REFILL_RANGES : HDMLP_REFILL_WHOLE;
     }
+    *explored = 0;
     return prefer_whole ? HDMLP_REFILL_WHOLE : HDMLP_REFILL_RANGES;
+}
+
+void plan_refresh(struct hdmlp_loader *ld, ld_job *job)
+{
+    if (!job->replannable || job->planned_at == ld->src_model.observations) {
+        return;
+    }
+    /* An exploration keeps its shape (it was paid for); otherwise the model picks again. */
+    const hdmlp_refill mode = !job->explored ? HDMLP_REFILL_AUTO
+                              : job->plan.whole ? HDMLP_REFILL_WHOLE
+                                                : HDMLP_REFILL_RANGES;
+    refill_plan plan;
+    if (refill_plan_build(ld->ix, job->chunk, job->slots, job->n, mode, &ld->cost,
+                          ld->cfg.direct, &plan) != HDMLP_OK) {
+        return; /* out of memory: the plan it has still reads the right samples */
+    }
+    refill_plan_free(&job->plan);
+    job->plan = plan;
+    job->planned_at = ld->src_model.observations;
+    ld->st.cost_replans++;
 }
 
 void loader_learn(struct hdmlp_loader *ld, int tier_kind, uint32_t ops, uint64_t bytes,
@@ -179,7 +201,9 @@ int plan_job(struct hdmlp_loader *ld, uint64_t chunk, const uint32_t *slots, uin
     job->first_load = ld->tier != NULL && tier_first_plan(ld->tier, chunk);
     hdmlp_refill mode = job->first_load ? HDMLP_REFILL_WHOLE : ld->cfg.refill;
     if (mode == HDMLP_REFILL_AUTO && ld->learn && n > 0) {
-        mode = plan_explore(ld, chunk, job->slots, n);
+        mode = plan_explore(ld, chunk, job->slots, n, &job->explored);
+        job->replannable = 1;
+        job->planned_at = ld->src_model.observations;
     }
     job->epoch = ld->plan_epoch;
     const int rc = refill_plan_build(ld->ix, chunk, job->slots, n, mode, &ld->cost,

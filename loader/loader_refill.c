@@ -47,8 +47,20 @@ static uint32_t requests_of(uint64_t len, uint64_t max_request)
                : (uint32_t)((len + max_request - 1) / max_request);
 }
 
+/* Device requests the previous range and [lo, hi) save when read as one range: a merge
+ * that makes the range cross a multiple of the device's largest request saves none (the
+ * block layer splits it there), so the gap would be read for nothing. */
+static double requests_saved(const refill_range *last, uint64_t lo, uint64_t hi,
+                             uint64_t max_request)
+{
+    const uint64_t merged = (hi > lo ? hi : lo) - last->seg_off;
+    return (double)requests_of(last->len, max_request) +
+           (double)requests_of(hi - lo, max_request) - (double)requests_of(merged, max_request);
+}
+
 /* Appends range [lo, hi) of the segment, merging with the previous range when they touch
- * (after alignment) or when the gap is cheaper to read than a new operation. */
+ * (after alignment) or when the gap costs less to read than the device requests that the
+ * merge saves. */
 static void add_range(range_acc *a, uint64_t lo, uint64_t hi, int direct,
                       double gap_us_per_byte, double op_us, uint64_t max_request)
 {
@@ -58,7 +70,8 @@ static void add_range(range_acc *a, uint64_t lo, uint64_t hi, int direct,
     }
     if (a->n > 0) {
         const uint64_t end = a->last.seg_off + a->last.len;
-        if (lo <= end || (double)(lo - end) * gap_us_per_byte < op_us) {
+        if (lo <= end || (double)(lo - end) * gap_us_per_byte <
+                             op_us * requests_saved(&a->last, lo, hi, max_request)) {
             if (hi > end) {
                 a->buf_len += hi - end;
                 a->last.len = hi - a->last.seg_off;

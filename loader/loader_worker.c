@@ -367,12 +367,14 @@ void *worker_main(void *arg)
                 node_balance_io_wait(ld);
             } else if (ld->q_head == NULL) {
                 pthread_cond_wait(&ld->work_cv, &ld->lock);
-            } else if (!buffer_take(w, ld->q_head)) {
+            } else {
+                plan_refresh(ld, ld->q_head);
+                if (buffer_take(w, ld->q_head)) {
+                    break;
+                }
                 /* Leave the job to another thread: pass on the wake-up this one took. */
                 pthread_cond_signal(&ld->work_cv);
                 pthread_cond_wait(&ld->ready_cv, &ld->lock);
-            } else {
-                break;
             }
         }
         if (ld->shutdown) {

@@ -205,6 +205,7 @@ Test(forecast, a_learning_loader_keeps_order_and_loads, .timeout = 120)
     cr_expect_eq(actual.cost_learning, 1);
     cr_expect_gt(actual.cost_reads, 0, "the model learnt from no read");
     cr_expect_eq(actual.cost_reads, actual.chunk_loads, "every refill read teaches it");
+    cr_expect_eq(fc.cost_replans, 0, "the forecast plans with one estimate");
     cr_expect_eq(fc.samples, actual.samples);
     cr_expect_eq(fc.requests, actual.requests);
     cr_expect_eq(fc.hits, actual.hits);

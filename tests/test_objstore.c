@@ -172,3 +172,34 @@ Test(objstore, slow_store_overlaps_refills_within_the_budget, .timeout = 120)
     objstore_stop(&s);
     objstore_cur = &objstore_spec;
 }
+
+/* The planner runs ahead of the reads: with a store slow enough that the cost model moves
+ * while refills wait in the queue, queued auto refills are planned again with the new
+ * estimate when a thread takes them, and every epoch is still exactly once with the right
+ * bytes (objstore_drain checks both). */
+Test(objstore, queued_refills_follow_the_learnt_model, .timeout = 120)
+{
+    static const testds_spec spec = {.n_samples = 1280,
+                                     .chunk_size = 64,
+                                     .chunks_per_segment = 5,
+                                     .seed = 1303,
+                                     .min_size = 2000,
+                                     .max_size = 6000,
+                                     .n_labels = 4};
+    objstore_cur = &spec;
+    objstore_server s = {0};
+    const char *const args[] = {"--latency-ms", "25", NULL};
+    objstore_start_py(&s, args);
+    char url[128];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/bucket/ds", s.port);
+    hdmlp_dataset *ds = NULL;
+    cr_assert_eq(hdmlp_dataset_open(url, &ds), HDMLP_OK, "%s", hdmlp_last_error());
+    hdmlp_stats st;
+    free(objstore_drain(ds, HDMLP_REFILL_AUTO, 2, &st));
+    cr_expect_eq(st.cost_learning, 1);
+    cr_expect_gt(st.cost_replans, 0, "no queued refill followed the model (%llu reads)",
+                 (unsigned long long)st.cost_reads);
+    hdmlp_dataset_close(ds);
+    objstore_stop(&s);
+    objstore_cur = &objstore_spec;
+}

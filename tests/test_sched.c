@@ -368,8 +368,40 @@ Test(refill, ranges_longer_than_the_device_request_cost_more_operations)
     refill_plan_shape(&m.ix, 2, slots, 2, HDMLP_REFILL_AUTO, &slow_ops, 0, &a);
     cr_assert_eq(a.requests, 1);
     refill_plan_shape(&m.ix, 2, slots, 2, HDMLP_REFILL_AUTO, &small_req, 0, &a);
-    cr_assert_leq(a.requests, 3);
     cr_assert_eq(a.whole, 0, "a 5-request whole chunk is dearer than the ranges");
+    cr_assert_eq(a.n_ranges, 2, "merged they would be one 38 KiB read: 3 requests, not 2");
+    cr_assert_eq(a.requests, 2);
+    cr_assert_eq(a.buf_len, 2 * 1024);
+    memds_free(&m);
+}
+
+Test(refill, merges_stop_where_a_merge_no_longer_saves_a_request)
+{
+    memds m;
+    memds_make(&m, 640, 64, size_1k);
+    /* 16 KiB requests, 10 ms per operation, bytes nearly free: samples 3, 10 and 17 fit one
+     * request (15 KiB) and merge; adding 24 would make it 22 KiB, 2 requests, as many as
+     * reading 24 apart, so the 6 KiB gap is not read. */
+    const refill_cost small_req = {10000.0, 1e9, 16384, 0.0};
+    const uint32_t slots[] = {3, 10, 17, 24, 26};
+    refill_plan p;
+    cr_assert_eq(refill_plan_build(&m.ix, 1, slots, 5, HDMLP_REFILL_RANGES, &small_req, 0, &p),
+                 HDMLP_OK);
+    cr_assert_eq(p.n_ranges, 2);
+    cr_assert_eq(p.requests, 2);
+    cr_assert_eq(p.ranges[0].len, 15 * 1024);
+    cr_assert_eq(p.ranges[1].len, 3 * 1024, "24..26 merge within one request");
+    cr_assert_eq(p.buf_len, 18 * 1024);
+    cr_assert_eq(p.sample_pos[3], 15 * 1024);
+    cr_assert_eq(p.sample_pos[4], 17 * 1024);
+    refill_plan_free(&p);
+    /* Without a request limit the same plan is one read. */
+    const refill_cost no_limit = {10000.0, 1e9, 0, 0.0};
+    cr_assert_eq(refill_plan_build(&m.ix, 1, slots, 5, HDMLP_REFILL_RANGES, &no_limit, 0, &p),
+                 HDMLP_OK);
+    cr_assert_eq(p.n_ranges, 1);
+    cr_assert_eq(p.buf_len, 24 * 1024);
+    refill_plan_free(&p);
     memds_free(&m);
 }
 

@@ -86,6 +86,7 @@ static void json_stats(bench_json *j, const hdmlp_stats *st, int plan)
     run_u64(j, "node_stall_max_ns", st->node_stall_max_ns, plan);
     run_u64(j, "node_stall_min_ns", st->node_stall_min_ns, plan);
     run_u64(j, "refills_in_flight_peak", st->refills_in_flight_peak, plan);
+    run_u64(j, "cost_replans", st->cost_replans, plan);
 }
 
 /* The cost model's estimate over the run: reads learnt from, us per op, bytes/s. */

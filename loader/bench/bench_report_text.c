@@ -53,8 +53,8 @@ static void cost_line(const hdmlp_stats *st, int plan)
            (double)st->source_bytes_per_s / 1e6);
     if (st->cost_learning && !plan) {
         printf(" (learnt from %" PRIu64 " reads, %" PRIu64 " changes, %" PRIu64
-               " explorations; started at %.1f us, %.1f MB/s, %s)",
-               st->cost_reads, st->cost_changes, st->cost_explorations,
+               " explorations, %" PRIu64 " replans; started at %.1f us, %.1f MB/s, %s)",
+               st->cost_reads, st->cost_changes, st->cost_explorations, st->cost_replans,
                (double)st->source_op_ns_start / 1e3, (double)st->source_bytes_per_s_start / 1e6,
                st->calibrated ? "measured" : "defaults");
     } else if (st->cost_learning) {

@@ -112,6 +112,7 @@ PyObject *py_stats_dict(const hdmlp_stats *stats)
     PUT(node_stall_min_ns)
     PUT(budget_images)
     PUT(refills_in_flight_peak)
+    PUT(cost_replans)
 #undef PUT
     return d;
 }
