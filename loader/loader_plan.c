@@ -125,7 +125,7 @@ void plan_refresh(struct hdmlp_loader *ld, ld_job *job)
         return;
     }
     /* An exploration keeps its shape (it was paid for); otherwise the model picks again. */
-    const hdmlp_refill mode = !job->explored ? HDMLP_REFILL_AUTO
+    const hdmlp_refill mode = !job->explored    ? HDMLP_REFILL_AUTO
                               : job->plan.whole ? HDMLP_REFILL_WHOLE
                                                 : HDMLP_REFILL_RANGES;
     refill_plan plan;
