@@ -167,10 +167,10 @@ int loader_create_with(hdmlp_dataset *ds, const hdmlp_config *cfg,
     }
     ld->cfg.direct = direct;
     ld->cfg.max_request = iomode_max_request(ds);
-    ld->cost = (refill_cost){ld->cfg.op_us, ld->cfg.bytes_per_s, ld->cfg.max_request, 0.0};
+    ld->cost = (refill_cost){ld->cfg.op_us, ld->cfg.bytes_per_s, ld->cfg.max_request, 0.0, 0.0};
     ld->learn = cfg->learn && !cfg->cost_set;
     cost_model_init(&ld->src_model, &ld->cost);
-    cost_model_init(&ld->ssd_model, &(refill_cost){100.0, 1e9, 0, 0.0});
+    cost_model_init(&ld->ssd_model, &(refill_cost){100.0, 1e9, 0, 0.0, 0.0});
     cost_history_init(&ld->src_hist, &ld->cost);
     ld->refs = 1;
     ld->plan_epoch = cfg->start_epoch;
@@ -230,7 +230,8 @@ int loader_create_with(hdmlp_dataset *ds, const hdmlp_config *cfg,
         if (probe_directory(ld->cfg.ssd_dir, &lim, &sp) == HDMLP_OK) {
             ld->st.ssd_op_ns = (uint64_t)(sp.op_us * 1000.0);
             ld->st.ssd_bytes_per_s = (uint64_t)sp.bytes_per_s;
-            cost_model_init(&ld->ssd_model, &(refill_cost){sp.op_us, sp.bytes_per_s, 0, 0.0});
+            cost_model_init(&ld->ssd_model,
+                            &(refill_cost){sp.op_us, sp.bytes_per_s, 0, 0.0, 0.0});
         }
     }
     if (rc == HDMLP_OK && ld->tier != NULL && ld->cfg.ssd_dir != NULL) {

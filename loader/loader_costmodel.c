@@ -152,9 +152,14 @@ int cost_explore(cost_explorer *e, const cost_model *m, double ops_c, double byt
     }
     const double extra = other > chosen ? other - chosen : 0.0;
     const double se = cost_model_diff_stderr(m, ops_c, bytes_c, ops_o, bytes_o);
+    /* What the other plan may cost more, not what the model guesses: where it cannot tell
+     * the plans apart its guess may be far off (a throttle's start-up burst teaches "bytes
+     * are free" for a window or two), and a budget charged by the guess pays for whole
+     * chunks every COST_EXPLORE_GAP refills. */
+    const double charge = extra + 2.0 * se;
     e->since++;
-    if (e->since >= COST_EXPLORE_GAP && extra < 2.0 * se && e->budget_us >= extra) {
-        e->budget_us -= extra;
+    if (e->since >= COST_EXPLORE_GAP && extra < 2.0 * se && e->budget_us >= charge) {
+        e->budget_us -= charge;
         e->explored++;
         e->since = 0;
         return 1;

@@ -37,7 +37,7 @@ static int forecast_init(forecast *f, const fmt_index *ix, const struct hdmlp_co
     memset(f, 0, sizeof(*f));
     f->ix = ix;
     f->cfg = cfg;
-    f->cost = (refill_cost){cfg->op_us, cfg->bytes_per_s, cfg->max_request, 0.0};
+    f->cost = (refill_cost){cfg->op_us, cfg->bytes_per_s, cfg->max_request, 0.0, 0.0};
     int rc = HDMLP_OK;
     f->owners = hd_calloc(cfg->world, sizeof(sched *));
     f->perm = hd_malloc(ix->h.n_samples * sizeof(uint64_t));

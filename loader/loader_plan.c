@@ -161,6 +161,7 @@ void loader_learn(struct hdmlp_loader *ld, int tier_kind, uint32_t ops, uint64_t
     }
     cost_model_get(&ld->src_model, &ld->cost);
     ld->cost.op_us_doubt = 2.0 * cost_model_diff_stderr(&ld->src_model, 1.0, 0.0, 0.0, 0.0);
+    ld->cost.mb_us_doubt = 2.0 * cost_model_diff_stderr(&ld->src_model, 0.0, 1e6, 0.0, 0.0);
     cost_history_note(&ld->src_hist, &ld->src_model);
     ld->st.source_op_ns = (uint64_t)(ld->cost.op_us * 1000.0);
     ld->st.source_bytes_per_s = (uint64_t)ld->cost.bytes_per_s;

@@ -5,9 +5,20 @@
 
 static uint64_t align_down(uint64_t v) { return v & ~(uint64_t)(FMT_ALIGN - 1); }
 
+/* The cautious prices of one operation and one byte (us): see refill_cost. */
+static double op_price(const refill_cost *cost)
+{
+    return cost->op_us > cost->op_us_doubt ? cost->op_us - cost->op_us_doubt : 0.0;
+}
+
+static double byte_price(const refill_cost *cost)
+{
+    return (1e6 / cost->bytes_per_s) + cost->mb_us_doubt / 1e6;
+}
+
 static double plan_cost(const refill_cost *cost, uint64_t ops, uint64_t bytes)
 {
-    return (double)ops * cost->op_us + (double)bytes * 1e6 / cost->bytes_per_s;
+    return (double)ops * op_price(cost) + (double)bytes * byte_price(cost);
 }
 
 int refill_prefers_whole(const refill_cost *cost, const refill_shape *whole,
@@ -107,9 +118,8 @@ static int plan_shape(const fmt_index *ix, const fmt_chunk *ch, uint64_t chunk,
                       const refill_cost *cost, int direct, range_acc *a)
 {
     const uint64_t base = chunk * ix->h.chunk_size;
-    const double us_per_byte = 1e6 / cost->bytes_per_s;
-    const double merge_op_us =
-        cost->op_us > cost->op_us_doubt ? cost->op_us - cost->op_us_doubt : 0.0;
+    const double us_per_byte = byte_price(cost);
+    const double merge_op_us = op_price(cost);
     if (mode != HDMLP_REFILL_WHOLE) {
         for (uint32_t i = 0; i < n; i++) {
             uint64_t off, len;

@@ -34,11 +34,14 @@ typedef struct refill_cost {
     double op_us;         /* cost of one read operation (device request) */
     double bytes_per_s;   /* sequential bandwidth */
     uint64_t max_request; /* largest request the device takes (bytes); 0 = no limit */
-    /* How far op_us may be too high (a learnt model's two standard errors; 0 for figures
-     * set or calibrated): a gap between samples is read through only when that pays at
-     * op_us - op_us_doubt, so an operation cost the reads have not shown (all of a loader's
-     * reads of one shape fit many splits between operations and bytes) buys no bytes. */
+    /* How far op_us may be too high and the cost of a MB (10^6 bytes, us) too low: a learnt
+     * model's two standard errors, 0 for figures set or calibrated. Plans are priced with
+     * op_us - op_us_doubt per operation and bytes at their cost plus mb_us_doubt, so a
+     * cheapness the reads have not shown buys no bytes: all of a loader's reads of one shape
+     * fit many splits between operations and bytes, and a throttle's start-up burst (tens
+     * of MB at once, paid back later) looks like free bandwidth for a window or two. */
     double op_us_doubt;
+    double mb_us_doubt;
 } refill_cost;
 
 /* Plans reading `n` samples of `chunk` at in-chunk slots `slots` (strictly increasing).

@@ -62,7 +62,7 @@ static void expect_near(const cost_model *m, double op_us, double bw, double tol
     }
 }
 
-static const refill_cost defaults = {100.0, 1e9, 0, 0.0};
+static const refill_cost defaults = {100.0, 1e9, 0, 0.0, 0.0};
 
 Test(costmodel, the_start_rules_until_reads_arrive)
 {
@@ -193,6 +193,37 @@ Test(costmodel, exploration_is_rare_and_budgeted)
         near += cost_explore(&e2, &m, 1, 7e6, 1, 6.9e6);
     }
     cr_expect_gt(near, 0, "never explored a near tie");
+}
+
+/* A loader that reads one shape (8 ranges, 0.8 MB) cannot tell operation cost from
+ * bandwidth, so every few refills the other plan (a whole 7 MB chunk) looks like a near
+ * tie. Explorations are charged what they may cost (the guess plus two standard errors),
+ * so what they really cost stays near the 2 % budget even when the model is far off. */
+Test(costmodel, exploration_under_doubt_stays_within_its_budget)
+{
+    uint64_t s = 9;
+    cost_model m;
+    cost_model_init(&m, &defaults);
+    cost_explorer e = {0, 0, 0};
+    const double op_us = 20.0, bw = 400e6; /* bytes dear, operations cheap (regime B) */
+    double spent = 0, chosen = 0;
+    int explored = 0;
+    for (int i = 0; i < 500; i++) {
+        /* The first reads come through a throttle's burst, 5x faster than it allows. */
+        const double burst = i < 20 ? 0.2 : 1.0;
+        const double c = storage(&s, op_us, bw, 0.0, 8, 0.8e6);
+        chosen += c;
+        if (cost_explore(&e, &m, 8, 0.8e6, 2, 7e6)) {
+            const double o = storage(&s, op_us, bw, 0.3, 2, 7e6);
+            spent += o - c;
+            explored++;
+            cost_model_observe(&m, 2, 7e6, burst * o);
+        } else {
+            cost_model_observe(&m, 8, 0.8e6, burst * storage(&s, op_us, bw, 0.3, 8, 0.8e6));
+        }
+    }
+    cr_expect_leq(spent, 0.03 * chosen, "%d explorations spent %.0f of %.0f us", explored,
+                  spent, chosen);
 }
 
 static double wall_us(void)

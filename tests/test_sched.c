@@ -289,8 +289,8 @@ Test(sampler, epochs_differ_and_repeat)
     cr_assert_neq(memcmp(a, c, sizeof(a)), 0);
 }
 
-static const refill_cost fast_ops = {1.0, 1e9, 0, 0.0};     /* operations nearly free */
-static const refill_cost slow_ops = {10000.0, 1e9, 0, 0.0}; /* 10 ms per operation */
+static const refill_cost fast_ops = {1.0, 1e9, 0, 0.0, 0.0};     /* operations nearly free */
+static const refill_cost slow_ops = {10000.0, 1e9, 0, 0.0, 0.0}; /* 10 ms per operation */
 
 Test(refill, whole_reads_the_chunk_in_one_operation)
 {
@@ -344,6 +344,14 @@ Test(refill, ranges_merge_neighbours_and_split_far_samples)
                  HDMLP_OK);
     cr_assert_eq(p.n_ranges, 1);
     refill_plan_free(&p);
+    /* Bytes whose cost is unsure (two standard errors of 1 s per MB, the estimate 1 ms):
+     * reading 35 KiB through may cost 35 ms, more than the 10 ms operation it saves. */
+    refill_cost dear = slow_ops;
+    dear.mb_us_doubt = 1e6;
+    cr_assert_eq(refill_plan_build(&m.ix, 1, slots, 3, HDMLP_REFILL_RANGES, &dear, 0, &p),
+                 HDMLP_OK);
+    cr_assert_eq(p.n_ranges, 2);
+    refill_plan_free(&p);
     memds_free(&m);
 }
 
@@ -354,7 +362,7 @@ Test(refill, ranges_longer_than_the_device_request_cost_more_operations)
     const uint32_t slots[] = {3, 40};
     /* The device takes at most 16 KiB per request: the whole 64 KiB chunk is 5 requests
      * (header included), two 1 KiB samples 2. */
-    const refill_cost small_req = {10000.0, 1e9, 16384, 0.0};
+    const refill_cost small_req = {10000.0, 1e9, 16384, 0.0, 0.0};
     refill_shape w, r;
     refill_plan_shape(&m.ix, 2, slots, 2, HDMLP_REFILL_WHOLE, &small_req, 0, &w);
     refill_plan_shape(&m.ix, 2, slots, 2, HDMLP_REFILL_RANGES, &fast_ops, 0, &r);
@@ -382,7 +390,7 @@ Test(refill, merges_stop_where_a_merge_no_longer_saves_a_request)
     /* 16 KiB requests, 10 ms per operation, bytes nearly free: samples 3, 10 and 17 fit one
      * request (15 KiB) and merge; adding 24 would make it 22 KiB, 2 requests, as many as
      * reading 24 apart, so the 6 KiB gap is not read. */
-    const refill_cost small_req = {10000.0, 1e9, 16384, 0.0};
+    const refill_cost small_req = {10000.0, 1e9, 16384, 0.0, 0.0};
     const uint32_t slots[] = {3, 10, 17, 24, 26};
     refill_plan p;
     cr_assert_eq(refill_plan_build(&m.ix, 1, slots, 5, HDMLP_REFILL_RANGES, &small_req, 0, &p),
@@ -396,7 +404,7 @@ Test(refill, merges_stop_where_a_merge_no_longer_saves_a_request)
     cr_assert_eq(p.sample_pos[4], 17 * 1024);
     refill_plan_free(&p);
     /* Without a request limit the same plan is one read. */
-    const refill_cost no_limit = {10000.0, 1e9, 0, 0.0};
+    const refill_cost no_limit = {10000.0, 1e9, 0, 0.0, 0.0};
     cr_assert_eq(refill_plan_build(&m.ix, 1, slots, 5, HDMLP_REFILL_RANGES, &no_limit, 0, &p),
                  HDMLP_OK);
     cr_assert_eq(p.n_ranges, 1);
