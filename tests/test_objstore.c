@@ -137,21 +137,20 @@ Test(objstore, ssd_tier_caches_remote_chunks, .timeout = 120)
     objstore_stop(&s);
 }
 
-/* A store that answers every request after 25 ms: the I/O threads share the read-buffer
- * reserve by each refill's bytes, so most of the 8 threads wait on the store at once
- * (not the two whose whole buffers the reserve holds), within the budget, and every
- * epoch is still exactly once with the right bytes. */
-Test(objstore, slow_store_overlaps_refills_within_the_budget, .timeout = 120)
+/* Drains 2 epochs of a store that answers every request after 25 ms (objstore_drain:
+ * every epoch exactly once with the right bytes), with chunks large against the budget, as
+ * in a real pack (64 samples of 2-6 KB, budget a quarter of the data): the budget has no
+ * room for a whole read buffer per thread. */
+static void drain_slow_store(uint64_t seed, hdmlp_refill refill, uint32_t threads,
+                             hdmlp_stats *st)
 {
-    /* Chunks large against the budget, as in a real pack (64 samples of 2-6 KB, budget a
-     * quarter of the data): the budget has no room for a whole buffer per thread. */
-    static const testds_spec spec = {.n_samples = 1280,
-                                     .chunk_size = 64,
-                                     .chunks_per_segment = 5,
-                                     .seed = 1302,
-                                     .min_size = 2000,
-                                     .max_size = 6000,
-                                     .n_labels = 4};
+    const testds_spec spec = {.n_samples = 1280,
+                              .chunk_size = 64,
+                              .chunks_per_segment = 5,
+                              .seed = seed,
+                              .min_size = 2000,
+                              .max_size = 6000,
+                              .n_labels = 4};
     objstore_cur = &spec;
     objstore_server s = {0};
     const char *const args[] = {"--latency-ms", "25", NULL};
@@ -160,46 +159,35 @@ Test(objstore, slow_store_overlaps_refills_within_the_budget, .timeout = 120)
     snprintf(url, sizeof(url), "http://127.0.0.1:%d/bucket/ds", s.port);
     hdmlp_dataset *ds = NULL;
     cr_assert_eq(hdmlp_dataset_open(url, &ds), HDMLP_OK, "%s", hdmlp_last_error());
+    free(objstore_drain(ds, refill, threads, st));
+    hdmlp_dataset_close(ds);
+    objstore_stop(&s);
+    objstore_cur = &objstore_spec;
+}
+
+/* The I/O threads share the read-buffer reserve by each refill's bytes, so most of the 8
+ * threads wait on the slow store at once (not the two whose whole buffers the reserve
+ * holds), within the budget. */
+Test(objstore, slow_store_overlaps_refills_within_the_budget, .timeout = 120)
+{
     hdmlp_stats st;
-    free(objstore_drain(ds, HDMLP_REFILL_RANGES, 8, &st));
+    drain_slow_store(1302, HDMLP_REFILL_RANGES, 8, &st);
     /* 8 with the reserve shared by need; 2-4 when each thread needs a whole buffer. */
     cr_expect_geq(st.refills_in_flight_peak, 6, "at most %llu refills read at once",
                   (unsigned long long)st.refills_in_flight_peak);
     cr_expect_leq(st.peak_memory_bytes, st.memory_budget, "peak %llu of %llu bytes",
                   (unsigned long long)st.peak_memory_bytes,
                   (unsigned long long)st.memory_budget);
-    hdmlp_dataset_close(ds);
-    objstore_stop(&s);
-    objstore_cur = &objstore_spec;
 }
 
-/* The planner runs ahead of the reads: with a store slow enough that the cost model moves
- * while refills wait in the queue, queued auto refills are planned again with the new
- * estimate when a thread takes them, and every epoch is still exactly once with the right
- * bytes (objstore_drain checks both). */
+/* The planner runs ahead of the reads: the slow store's timings move the cost model while
+ * refills wait in the queue, so queued auto refills are planned again with the new
+ * estimate when a thread takes them. */
 Test(objstore, queued_refills_follow_the_learnt_model, .timeout = 120)
 {
-    static const testds_spec spec = {.n_samples = 1280,
-                                     .chunk_size = 64,
-                                     .chunks_per_segment = 5,
-                                     .seed = 1303,
-                                     .min_size = 2000,
-                                     .max_size = 6000,
-                                     .n_labels = 4};
-    objstore_cur = &spec;
-    objstore_server s = {0};
-    const char *const args[] = {"--latency-ms", "25", NULL};
-    objstore_start_py(&s, args);
-    char url[128];
-    snprintf(url, sizeof(url), "http://127.0.0.1:%d/bucket/ds", s.port);
-    hdmlp_dataset *ds = NULL;
-    cr_assert_eq(hdmlp_dataset_open(url, &ds), HDMLP_OK, "%s", hdmlp_last_error());
     hdmlp_stats st;
-    free(objstore_drain(ds, HDMLP_REFILL_AUTO, 2, &st));
+    drain_slow_store(1303, HDMLP_REFILL_AUTO, 2, &st);
     cr_expect_eq(st.cost_learning, 1);
     cr_expect_gt(st.cost_replans, 0, "no queued refill followed the model (%llu reads)",
                  (unsigned long long)st.cost_reads);
-    hdmlp_dataset_close(ds);
-    objstore_stop(&s);
-    objstore_cur = &objstore_spec;
 }
