@@ -64,7 +64,7 @@ typedef struct ld_job {
     refill_plan plan;
     /* Auto refill with a learnt model: the model's observation count when the plan was
      * made, and whether it was an exploration (its shape is then kept). */
-    int replannable, explored;
+    int explored;
     uint64_t planned_at;
 } ld_job;
 

@@ -119,9 +119,15 @@ static hdmlp_refill plan_explore(struct hdmlp_loader *ld, uint64_t chunk, const 
     return prefer_whole ? HDMLP_REFILL_WHOLE : HDMLP_REFILL_RANGES;
 }
 
+/* The jobs plan_job let the learnt model shape (the others read whole or as configured). */
+static int plan_learnt(const struct hdmlp_loader *ld, const ld_job *job)
+{
+    return ld->learn && ld->cfg.refill == HDMLP_REFILL_AUTO && !job->first_load && job->n > 0;
+}
+
 void plan_refresh(struct hdmlp_loader *ld, ld_job *job)
 {
-    if (!job->replannable || job->planned_at == ld->src_model.observations) {
+    if (!plan_learnt(ld, job) || job->planned_at == ld->src_model.observations) {
         return;
     }
     /* An exploration keeps its shape (it was paid for); otherwise the model picks again. */
@@ -201,9 +207,8 @@ int plan_job(struct hdmlp_loader *ld, uint64_t chunk, const uint32_t *slots, uin
     /* The first load of a RAM- or SSD-placed chunk reads it whole, to fill its cache. */
     job->first_load = ld->tier != NULL && tier_first_plan(ld->tier, chunk);
     hdmlp_refill mode = job->first_load ? HDMLP_REFILL_WHOLE : ld->cfg.refill;
-    if (mode == HDMLP_REFILL_AUTO && ld->learn && n > 0) {
+    if (plan_learnt(ld, job)) {
         mode = plan_explore(ld, chunk, job->slots, n, &job->explored);
-        job->replannable = 1;
         job->planned_at = ld->src_model.observations;
     }
     job->epoch = ld->plan_epoch;
