@@ -671,6 +671,8 @@ typedef struct hdmlp_stats {
     uint64_t answers_sent;    /* samples sent in answer to a peer's request */
     uint64_t net_bytes_out;   /* sample bytes sent to peers */
     uint64_t net_bytes_in;    /* sample bytes received from peers */
+    uint64_t net_bytes_lent;  /* of those, bytes same-host peers lent in shared memory
+                                 (used in place, not copied) */
     /* tiers */
     uint64_t source_bytes;    /* bytes read from the dataset directory */
     uint64_t ram_cache_bytes; /* bytes served from the RAM chunk cache */

@@ -271,6 +271,7 @@ int loader_create_with(hdmlp_dataset *ds, const hdmlp_config *cfg,
         if (rc == HDMLP_OK) {
             pthread_mutex_lock(&ld->lock);
             ld->net = net;
+            ld->mem = net->mem;
             ld->st.peers_same_host = net->peers_same_host;
             pthread_mutex_unlock(&ld->lock);
             exchange_flush(ld);
@@ -337,6 +338,9 @@ void hdmlp_loader_free(hdmlp_loader *ld)
     if (ld->net != NULL) {
         /* Whatever this rank still wanted, it is leaving: tell the peers, keep serving. */
         hdmlp_loader_finish(ld);
+        pthread_mutex_lock(&ld->lock);
+        ld->mem = NULL; /* new samples on the heap from now on */
+        pthread_mutex_unlock(&ld->lock);
         ld->net->destroy(ld->net);
         ld->net = NULL;
     }

@@ -51,6 +51,10 @@ typedef struct ld_sample {
     char *err;      /* detail of a failed refill */
     int prefetched; /* received from a peer ahead of need */
     int result;     /* worker-private decode result until published as state */
+    /* Where data lives: the heap (home NULL), or the transport's shared sample memory:
+     * this rank's own block (lender PEER_MEM_OWN) or one a same-host peer lent. */
+    peer_mem *home;
+    uint32_t lender;
 } ld_sample;
 
 typedef struct ld_job {
@@ -194,6 +198,9 @@ struct hdmlp_loader {
     /* peers */
     uint32_t rank, world;
     peer_transport *net;
+    /* The transport's shared sample memory while the transport lives (lock); samples in it
+     * keep it alive after. */
+    peer_mem *mem;
     ld_outbox *out;     /* world entries; [rank] unused */
     ld_remote **remote; /* hash buckets */
     uint64_t remote_buckets;
@@ -307,6 +314,11 @@ int loader_place_tiers(const fmt_index *ix, const struct hdmlp_config *cfg,
 int plan_advance(struct hdmlp_loader *ld);
 int plan_stuck(const struct hdmlp_loader *ld);
 void sample_free(ld_sample *s);
+/* s->data for s->size bytes: from the transport's shared sample memory when it has room
+ * (lock held), else the heap. HDMLP_E_NOMEM. */
+int sample_data_new(struct hdmlp_loader *ld, ld_sample *s);
+/* Gives s->data back where it came from; s->data NULL after. */
+void sample_data_free(ld_sample *s);
 void job_free(ld_job *job);
 uint32_t plan_owner(const struct hdmlp_loader *ld, uint64_t group);
 /* A refill job for the samples at in-chunk `slots` (increasing) of chunk; not queued. */

@@ -73,6 +73,8 @@ static void queue_sample(struct hdmlp_loader *ld, uint32_t peer, ld_out *o, int 
     m.label = s->label;
     m.data = s->data;
     m.size = s->size;
+    /* A block of the transport's shared memory is handed over: lent to a same-host peer. */
+    m.lend = s->home != NULL && s->lender == PEER_MEM_OWN;
     o->sent = 1;
     o->s = NULL;
     ld->charged -= s->size;
@@ -154,6 +156,10 @@ void exchange_flush(struct hdmlp_loader *ld)
     while (list != NULL) {
         ld_send *next = list->next;
         const int rc = net->send(net, &list->m);
+        if (list->m.lend) {
+            list->s->data = NULL; /* the transport's now, whatever rc says */
+            list->s->home = NULL;
+        }
         if (rc != HDMLP_OK) {
             pthread_mutex_lock(&ld->lock);
             if (ld->failed == 0) {
@@ -227,11 +233,25 @@ static int remote_put(struct hdmlp_loader *ld, uint64_t seq, ld_sample *s)
 static void on_sample(struct hdmlp_loader *ld, const peer_msg *m)
 {
     ld_sample *s = hd_calloc(1, sizeof(*s));
-    uint8_t *data = hd_malloc(m->size ? m->size : 1);
+    /* A lent block is kept as it is (given back when the sample is freed), else copied. */
+    uint8_t *data =
+        m->lent != NULL ? (uint8_t *)(uintptr_t)m->data : hd_malloc(m->size ? m->size : 1);
+    if (s != NULL) {
+        s->home = m->lent;
+        s->lender = m->from;
+        s->size = m->size;
+        s->data = data;
+    }
     if (s == NULL || data == NULL || m->index >= ld->ix->h.n_samples ||
         m->position % ld->world != ld->rank) {
+        if (s != NULL) {
+            sample_data_free(s);
+        } else if (m->lent != NULL) {
+            m->lent->give_back(m->lent, data, m->size, m->from);
+        } else {
+            hd_free(data);
+        }
         hd_free(s);
-        hd_free(data);
         if (ld->failed == 0) {
             ld->failed = HDMLP_E_PEER;
             snprintf(ld->fail_detail, sizeof(ld->fail_detail),
@@ -240,14 +260,13 @@ static void on_sample(struct hdmlp_loader *ld, const peer_msg *m)
         }
         return;
     }
-    if (m->size > 0) {
+    if (m->size > 0 && m->lent == NULL) {
         memcpy(data, m->data, m->size);
     }
     s->index = m->index;
-    s->size = m->size;
     s->label = m->label;
     s->state = SAMPLE_READY;
-    s->data = data;
+    ld->st.net_bytes_lent += m->lent != NULL ? m->size : 0;
     fmt_sample rec;
     fmt_index_sample(ld->ix, m->index, &rec);
     s->stored = rec.stored_len;

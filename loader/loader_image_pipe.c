@@ -199,11 +199,10 @@ static void *decode_main(void *arg)
             }
         }
         /* The raw bytes are not needed any more: back to the budget now. */
-        hd_free(s->data);
+        sample_data_free(s);
         const uint64_t now = loader_now_ns();
 
         pthread_mutex_lock(&ld->lock);
-        s->data = NULL;
         ld->charged -= s->size;
         s->size = 0;
         o->result[i] = rc;

@@ -35,7 +35,28 @@ typedef struct peer_msg {
     uint32_t label;       /* SAMPLE */
     const uint8_t *data;  /* SAMPLE: raw bytes, borrowed for the duration of the call */
     uint64_t size;
+    /* SAMPLE sent: data is a block of the transport's peer_mem, handed over with the call
+     * (the transport lends it to a same-host peer, or copies and frees it, whatever the
+     * result). */
+    uint32_t lend;
+    /* SAMPLE received: non-NULL when data is a block rank `from` lent in shared memory; the
+     * handler then keeps it (no copy) and gives it back with
+     * lent->give_back(lent, data, size, from). */
+    struct peer_mem *lent;
 } peer_msg;
+
+/* Sample memory a transport can lend to same-host peers without copying (rpc/: an arena in
+ * shared memory that those peers map). Thread-safe. It outlives the transport until every
+ * block is given back, so samples may outlive the transport. */
+typedef struct peer_mem peer_mem;
+#define PEER_MEM_OWN UINT32_MAX
+struct peer_mem {
+    /* A block of at least len bytes for a sample, or NULL (then the caller uses the heap). */
+    void *(*alloc)(peer_mem *pm, uint64_t len);
+    /* Gives a block back: this rank's own (lender PEER_MEM_OWN), or one rank `lender` lent
+     * (the lender is told, and frees it). */
+    void (*give_back)(peer_mem *pm, void *p, uint64_t len, uint32_t lender);
+};
 
 typedef struct peer_handler {
     void *ctx;
@@ -56,6 +77,8 @@ struct peer_transport {
     /* Peers reached over a same-host path rather than the network (set by the factory,
      * fixed afterwards; 0 for transports without one). */
     uint32_t peers_same_host;
+    /* Sample memory same-host peers can be lent (NULL: none; set by the factory). */
+    peer_mem *mem;
 };
 
 /* Creates the transport for a loader. Implemented by rpc/ (gRPC); NULL when this build

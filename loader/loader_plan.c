@@ -8,10 +8,33 @@
 
 #include <string.h>
 
+int sample_data_new(struct hdmlp_loader *ld, ld_sample *s)
+{
+    peer_mem *pm = ld->mem;
+    s->data = pm != NULL ? pm->alloc(pm, s->size) : NULL;
+    s->home = s->data != NULL ? pm : NULL;
+    s->lender = PEER_MEM_OWN;
+    if (s->data == NULL) {
+        s->data = hd_malloc(s->size ? s->size : 1);
+    }
+    return s->data != NULL ? HDMLP_OK : HDMLP_E_NOMEM;
+}
+
+void sample_data_free(ld_sample *s)
+{
+    if (s->home != NULL) {
+        s->home->give_back(s->home, s->data, s->size, s->lender);
+    } else {
+        hd_free(s->data);
+    }
+    s->data = NULL;
+    s->home = NULL;
+}
+
 void sample_free(ld_sample *s)
 {
     if (s != NULL) {
-        hd_free(s->data);
+        sample_data_free(s);
         hd_free(s->err);
         hd_free(s);
     }
@@ -50,8 +73,9 @@ int plan_outbox_push(struct hdmlp_loader *ld, uint32_t peer, const ld_out *o)
     return HDMLP_OK;
 }
 
-static ld_sample *sample_new(const fmt_index *ix, uint64_t index)
+static ld_sample *sample_new(struct hdmlp_loader *ld, uint64_t index)
 {
+    const fmt_index *ix = ld->ix;
     ld_sample *s = hd_calloc(1, sizeof(*s));
     if (s == NULL) {
         return NULL;
@@ -67,8 +91,7 @@ static ld_sample *sample_new(const fmt_index *ix, uint64_t index)
      * the budget: I/O threads only fill it. Allocating on the I/O threads would spread
      * samples over one malloc arena per thread, whose freed memory is not shared, and RSS
      * would grow with the thread count while the accounted bytes stay within the budget. */
-    s->data = hd_malloc(s->size ? s->size : 1);
-    if (s->data == NULL) {
+    if (sample_data_new(ld, s) != HDMLP_OK) {
         hd_free(s);
         return NULL;
     }
@@ -194,7 +217,7 @@ int plan_job(struct hdmlp_loader *ld, uint64_t chunk, const uint32_t *slots, uin
     }
     memcpy(job->slots, slots, n * sizeof(uint32_t));
     for (uint32_t i = 0; i < n; i++) {
-        job->samples[i] = sample_new(ld->ix, chunk * k + slots[i]);
+        job->samples[i] = sample_new(ld, chunk * k + slots[i]);
         if (job->samples[i] == NULL) {
             for (uint32_t j = 0; j < i; j++) {
                 sample_free(job->samples[j]);

@@ -168,6 +168,16 @@ int rpc_shm_start(rpc_tr *t, rpc_shm **out)
         return hd_err(HDMLP_E_IO, "rpc: epoll or eventfd for the ring thread: %s",
                       strerror(errno));
     }
+    uint32_t ring_peers = 0;
+    for (uint32_t r = 0; r < t->world; r++) {
+        ring_peers += s->out[r].used;
+    }
+    if (ring_peers > 0 && t->o.shm_arena_bytes > 0) {
+        rc = shm_mem_create(t->o.shm_arena_bytes, t->world, s->wake_efd, &s->mem);
+        if (rc != HDMLP_OK) {
+            return rc;
+        }
+    }
     shm_ep_add(s, s->listen_fd, EV_LISTEN, 0, EPOLLIN);
     shm_ep_add(s, s->wake_efd, EV_WAKE, 0, EPOLLIN);
     if (pthread_create(&s->th, NULL, shm_main, s) != 0) {
@@ -176,6 +186,8 @@ int rpc_shm_start(rpc_tr *t, rpc_shm **out)
     s->started = 1;
     return HDMLP_OK;
 }
+
+peer_mem *rpc_shm_mem(rpc_shm *s) { return s != NULL ? shm_mem_iface(s->mem) : NULL; }
 
 void rpc_shm_closing(rpc_shm *s)
 {
@@ -233,6 +245,7 @@ void rpc_shm_stop(rpc_shm *s)
         s->closing = 1;
         shm_out_fail(s, r, "closed");
     }
+    shm_mem_detach(s->mem); /* freed once the loader has given every block back */
     shm_close_fd(s, &s->listen_fd);
     shm_close_fd(s, &s->wake_efd);
     if (s->ep >= 0) {

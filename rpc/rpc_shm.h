@@ -15,6 +15,8 @@ typedef struct rpc_shm rpc_shm;
 /* Listens on this rank's ring socket and starts the thread, which dials the peers of the
  * lanes marked shm. HDMLP_E_IO naming the socket, HDMLP_E_NOMEM. */
 int rpc_shm_start(rpc_tr *t, rpc_shm **out);
+/* The sample memory ring peers are lent from (NULL: none). */
+peer_mem *rpc_shm_mem(rpc_shm *s);
 /* send() for a peer of a shm lane; m already checked (rpc_msg_check_send). */
 int rpc_shm_send(rpc_shm *s, const peer_msg *m);
 /* destroy() began: send() refuses from now on, on_error is no longer called. */

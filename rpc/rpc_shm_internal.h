@@ -3,9 +3,12 @@
 #ifndef HDMLP_RPC_SHM_INTERNAL_H
 #define HDMLP_RPC_SHM_INTERNAL_H
 
+#include "rpc_arena.h"
 #include "rpc_shm.h"
 #include "rpc_shm_link.h"
 #include "rpc_shm_ring.h"
+
+typedef struct shm_mem shm_mem; /* the sample memory, below */
 
 #define SHM_RETRY_NS 50000000ull /* between attempts to reach a peer's ring socket */
 
@@ -16,7 +19,7 @@ enum { OUT_DIAL, OUT_HELLO, OUT_READY, OUT_FAILED };
 typedef struct shm_item {
     struct shm_item *next;
     peer_msg m;
-    uint8_t *data;
+    uint8_t *data; /* the copy, or (m.lend) the arena block itself */
     uint64_t sent; /* payload bytes already in the ring (a fragmented message) */
 } shm_item;
 
@@ -24,6 +27,7 @@ typedef struct shm_item {
 typedef struct shm_out {
     int used; /* the lane of this rank is ours */
     int state;
+    int lend_ok; /* the peer mapped our arena: SAMPLEs in it are lent, not copied */
     int sock, data_efd, space_efd;
     rpc_shm_ring ring;
     shm_item *urg_h, *urg_t, *pre_h, *pre_t;
@@ -41,6 +45,7 @@ typedef struct shm_out {
 typedef struct shm_in {
     int sock, data_efd, space_efd; /* sock < 0: free slot */
     int ready;                     /* hello accepted, ring mapped */
+    int lend_ok;                   /* the sender's arena is mapped: it may lend */
     uint32_t rank;
     uint64_t since_ns;
     rpc_shm_ring ring;
@@ -56,6 +61,7 @@ struct rpc_shm {
     pthread_cond_t cv; /* broadcast after each round of the thread */
     int closing, stop;
     int ep, wake_efd, listen_fd;
+    shm_mem *mem; /* this rank's arena and the peers' (NULL: none) */
     shm_out *out; /* world entries */
     shm_in *in;
     uint32_t n_in;
@@ -63,6 +69,33 @@ struct rpc_shm {
     pthread_t th;
     int started;
 };
+
+/* ---- Sample memory (rpc_shm_mem.c) ----
+ * This rank's arena (rpc_arena.h), which same-host peers map when their rings are set
+ * up, so that a SAMPLE in it is lent by offset instead of copied; the peers' arenas mapped
+ * here; and the releases of the peers' blocks this rank has given back, which the ring
+ * thread writes into the rings. It outlives the transport (shm_mem_detach) until every
+ * block handed out is back. Thread-safe; its lock is taken after rpc_shm.lock, never
+ * before. */
+int shm_mem_create(uint64_t arena_bytes, uint32_t world, int wake_efd, shm_mem **out);
+/* The transport is gone: no more allocations or releases; freed once every block is back. */
+void shm_mem_detach(shm_mem *m);
+peer_mem *shm_mem_iface(shm_mem *m);
+int shm_mem_fd(const shm_mem *m);
+uint64_t shm_mem_bytes(const shm_mem *m);
+int shm_mem_owns(const shm_mem *m, const void *p);
+/* Marks this rank's block p lent to rank `to` (its offset in *off). */
+int shm_mem_lend(shm_mem *m, const void *p, uint32_t to, uint64_t *off);
+void shm_mem_free_own(shm_mem *m, void *p);
+/* Maps rank's arena from the descriptor of its hello (once per rank). */
+int shm_mem_map_peer(shm_mem *m, uint32_t rank, int fd, uint64_t bytes);
+/* The block rank lent at off (size bytes), counted as held here; NULL if it does not lie
+ * within rank's mapped arena. */
+const uint8_t *shm_mem_peer_block(shm_mem *m, uint32_t rank, uint64_t off, uint64_t size);
+/* Rank `by` gave back our block at off: HDMLP_E_PEER if it was not lent to it. */
+int shm_mem_released(shm_mem *m, uint32_t by, uint64_t off, uint64_t len);
+/* Takes up to cap of the releases waiting for lender. */
+uint32_t shm_mem_take_releases(shm_mem *m, uint32_t lender, rpc_shm_rel *out, uint32_t cap);
 
 /* rpc_shm.c */
 uint64_t shm_since(uint64_t now, uint64_t then); /* ns from then to now; 0 if then is later */

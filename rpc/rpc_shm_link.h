@@ -15,17 +15,23 @@
 #define RPC_SHM_HELLO_MAGIC 0x68646d6c7068656cull /* "hdmlphel" */
 #define RPC_SHM_ADDR_MAX 64
 
-/* Sender -> receiver, first and only message of the sender on the socket. */
+/* Sender -> receiver, first and only message of the sender on the socket; with the
+ * sender's sample arena (a sealed memfd of arena_bytes) as its one descriptor when
+ * arena_bytes > 0. */
 typedef struct rpc_shm_hello {
     uint64_t magic;
     uint64_t token;
     uint32_t from, to;
+    uint64_t arena_bytes;
 } rpc_shm_hello;
 
-/* Receiver -> sender, with three descriptors: memfd, data doorbell, space doorbell. */
+/* Receiver -> sender, with three descriptors: memfd, data doorbell, space doorbell. flags
+ * RPC_SHM_LEND_OK: the receiver mapped the sender's arena, so samples may be lent. */
+#define RPC_SHM_LEND_OK 1u
 typedef struct rpc_shm_reply {
     uint64_t magic;
     uint64_t ring_bytes;
+    uint64_t flags;
 } rpc_shm_reply;
 
 /* The ring socket of the rank whose peers entry is endpoint: "hdmlp-<hash>-ring" (the name

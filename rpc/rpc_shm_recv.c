@@ -23,6 +23,7 @@ void shm_in_close(rpc_shm *s, shm_in *c)
     hd_free(c->asm_buf);
     c->asm_buf = NULL;
     c->ready = 0;
+    c->lend_ok = 0;
     c->more = 0;
 }
 
@@ -67,23 +68,18 @@ void shm_in_accept(rpc_shm *s)
     }
 }
 
-/* A sender's hello: checks it, makes its ring and answers with the descriptors. */
-void shm_in_hello(rpc_shm *s, shm_in *c, uint32_t slot)
+/* The rest of the hello, h NULL if it had the wrong size; arena_fd closed by the caller. */
+static void shm_in_hello_checked(rpc_shm *s, shm_in *c, uint32_t slot, const rpc_shm_hello *hp,
+                                 int arena_fd)
 {
     const rpc_tr *t = s->t;
     rpc_shm_hello h;
-    int fds[3];
-    const long n = rpc_shm_recv_packet(c->sock, &h, sizeof h, fds);
-    for (int i = 0; i < 3; i++) {
-        if (fds[i] >= 0) {
-            close(fds[i]); /* a sender has nothing to pass us */
-        }
-    }
-    if (n == -1) {
-        return;
+    memset(&h, 0, sizeof h);
+    if (hp != NULL) {
+        h = *hp;
     }
     char why[160];
-    if (n != (long)sizeof h || h.magic != RPC_SHM_HELLO_MAGIC) {
+    if (hp == NULL || h.magic != RPC_SHM_HELLO_MAGIC) {
         shm_in_reject(s, c, "not a ring hello");
         return;
     }
@@ -111,7 +107,12 @@ void shm_in_hello(rpc_shm *s, shm_in *c, uint32_t slot)
     }
     c->data_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     c->space_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    const rpc_shm_reply rep = {RPC_SHM_HELLO_MAGIC, s->ring_bytes};
+    /* The sender's arena: mapped once, for its samples to be lent rather than copied. */
+    const int lend_ok = rc == HDMLP_OK && s->mem != NULL && h.arena_bytes > 0 &&
+                        arena_fd >= 0 &&
+                        shm_mem_map_peer(s->mem, h.from, arena_fd, h.arena_bytes) == HDMLP_OK;
+    const rpc_shm_reply rep = {RPC_SHM_HELLO_MAGIC, s->ring_bytes,
+                               lend_ok ? RPC_SHM_LEND_OK : 0};
     const int give[3] = {mfd, c->data_efd, c->space_efd};
     if (rc != HDMLP_OK || c->data_efd < 0 || c->space_efd < 0 ||
         rpc_shm_send_packet(c->sock, &rep, sizeof rep, give, 3) != HDMLP_OK) {
@@ -124,7 +125,28 @@ void shm_in_hello(rpc_shm *s, shm_in *c, uint32_t slot)
     close(mfd);
     c->rank = h.from;
     c->ready = 1;
+    c->lend_ok = lend_ok;
     shm_ep_add(s, c->data_efd, EV_IN_DATA, slot, EPOLLIN);
+}
+
+/* A sender's hello: checks it, makes its ring and answers with the descriptors. */
+void shm_in_hello(rpc_shm *s, shm_in *c, uint32_t slot)
+{
+    rpc_shm_hello h;
+    int fds[3];
+    const long n = rpc_shm_recv_packet(c->sock, &h, sizeof h, fds);
+    const int arena_fd = fds[0]; /* the sender's arena, if any */
+    for (int i = 1; i < 3; i++) {
+        if (fds[i] >= 0) {
+            close(fds[i]); /* a sender has nothing else to pass us */
+        }
+    }
+    if (n != -1) {
+        shm_in_hello_checked(s, c, slot, n == (long)sizeof h ? &h : NULL, arena_fd);
+    }
+    if (arena_fd >= 0) {
+        close(arena_fd);
+    }
 }
 
 /* Checks a record's header against the pair and what came before; NULL if acceptable,
@@ -142,7 +164,14 @@ static const char *rec_problem(const rpc_shm *s, const shm_in *c, const rpc_shm_
                  h->from, h->to, c->rank, t->self);
         return why;
     }
-    if (h->kind > PEER_DONE || (h->flags & ~RPC_SHM_MORE) != 0) {
+    if (h->kind == RPC_SHM_RELEASE) {
+        return frag == h->size && frag > 0 && frag <= RPC_SHM_REL_MAX * sizeof(rpc_shm_rel) &&
+                       frag % sizeof(rpc_shm_rel) == 0 && h->offset == 0 && h->flags == 0 &&
+                       c->asm_buf == NULL
+                   ? NULL
+                   : "a RELEASE record of a wrong length or with flags";
+    }
+    if (h->kind > PEER_DONE || (h->flags & ~(RPC_SHM_MORE | RPC_SHM_LENT)) != 0) {
         snprintf(why, cap, "a record of unknown kind %u or flags %u", h->kind, h->flags);
         return why;
     }
@@ -156,6 +185,15 @@ static const char *rec_problem(const rpc_shm *s, const shm_in *c, const rpc_shm_
                  (unsigned long long)h->index, (unsigned long long)h->size,
                  (unsigned long long)t->o.max_data, h->prefetch);
         return why;
+    }
+    if (h->flags & RPC_SHM_LENT) {
+        /* Where the block lies is checked against the sender's arena when it is taken. */
+        if (!c->lend_ok) {
+            return "a lent SAMPLE on a ring whose sender's arena is not mapped";
+        }
+        return h->flags == RPC_SHM_LENT && frag == 0 && c->asm_buf == NULL
+                   ? NULL
+                   : "a lent SAMPLE with payload, fragments or in the middle of another";
     }
     const uint64_t want_off = c->asm_buf != NULL ? c->asm_got : 0;
     if (h->offset != want_off || frag > h->size - h->offset ||
@@ -173,7 +211,8 @@ static const char *rec_problem(const rpc_shm *s, const shm_in *c, const rpc_shm_
     return NULL;
 }
 
-static void deliver(rpc_shm *s, const rpc_shm_rec *h, const uint8_t *data, uint64_t bytes)
+static void deliver(rpc_shm *s, const rpc_shm_rec *h, const uint8_t *data, uint64_t bytes,
+                    peer_mem *lent)
 {
     rpc_tr *t = s->t;
     peer_msg m;
@@ -193,6 +232,7 @@ static void deliver(rpc_shm *s, const rpc_shm_rec *h, const uint8_t *data, uint6
         m.label = h->label;
         m.size = h->size;
         m.data = data;
+        m.lent = lent;
     }
     pthread_mutex_lock(&t->lock);
     t->st.msgs_recv++;
@@ -202,6 +242,40 @@ static void deliver(rpc_shm *s, const rpc_shm_rec *h, const uint8_t *data, uint6
     pthread_mutex_lock(&t->deliver);
     t->h.on_msg(t->h.ctx, &m);
     pthread_mutex_unlock(&t->deliver);
+}
+
+/* A lent SAMPLE (delivered in place in the sender's arena) or a RELEASE of our blocks
+ * (freed); 0 if it was rejected. */
+static int lent_record(rpc_shm *s, shm_in *c, const rpc_shm_rec *h, const uint8_t *payload)
+{
+    char msg[256];
+    if (h->kind == PEER_SAMPLE) {
+        const uint8_t *p =
+            s->mem != NULL ? shm_mem_peer_block(s->mem, c->rank, h->offset, h->size) : NULL;
+        if (p == NULL) {
+            snprintf(msg, sizeof msg,
+                     "rank %u: SAMPLE %llu lent at offset %llu (%llu bytes), outside the "
+                     "sender's arena",
+                     s->t->self, (unsigned long long)h->index, (unsigned long long)h->offset,
+                     (unsigned long long)h->size);
+            shm_in_reject(s, c, msg);
+            return 0;
+        }
+        deliver(s, h, p, h->len, shm_mem_iface(s->mem));
+        return 1;
+    }
+    const uint64_t n = h->size / sizeof(rpc_shm_rel);
+    for (uint64_t i = 0; i < n; i++) {
+        rpc_shm_rel e;
+        memcpy(&e, payload + i * sizeof e, sizeof e); /* out of the ring before it is used */
+        if (s->mem == NULL || shm_mem_released(s->mem, c->rank, e.off, e.len) != HDMLP_OK) {
+            snprintf(msg, sizeof msg, "rank %u: %s", s->t->self,
+                     s->mem == NULL ? "a RELEASE without an arena" : hdmlp_last_error());
+            shm_in_reject(s, c, msg);
+            return 0;
+        }
+    }
+    return 1;
 }
 
 /* Reads what the ring holds, up to one ring's worth (then c->more). */
@@ -228,7 +302,11 @@ void shm_in_read(rpc_shm *s, shm_in *c)
             return;
         }
         const uint64_t frag = h.len - sizeof h;
-        if (h.kind != 0 && h.kind == PEER_SAMPLE && (h.offset > 0 || frag < h.size)) {
+        if (h.kind == RPC_SHM_RELEASE || (h.flags & RPC_SHM_LENT)) {
+            if (!lent_record(s, c, &h, p)) {
+                return; /* rejected */
+            }
+        } else if (h.kind != 0 && h.kind == PEER_SAMPLE && (h.offset > 0 || frag < h.size)) {
             if (c->asm_buf == NULL) {
                 c->asm_buf = hd_malloc((size_t)h.size);
                 c->asm_hdr = h;
@@ -241,12 +319,12 @@ void shm_in_read(rpc_shm *s, shm_in *c)
             memcpy(c->asm_buf + c->asm_got, p, (size_t)frag);
             c->asm_got += frag;
             if (c->asm_got == h.size) {
-                deliver(s, &c->asm_hdr, c->asm_buf, h.size + sizeof h);
+                deliver(s, &c->asm_hdr, c->asm_buf, h.size + sizeof h, NULL);
                 hd_free(c->asm_buf);
                 c->asm_buf = NULL;
             }
         } else if (h.kind != 0) {
-            deliver(s, &h, p, h.len); /* the payload is read in place */
+            deliver(s, &h, p, h.len, NULL); /* the payload is read in place */
         }
         const uint64_t used = rpc_shm_rec_bytes(frag);
         if (rpc_shm_ring_pop(&c->ring, h.len)) {

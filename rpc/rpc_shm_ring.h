@@ -33,6 +33,16 @@
 
 /* Record flags. */
 #define RPC_SHM_MORE 1u /* further fragments of this message follow */
+#define RPC_SHM_LENT                                                                           \
+    2u /* a SAMPLE lent: no payload, its bytes at `offset` in the sender's                     \
+          arena (rpc_arena.h) until the receiver releases them */
+/* A record kind of the transport itself, never delivered: the receiver of the sender's
+ * lent SAMPLEs gives them back; its payload is rpc_shm_rel entries. */
+#define RPC_SHM_RELEASE 16u
+typedef struct rpc_shm_rel {
+    uint64_t off, len;
+} rpc_shm_rel;
+#define RPC_SHM_REL_MAX 64u /* entries in one RELEASE record */
 
 /* The header of one record, as stored in the ring (8-byte aligned, 96 bytes). kind 0 is a
  * probe (no message). A SAMPLE larger than a fragment travels as several records with the

@@ -11,11 +11,16 @@
 
 /* ---- the sending side ------------------------------------------------------------------ */
 
-static void items_free(shm_item *it)
+/* Frees queued messages: a copy, or an arena block not lent (it goes back to the arena). */
+static void items_free(rpc_shm *s, shm_item *it)
 {
     while (it != NULL) {
         shm_item *next = it->next;
-        hd_free(it->data);
+        if (it->m.lend) {
+            shm_mem_free_own(s->mem, it->data);
+        } else {
+            hd_free(it->data);
+        }
         hd_free(it);
         it = next;
     }
@@ -36,9 +41,9 @@ void shm_out_fail(rpc_shm *s, uint32_t rank, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(o->why + n, sizeof o->why - (size_t)n, fmt, ap);
     va_end(ap);
-    items_free(o->cur);
-    items_free(o->urg_h);
-    items_free(o->pre_h);
+    items_free(s, o->cur);
+    items_free(s, o->urg_h);
+    items_free(s, o->pre_h);
     o->cur = o->urg_h = o->urg_t = o->pre_h = o->pre_t = NULL;
     o->queued = 0;
     shm_close_fd(s, &o->sock);
@@ -72,12 +77,22 @@ static void rec_of(rpc_shm *s, const peer_msg *m, uint32_t to, rpc_shm_rec *h)
     h->size = m->kind == PEER_SAMPLE ? m->size : 0;
 }
 
+/* Whether m goes as a lent block: an arena block handed over, to a peer that mapped the
+ * arena. */
+static int lends(const rpc_shm *s, const shm_out *o, const peer_msg *m)
+{
+    return m != NULL && m->kind == PEER_SAMPLE && m->lend && o->lend_ok && s->mem != NULL;
+}
+
 /* With s->lock, lane ready: writes one record if it fits. 1 written, 0 no room (the lane
- * then waits for the space doorbell), -1 the lane failed. */
-static int out_put(rpc_shm *s, uint32_t rank, const peer_msg *m, uint64_t off)
+ * then waits for the space doorbell), -1 the lane failed. *lent: the block was lent (the
+ * peer gives it back; the caller forgets it). */
+static int out_put(rpc_shm *s, uint32_t rank, const peer_msg *m, uint64_t off, int *lent)
 {
     shm_out *o = &s->out[rank];
-    const uint64_t total = m != NULL && m->kind == PEER_SAMPLE ? m->size : 0;
+    *lent = 0;
+    const int lend = lends(s, o, m) && off == 0;
+    const uint64_t total = m != NULL && m->kind == PEER_SAMPLE && !lend ? m->size : 0;
     uint64_t frag = total - off;
     if (frag > s->frag_max) {
         frag = s->frag_max;
@@ -102,6 +117,13 @@ static int out_put(rpc_shm *s, uint32_t rank, const peer_msg *m, uint64_t off)
     rec_of(s, m, rank, &h);
     h.offset = off;
     h.flags = off + frag < total ? RPC_SHM_MORE : 0;
+    if (lend && shm_mem_lend(s->mem, m->data, rank, &h.offset) == HDMLP_OK) {
+        h.flags = RPC_SHM_LENT;
+        *lent = 1;
+    } else if (lend) {
+        shm_out_fail(s, rank, "a SAMPLE to lend is not a block of this rank's arena");
+        return -1;
+    }
     const uint64_t now = rpc_now_ns();
     if (rpc_shm_ring_empty(&o->ring)) {
         o->progress_ns = now; /* the peer's time to consume starts now */
@@ -142,17 +164,22 @@ static void out_flush(rpc_shm *s, uint32_t rank)
         it->next = NULL;
         o->cur = it;
         const uint64_t total = it->m.kind == PEER_SAMPLE ? it->m.size : 0;
-        const int rc = out_put(s, rank, &it->m, it->sent);
+        int lent;
+        const int rc = out_put(s, rank, &it->m, it->sent, &lent);
         if (rc <= 0) {
             return;
         }
         const uint64_t frag = total - it->sent < s->frag_max ? total - it->sent : s->frag_max;
-        it->sent += frag;
+        it->sent = lent ? total : it->sent + frag;
+        if (lent) {
+            it->m.lend = 0; /* the peer's now */
+            it->data = NULL;
+        }
         if (it->sent == total) {
             o->queued -= total + sizeof(rpc_shm_rec);
             o->cur = NULL;
             it->next = NULL;
-            items_free(it);
+            items_free(s, it);
         }
     }
 }
@@ -161,7 +188,8 @@ int rpc_shm_send(rpc_shm *s, const peer_msg *m)
 {
     const int urgent = !(m->kind == PEER_SAMPLE && m->prefetch);
     const uint64_t size = m->kind == PEER_SAMPLE ? m->size : 0;
-    int rc = HDMLP_OK, wake = 0;
+    const int own = m->kind == PEER_SAMPLE && m->lend && s->mem != NULL;
+    int rc = HDMLP_OK, wake = 0, lent = 0, kept = 0;
     pthread_mutex_lock(&s->lock);
     shm_out *o = &s->out[m->to];
     if (s->closing) {
@@ -173,8 +201,8 @@ int rpc_shm_send(rpc_shm *s, const peer_msg *m)
         }
         rc = hd_err(HDMLP_E_PEER, "rpc: %s", o->why);
     } else if (o->state == OUT_READY && o->cur == NULL && o->urg_h == NULL &&
-               (urgent || o->pre_h == NULL) && size <= s->frag_max &&
-               out_put(s, m->to, m, 0) != 0) {
+               (urgent || o->pre_h == NULL) && (size <= s->frag_max || lends(s, o, m)) &&
+               out_put(s, m->to, m, 0, &lent) != 0) {
         /* written straight into the ring (or the lane failed: reported below) */
         rc = o->state == OUT_FAILED ? hd_err(HDMLP_E_PEER, "rpc: %s", o->why) : HDMLP_OK;
         wake = o->state == OUT_FAILED;
@@ -184,18 +212,23 @@ int rpc_shm_send(rpc_shm *s, const peer_msg *m)
         rc = hd_err(HDMLP_E_PEER, "rpc: %s", o->why);
         wake = 1;
     } else {
+        /* Queued: an arena block waits as it is (lent or copied when written), else a copy. */
         shm_item *it = hd_calloc(1, sizeof *it);
-        uint8_t *data = size > 0 ? hd_malloc((size_t)size) : NULL;
-        if (it == NULL || (size > 0 && data == NULL)) {
+        uint8_t *data = size > 0 && !own ? hd_malloc((size_t)size) : NULL;
+        if (it == NULL || (size > 0 && !own && data == NULL)) {
             hd_free(it);
             hd_free(data);
             rc = hd_err(HDMLP_E_NOMEM, "rpc: out of memory queueing a message");
         } else {
-            if (size > 0) {
+            if (own) {
+                data = (uint8_t *)(uintptr_t)m->data;
+                kept = 1;
+            } else if (size > 0) {
                 memcpy(data, m->data, (size_t)size);
             }
             it->m = *m;
             it->m.data = data;
+            it->m.lend = (uint32_t)own;
             it->data = data;
             shm_item **h = urgent ? &o->urg_h : &o->pre_h, **t = urgent ? &o->urg_t : &o->pre_t;
             if (*t != NULL) {
@@ -208,11 +241,44 @@ int rpc_shm_send(rpc_shm *s, const peer_msg *m)
             o->queued += size + sizeof(rpc_shm_rec);
         }
     }
+    if (own && !lent && !kept) { /* copied into the ring, or not sent: back to the arena */
+        shm_mem_free_own(s->mem, (void *)(uintptr_t)m->data);
+    }
     pthread_mutex_unlock(&s->lock);
     if (wake) {
         shm_ring_bell(s->wake_efd);
     }
     return rc;
+}
+
+/* With s->lock, lane ready: writes the releases of this peer's blocks that wait, while
+ * the ring has room (else on a later round). */
+static void out_releases(rpc_shm *s, uint32_t rank, uint64_t now)
+{
+    shm_out *o = &s->out[rank];
+    rpc_shm_rel e[RPC_SHM_REL_MAX];
+    while (s->mem != NULL && o->state == OUT_READY && o->cur == NULL) {
+        const uint64_t space = rpc_shm_ring_space(&o->ring);
+        if (space == UINT64_MAX || space < rpc_shm_rec_bytes(sizeof e)) {
+            return; /* an impossible tail is reported by the next message */
+        }
+        const uint32_t n = shm_mem_take_releases(s->mem, rank, e, RPC_SHM_REL_MAX);
+        if (n == 0) {
+            return;
+        }
+        rpc_shm_rec h;
+        rec_of(s, NULL, rank, &h);
+        h.kind = RPC_SHM_RELEASE;
+        h.size = n * sizeof e[0];
+        if (rpc_shm_ring_empty(&o->ring)) {
+            o->progress_ns = now;
+        }
+        if (rpc_shm_ring_put(&o->ring, &h, (const uint8_t *)e, h.size)) {
+            shm_ring_bell(o->data_efd);
+        }
+        o->last_write_ns = now;
+        o->msg_end = o->ring.local;
+    }
 }
 
 /* With s->lock: dials, takes the ring, flushes, probes, checks liveness; returns the ms
@@ -229,8 +295,11 @@ uint64_t shm_out_tick(rpc_shm *s, uint32_t rank, uint64_t now)
             shm_out_fail(s, rank, "%s", hdmlp_last_error());
             return UINT64_MAX;
         }
-        rpc_shm_hello hello = {RPC_SHM_HELLO_MAGIC, t->cfg.token, t->self, rank};
-        if (d > 0 && rpc_shm_send_packet(fd, &hello, sizeof hello, NULL, 0) == HDMLP_OK) {
+        const int afd = s->mem != NULL ? shm_mem_fd(s->mem) : -1;
+        rpc_shm_hello hello = {RPC_SHM_HELLO_MAGIC, t->cfg.token, t->self, rank,
+                               s->mem != NULL ? shm_mem_bytes(s->mem) : 0};
+        if (d > 0 &&
+            rpc_shm_send_packet(fd, &hello, sizeof hello, &afd, afd >= 0) == HDMLP_OK) {
             o->sock = fd;
             o->state = OUT_HELLO;
             shm_ep_add(s, fd, EV_OUT_SOCK, rank, EPOLLIN | EPOLLRDHUP);
@@ -268,10 +337,12 @@ uint64_t shm_out_tick(rpc_shm *s, uint32_t rank, uint64_t now)
         return shm_since(o->last_write_ns + t->probe_ns, now) / 1000000u + 1;
     }
     out_flush(s, rank);
+    out_releases(s, rank, now);
     if (o->state == OUT_READY && o->cur == NULL && o->urg_h == NULL && o->pre_h == NULL &&
         rpc_shm_ring_empty(&o->ring) && !s->closing &&
         shm_since(now, o->last_write_ns) >= t->probe_ns) {
-        out_put(s, rank, NULL, 0);
+        int lent;
+        out_put(s, rank, NULL, 0, &lent);
     }
     if (o->state != OUT_READY) {
         return UINT64_MAX;
@@ -333,6 +404,7 @@ void shm_out_answer(rpc_shm *s, uint32_t rank)
             o->data_efd = fds[1];
             o->space_efd = fds[2];
             o->state = OUT_READY;
+            o->lend_ok = (rep.flags & RPC_SHM_LEND_OK) != 0 && s->mem != NULL;
             o->seen_tail = 0;
             o->progress_ns = o->last_write_ns = rpc_now_ns();
             shm_ep_add(s, o->space_efd, EV_OUT_SPACE, rank, EPOLLIN);

@@ -12,24 +12,18 @@ void rpc_opts_default(const struct hdmlp_config *cfg, rpc_opts *o)
     o->batch_bytes = (uint64_t)1 << 20;
     o->drain_ms = cfg->peer_timeout_ms < 2000 ? cfg->peer_timeout_ms : 2000;
     o->shm_ring_bytes = RPC_SHM_RING_DEFAULT;
+    o->shm_arena_bytes = cfg->memory + cfg->memory / 2;
 }
 
-static int tr_send(peer_transport *base, const peer_msg *m)
+/* send() through the gRPC lane of m->to (a copy of the payload is encoded). */
+static int grpc_send(rpc_tr *t, const peer_msg *m)
 {
-    rpc_tr *t = (rpc_tr *)base;
-    int rc = rpc_msg_check_send(m, t->world, t->self, t->o.max_data);
-    if (rc != HDMLP_OK) {
-        return rc;
-    }
-    if (t->lanes[m->to].shm) { /* fixed at creation */
-        return rpc_shm_send(t->shm, m);
-    }
     rpc_item *it = hd_malloc(sizeof *it);
     if (it == NULL) {
         return hd_err(HDMLP_E_NOMEM, "rpc: out of memory queueing a message");
     }
     it->next = NULL;
-    rc = rpc_encode_msg(m, &it->buf, &it->len);
+    int rc = rpc_encode_msg(m, &it->buf, &it->len);
     if (rc != HDMLP_OK) {
         hd_free(it);
         return rc;
@@ -66,6 +60,20 @@ static int tr_send(peer_transport *base, const peer_msg *m)
     }
     rpc_call_start(t, start);
     return rc;
+}
+
+static int tr_send(peer_transport *base, const peer_msg *m)
+{
+    rpc_tr *t = (rpc_tr *)base;
+    const int rc = rpc_msg_check_send(m, t->world, t->self, t->o.max_data);
+    if (rc == HDMLP_OK && t->lanes[m->to].shm) { /* fixed at creation */
+        return rpc_shm_send(t->shm, m);          /* it lends m->data, or frees it */
+    }
+    const int sent = rc == HDMLP_OK ? grpc_send(t, m) : rc;
+    if (m->lend && base->mem != NULL) {
+        base->mem->give_back(base->mem, (void *)(uintptr_t)m->data, m->size, PEER_MEM_OWN);
+    }
+    return sent;
 }
 
 /* Frees everything; the threads must be stopped (or never started). */
@@ -221,6 +229,7 @@ int rpc_transport_create_opts(const struct hdmlp_config *cfg, const peer_handler
     }
     if (rc == HDMLP_OK && t->tls.ca == NULL) {
         rc = rpc_shm_start(t, &t->shm);
+        t->base.mem = rpc_shm_mem(t->shm);
     }
     if (rc != HDMLP_OK) {
         t->closing = 1;

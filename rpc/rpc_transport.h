@@ -53,10 +53,15 @@
  * message straight into the ring when nothing is queued before it and it has room (one
  * copy of the payload), else queues a copy that the ring thread writes as room frees up
  * (answers before queued prefetches; a payload above a quarter of the ring in fragments);
- * queued bytes above queue_bytes fail the peer. The receiver copies each record's header
- * out of the ring before validating it (lengths within what was written, token, ranks,
- * kind, sizes within max_data, fragments in order) and hands on_msg the payload in place;
- * a bad record or hello closes the ring on the sender, with the cause sent on the socket
+ * queued bytes above queue_bytes fail the peer. Lending: the sender's hello carries its
+ * sample arena (shm_arena_bytes; base.mem allocates from it), which the receiver maps; a
+ * SAMPLE whose bytes are an arena block sent with m->lend travels as its offset alone,
+ * on_msg gets the bytes in place in the mapping (m->lent), and the receiver's
+ * give_back() returns the block in a RELEASE record on its own ring to the owner, which
+ * frees it (a block not lent to that rank closes the ring: rejected). The receiver copies each
+ * record's header out of the ring before validating it (lengths within what was written, token,
+ * ranks, kind, sizes within max_data, fragments in order) and hands on_msg the payload in
+ * place; a bad record or hello closes the ring on the sender, with the cause sent on the socket
  * (counted in rejected). An idle ring gets a probe record every timeout/4; a sender whose
  * ring holds bytes not consumed for the timeout reports the peer ("no answer"), a hung
  * up ring socket reports it at once (a dead process), and a peer not answering on its
@@ -88,8 +93,11 @@ typedef struct rpc_opts {
     uint64_t batch_bytes; /* target payload of one call (1 MiB; at most max_data) */
     uint32_t drain_ms;    /* destroy() waits this long at most for queued messages to go
                              out (min(timeout, 2000)) */
-    uint64_t shm_ring_bytes; /* data bytes of each ring this rank receives on (1 MiB; a power
-                                of two in 64 KiB..1 GiB; 0 = the default) */
+    uint64_t shm_ring_bytes;  /* data bytes of each ring this rank receives on (1 MiB; a power
+                                 of two in 64 KiB..1 GiB; 0 = the default) */
+    uint64_t shm_arena_bytes; /* this rank's sample arena, lent to ring peers (1.5 × the
+                                 loader's memory budget, virtual until used; 0 = none:
+                                 SAMPLEs are copied into the rings) */
 } rpc_opts;
 
 /* Fills *o with the defaults for cfg. */

@@ -426,31 +426,49 @@ typedef struct run {
     hdmlp_stats st;
 } run;
 
+/* Samples of b whose bytes, size, epoch or label differ from the dataset's. */
+static uint64_t batch_bad(const hdmlp_batch *b, uint8_t *want)
+{
+    uint64_t bad = 0;
+    const hdmlp_sample_view *v = hdmlp_batch_samples(b);
+    for (size_t i = 0; i < hdmlp_batch_size(b); i++) {
+        const size_t sz = testds_size(&SPEC, v[i].index);
+        testds_fill(v[i].index, SPEC.seed, want, sz);
+        bad += v[i].index >= SPEC.n_samples || hdmlp_batch_epoch(b) >= 2 || v[i].size != sz ||
+               memcmp(v[i].data, want, sz) != 0 || v[i].label != v[i].index % SPEC.n_labels;
+    }
+    return bad;
+}
+
+/* Consumes every batch; the first one is held until after the loader is freed (its samples,
+ * lent by peers over rings, must stay valid until released). */
 static void *consume(void *arg)
 {
     run *r = arg;
     uint8_t *want = malloc(SPEC.max_size);
-    hdmlp_batch *b;
+    hdmlp_batch *b, *held = NULL;
     while ((r->rc = hdmlp_loader_next(r->ld, &b)) == HDMLP_OK) {
+        const uint64_t bad = batch_bad(b, want);
+        r->bad += bad;
         const hdmlp_sample_view *v = hdmlp_batch_samples(b);
-        for (size_t i = 0; i < hdmlp_batch_size(b); i++) {
-            const uint64_t e = hdmlp_batch_epoch(b);
-            const size_t sz = testds_size(&SPEC, v[i].index);
-            testds_fill(v[i].index, SPEC.seed, want, sz);
-            if (v[i].index >= SPEC.n_samples || e >= 2 || v[i].size != sz ||
-                memcmp(v[i].data, want, sz) != 0 || v[i].label != v[i].index % SPEC.n_labels) {
-                r->bad++;
-                continue;
-            }
-            r->seen[e * SPEC.n_samples + v[i].index]++;
+        for (size_t i = 0; bad == 0 && i < hdmlp_batch_size(b); i++) {
+            r->seen[hdmlp_batch_epoch(b) * SPEC.n_samples + v[i].index]++;
         }
-        hdmlp_batch_release(b);
+        if (held == NULL) {
+            held = b;
+        } else {
+            hdmlp_batch_release(b);
+        }
     }
     snprintf(r->err, sizeof r->err, "%s", hdmlp_last_error());
     hdmlp_loader_finish(r->ld);
     hdmlp_loader_stats(r->ld, &r->st);
     hdmlp_loader_free(r->ld);
     r->ld = NULL;
+    if (held != NULL) {
+        r->bad += batch_bad(held, want);
+        hdmlp_batch_release(held);
+    }
     free(want);
     return NULL;
 }
@@ -486,13 +504,22 @@ static void loaders_run(int same_host, uint64_t want_peers)
     for (uint32_t r = 0; r < WORLD; r++) {
         pthread_join(th[r], NULL);
     }
-    uint64_t in = 0;
+    uint64_t in = 0, lent = 0;
     for (uint32_t r = 0; r < WORLD; r++) {
         cr_assert_eq(runs[r].rc, HDMLP_END, "rank %u: %s", r, runs[r].err);
         cr_assert_eq(runs[r].bad, 0, "rank %u: %llu samples with wrong bytes", r,
                      (unsigned long long)runs[r].bad);
         cr_assert_eq(runs[r].st.peers_same_host, want_peers, "rank %u", r);
         in += runs[r].st.net_bytes_in;
+        lent += runs[r].st.net_bytes_lent;
+        cr_assert_leq(runs[r].st.net_bytes_lent, runs[r].st.net_bytes_in, "rank %u", r);
+    }
+    /* Over rings the owners lend their arena blocks; the other paths copy. */
+    if (same_host == HDMLP_SAME_HOST_SHM) {
+        cr_assert_gt(lent, in / 2, "%llu of %llu bytes lent", (unsigned long long)lent,
+                     (unsigned long long)in);
+    } else {
+        cr_assert_eq(lent, 0);
     }
     for (uint64_t i = 0; i < 2 * SPEC.n_samples; i++) {
         unsigned n = 0;
@@ -504,11 +531,11 @@ static void loaders_run(int same_host, uint64_t want_peers)
                      (unsigned long long)(i % SPEC.n_samples), n);
     }
     cr_assert_gt(in, 0, "nothing came from peers");
-    printf("samehost: %s: %llu bytes from peers, peers_same_host %llu per rank\n",
+    printf("samehost: %s: %llu bytes from peers (%llu lent), peers_same_host %llu per rank\n",
            same_host == HDMLP_SAME_HOST_SHM      ? "shm"
            : same_host == HDMLP_SAME_HOST_SOCKET ? "socket"
                                                  : "tcp",
-           (unsigned long long)in, (unsigned long long)want_peers);
+           (unsigned long long)in, (unsigned long long)lent, (unsigned long long)want_peers);
     for (uint32_t r = 0; r < WORLD; r++) {
         free(runs[r].seen);
     }

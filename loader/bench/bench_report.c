@@ -65,6 +65,7 @@ void bench_total(const bench_opts *o, const bench_rank *ranks, uint32_t n, bench
         t->answers_sent += s->answers_sent;
         t->net_bytes_out += s->net_bytes_out;
         t->net_bytes_in += s->net_bytes_in;
+        t->net_bytes_lent += s->net_bytes_lent;
         t->peers_same_host += s->peers_same_host;
         t->source_bytes += s->source_bytes;
         t->ram_cache_bytes += s->ram_cache_bytes;

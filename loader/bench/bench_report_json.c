@@ -50,6 +50,7 @@ static void json_stats(bench_json *j, const hdmlp_stats *st, int plan)
     run_u64(j, "answers_sent", st->answers_sent, plan);
     run_u64(j, "net_bytes_out", st->net_bytes_out, plan);
     run_u64(j, "net_bytes_in", st->net_bytes_in, plan);
+    run_u64(j, "net_bytes_lent", st->net_bytes_lent, plan);
     bench_json_u64(j, "source_bytes", st->source_bytes);
     run_u64(j, "ram_cache_bytes", st->ram_cache_bytes, plan);
     run_u64(j, "ssd_cache_bytes", st->ssd_cache_bytes, plan);

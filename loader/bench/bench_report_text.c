@@ -141,11 +141,12 @@ static void text_body(const bench_opts *o, const bench_rank *r, double share, in
     } else if (world > 1) {
         printf("exchange   %" PRIu64 " remote requests, %" PRIu64
                " served by prefetch; sent %" PRIu64 " prefetches and %" PRIu64
-               " answers; network %s out, %s in; %" PRIu64 " peer%s over the same-host "
-               "socket\n",
+               " answers; network %s out, %s in (%s lent in shared memory); %" PRIu64
+               " peer%s over the same-host path\n",
                st->remote_requests, st->remote_hits, st->prefetch_sent, st->answers_sent,
                human((double)st->net_bytes_out, b1, sizeof(b1)),
-               human((double)st->net_bytes_in, b2, sizeof(b2)), st->peers_same_host,
+               human((double)st->net_bytes_in, b2, sizeof(b2)),
+               human((double)st->net_bytes_lent, b3, sizeof(b3)), st->peers_same_host,
                st->peers_same_host == 1 ? "" : "s");
     }
     if (o->plan) {

@@ -18,6 +18,7 @@
  */
 #include "hdmlp.h"
 #include "loader.h"
+#include "rpc_arena.h"
 #include "rpc_shm_link.h"
 #include "rpc_shm_ring.h"
 #include "rpc_transport.h"
@@ -85,6 +86,9 @@ static void on_msg(void *ctx, const peer_msg *m)
     s->last.data = NULL;
     s->data_ok = ok;
     pthread_mutex_unlock(&s->mu);
+    if (m->lent != NULL) {
+        m->lent->give_back(m->lent, (void *)(uintptr_t)m->data, m->size, m->from);
+    }
 }
 
 static void on_error(void *ctx, uint32_t rank, int code, const char *detail)
@@ -187,8 +191,14 @@ static void fake_receiver(int listen_fd, uint32_t me, int bad)
     const long n = wait_packet(fd, hb, sizeof hb, fds);
     memcpy(&h, hb, sizeof h);
     CHECK(n == (long)sizeof h && h.magic == RPC_SHM_HELLO_MAGIC && h.token == TOKEN &&
-              h.from == 0 && h.to == me,
-          "rank 0's hello to rank %u: %ld bytes", me, n);
+              h.from == 0 && h.to == me && h.arena_bytes > 0 && fds[0] >= 0,
+          "rank 0's hello to rank %u: %ld bytes, arena of %llu bytes", me, n,
+          (unsigned long long)h.arena_bytes);
+    for (int i = 0; i < 3; i++) {
+        if (fds[i] >= 0) {
+            close(fds[i]); /* rank 0's arena: this receiver lends nothing back */
+        }
+    }
     int mfd = memfd_create("fake-ring", MFD_CLOEXEC | (bad == 1 ? MFD_ALLOW_SEALING : 0));
     CHECK(ftruncate(mfd, RPC_SHM_HDR_BYTES + RING) == 0, "ftruncate");
     const uint64_t head[2] = {bad == 1 ? 0x1234 : RPC_SHM_MAGIC, RING};
@@ -197,7 +207,7 @@ static void fake_receiver(int listen_fd, uint32_t me, int bad)
         CHECK(fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) == 0, "seal");
     }
     const int e1 = eventfd(0, EFD_CLOEXEC), e2 = eventfd(0, EFD_CLOEXEC);
-    const rpc_shm_reply rep = {RPC_SHM_HELLO_MAGIC, RING};
+    const rpc_shm_reply rep = {RPC_SHM_HELLO_MAGIC, RING, 0};
     const int give[3] = {mfd, e1, e2};
     CHECK(rpc_shm_send_packet(fd, &rep, sizeof rep, give, 3) == HDMLP_OK, "reply");
     close(mfd);
@@ -219,9 +229,11 @@ typedef struct att {
 
 static char rank0_ring[RPC_SHM_ADDR_MAX];
 
-/* Dials rank 0's ring socket and sends hello (len bytes of it); *a is ready when the
- * answer carries a ring (returns 1), else the answer's text is in why (returns 0). */
-static int attach(att *a, const void *hello, size_t len, int pass_fds, char *why, size_t cap)
+/* Dials rank 0's ring socket and sends hello (len bytes of it) with n_fds descriptors;
+ * *a is ready when the answer carries a ring (returns 1; its flags in *flags), else the
+ * answer's text is in why (returns 0). */
+static int attach_fds(att *a, const void *hello, size_t len, const int *give, int n_fds,
+                      uint64_t *flags, char *why, size_t cap)
 {
     memset(a, 0, sizeof *a);
     a->sock = a->data_efd = a->space_efd = -1;
@@ -229,16 +241,14 @@ static int attach(att *a, const void *hello, size_t len, int pass_fds, char *why
         snprintf(why, cap, "cannot dial");
         return 0;
     }
-    const int extra[2] = {eventfd(0, EFD_CLOEXEC), eventfd(0, EFD_CLOEXEC)};
-    rpc_shm_send_packet(a->sock, hello, len, extra, pass_fds ? 2 : 0);
-    close(extra[0]);
-    close(extra[1]);
+    rpc_shm_send_packet(a->sock, hello, len, give, n_fds);
     int fds[3];
     rpc_shm_reply rep;
     char buf[256];
     const long n = wait_packet(a->sock, buf, sizeof buf, fds);
     if (n == (long)sizeof rep && fds[2] >= 0) {
         memcpy(&rep, buf, sizeof rep);
+        *flags = rep.flags;
         const int rc = rpc_shm_ring_map(fds[0], rep.ring_bytes, &a->ring);
         close(fds[0]);
         a->data_efd = fds[1];
@@ -247,6 +257,17 @@ static int attach(att *a, const void *hello, size_t len, int pass_fds, char *why
     }
     snprintf(why, cap, "%s", n > 0 ? buf : n == 0 ? "(hangup)" : "(no answer)");
     return 0;
+}
+
+/* attach_fds with two eventfds as descriptors (pass_fds) or none. */
+static int attach(att *a, const void *hello, size_t len, int pass_fds, char *why, size_t cap)
+{
+    const int extra[2] = {eventfd(0, EFD_CLOEXEC), eventfd(0, EFD_CLOEXEC)};
+    uint64_t flags;
+    const int ok = attach_fds(a, hello, len, extra, pass_fds ? 2 : 0, &flags, why, cap);
+    close(extra[0]);
+    close(extra[1]);
+    return ok;
 }
 
 static void detach(att *a)
@@ -332,6 +353,66 @@ static void put_sample(att *a, uint64_t index, uint64_t size, uint64_t frag, uin
     free(d);
 }
 
+static void wait_delivered(seen *s, size_t n, const char *case_);
+
+static const rpc_shm_hello hello_of_rank1 = {RPC_SHM_HELLO_MAGIC, TOKEN, 1, 0, 0};
+
+/* A lent SAMPLE (offset in the sender's arena) of size bytes. */
+static void put_lent(att *a, uint64_t index, uint64_t off, uint64_t size)
+{
+    rpc_shm_rec h = rec(PEER_SAMPLE);
+    h.index = index;
+    h.position = 1;
+    h.size = size;
+    h.offset = off;
+    h.flags = RPC_SHM_LENT;
+    rpc_shm_ring_put(&a->ring, &h, NULL, 0);
+    bell(a);
+}
+
+/* Lending: a sender's arena is mapped and its blocks delivered in place; a block outside
+ * it, a lent SAMPLE on a ring without an arena, and a RELEASE of a block rank 0 never lent
+ * close the ring. Returns the messages delivered so far. */
+static size_t lending(seen *s, size_t n)
+{
+    att a;
+    char why[256];
+    uint64_t flags = 0;
+    rpc_arena *arena;
+    CHECK(rpc_arena_create(64 << 10, &arena) == HDMLP_OK, "%s", hdmlp_last_error());
+    uint8_t *blk = rpc_arena_alloc(arena, 3000);
+    for (uint64_t i = 0; i < 3000; i++) {
+        blk[i] = pattern(11, i);
+    }
+    rpc_shm_hello lend = {RPC_SHM_HELLO_MAGIC, TOKEN, 1, 0, rpc_arena_size(arena)};
+    const int afd = rpc_arena_fd(arena);
+    CHECK(attach_fds(&a, &lend, sizeof lend, &afd, 1, &flags, why, sizeof why) &&
+              (flags & RPC_SHM_LEND_OK),
+          "hello with an arena: %s, flags %llu", why, (unsigned long long)flags);
+    put_lent(&a, 11, (uint64_t)(blk - rpc_arena_base(arena)), 3000);
+    wait_delivered(s, ++n, "lent SAMPLE");
+    int ok;
+    const peer_msg last = seen_last(s, &ok);
+    CHECK(last.index == 11 && last.size == 3000 && last.lent != NULL && ok,
+          "lent SAMPLE: fields, bytes or not lent");
+    put_lent(&a, 12, 60 << 10, 8000);
+    expect_refused(&a, s, n, "outside the sender's arena", "lent past the arena");
+    rpc_arena_destroy(arena);
+
+    attach(&a, &hello_of_rank1, sizeof hello_of_rank1, 0, why, sizeof why);
+    put_lent(&a, 13, 0, 100);
+    expect_refused(&a, s, n, "not mapped", "lent without an arena");
+
+    attach(&a, &hello_of_rank1, sizeof hello_of_rank1, 0, why, sizeof why);
+    rpc_shm_rec r = rec(RPC_SHM_RELEASE);
+    const rpc_shm_rel rel = {0, 100};
+    r.size = sizeof rel;
+    rpc_shm_ring_put(&a.ring, &r, (const uint8_t *)&rel, sizeof rel);
+    bell(&a);
+    expect_refused(&a, s, n, "released offset 0", "RELEASE of a block not lent");
+    return n;
+}
+
 static void wait_delivered(seen *s, size_t n, const char *case_)
 {
     for (int i = 0; i < 500 && seen_n(s) < n; i++) {
@@ -412,7 +493,7 @@ int main(void)
     /* Hellos. */
     att a;
     char why[256];
-    rpc_shm_hello hello = {RPC_SHM_HELLO_MAGIC, TOKEN, 1, 0};
+    rpc_shm_hello hello = {RPC_SHM_HELLO_MAGIC, TOKEN, 1, 0, 0};
     rpc_shm_hello bad = hello;
     bad.token = TOKEN + 1;
     CHECK(!attach(&a, &bad, sizeof bad, 0, why, sizeof why) && strstr(why, "token") != NULL,
@@ -522,11 +603,13 @@ int main(void)
     CHECK(last.index == 9 && ok, "SAMPLE after a death: bytes");
     detach(&a);
 
+    n = lending(&s, n);
+
     rpc_stats st;
     rpc_transport_stats(t, &st);
-    printf("hostile_shm: delivered %zu, rejected %llu (4 hellos + 7 rings + 1 second ring)\n",
+    printf("hostile_shm: delivered %zu, rejected %llu (4 hellos + 10 rings + 1 second ring)\n",
            n, (unsigned long long)st.rejected);
-    CHECK(st.rejected == 12, "rejected %llu, want 12", (unsigned long long)st.rejected);
+    CHECK(st.rejected == 15, "rejected %llu, want 15", (unsigned long long)st.rejected);
     CHECK(st.shm_msgs_recv == n, "shm_msgs_recv %llu", (unsigned long long)st.shm_msgs_recv);
     pthread_mutex_lock(&s.mu);
     CHECK(s.errs[0] == 0 && s.errs[1] == 1 && s.errs[2] == 1, "errors reported more than once");
