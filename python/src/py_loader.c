@@ -54,22 +54,40 @@ static int set_relaxed(py_state *st, hdmlp_config *cfg, PyObject *relaxed)
     return 0;
 }
 
+/* same_host: 'shm' (the default), 'socket' or 'tcp', as hdmlp_config_set_same_host. */
+static int set_same_host(py_state *st, hdmlp_config *cfg, PyObject *mode)
+{
+    static const char *const names[] = {"tcp", "shm", "socket"}; /* HDMLP_SAME_HOST_* */
+    int m;
+    if (mode == NULL || mode == Py_None) {
+        return 0;
+    }
+    if (py_arg_choice(st, mode, "same_host", names, 3, &m) < 0) {
+        return -1;
+    }
+    const int rc = hdmlp_config_set_same_host(cfg, m);
+    if (rc != HDMLP_OK) {
+        py_raise(st, rc, "same_host", NULL);
+        return -1;
+    }
+    return 0;
+}
+
 static PyObject *loader_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {
-        "dataset",      "batch_size", "memory",    "seed",          "epochs",
-        "rank",         "world",      "drop_last", "threads",       "refill",
-        "policy",       "engine",     "lookahead", "direct_io",     "storage_cost",
-        "peers",        "listen",     "job_token", "remote_memory", "prefetch",
-        "peer_timeout", "on_corrupt", "tls",       "state",         "image",
-        "relaxed",      NULL};
-    PyObject *dataset = NULL, *image = NULL, *relaxed = NULL;
+        "dataset",       "batch_size", "memory",       "seed",       "epochs", "rank",
+        "world",         "drop_last",  "threads",      "refill",     "policy", "engine",
+        "lookahead",     "direct_io",  "storage_cost", "peers",      "listen", "job_token",
+        "remote_memory", "prefetch",   "peer_timeout", "on_corrupt", "tls",    "state",
+        "image",         "relaxed",    "same_host",    NULL};
+    PyObject *dataset = NULL, *image = NULL, *relaxed = NULL, *same_host = NULL;
     PyObject *a[PY_LOADER_NARGS] = {NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO|$OOOOOOOOOOOOOOOOOOOOOOO:Loader", kwlist,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO|$OOOOOOOOOOOOOOOOOOOOOOOO:Loader", kwlist,
                                      &dataset, &a[0], &a[1], &a[2], &a[3], &a[4], &a[5], &a[6],
                                      &a[7], &a[8], &a[9], &a[10], &a[11], &a[12], &a[13],
                                      &a[14], &a[15], &a[16], &a[17], &a[18], &a[19], &a[20],
-                                     &a[21], &a[22], &image, &relaxed)) {
+                                     &a[21], &a[22], &image, &relaxed, &same_host)) {
         return NULL;
     }
     py_state *st = py_state_from_type(type);
@@ -101,6 +119,7 @@ static PyObject *loader_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     PyObject *state = a[PY_LOADER_NARGS - 1];
     if (py_loader_configure(st, self->dataset->ds, self->cfg, a, &self->p) < 0 ||
         set_image(st, self->cfg, image) < 0 || set_relaxed(st, self->cfg, relaxed) < 0 ||
+        set_same_host(st, self->cfg, same_host) < 0 ||
         (state != NULL && state != Py_None ? py_loader_resume(st, self, state)
                                            : py_loader_create_c(st, self)) < 0) {
         Py_DECREF(self);
@@ -374,7 +393,8 @@ PyDoc_STRVAR(
     "       drop_last=False, threads=2, refill='auto', policy='fill-rate', engine='auto',\n"
     "       lookahead=0, direct_io='auto', storage_cost=None, peers=None, listen=None,\n"
     "       job_token=None, remote_memory=None, prefetch=None, peer_timeout=None,\n"
-    "       on_corrupt='fail', tls=None, state=None, image=None)\n\n"
+    "       on_corrupt='fail', tls=None, state=None, image=None, relaxed=None,\n"
+    "       same_host='shm')\n\n"
     "Batches in a globally random order, each sample once per epoch, within `memory` bytes\n"
     "(int, or '256M', '1.5GiB', '25%' of the dataset's raw bytes). dataset: a Dataset or a\n"
     "path. seed None means 0: every rank must use the same seed. epochs None = unbounded.\n"
@@ -382,7 +402,9 @@ PyDoc_STRVAR(
     "its own entry, or on `listen`); job_token, remote_memory (like memory), prefetch\n"
     "(window) and peer_timeout (seconds) as in hdmlp.h. hdmlp.torch fills them from\n"
     "torch.distributed. tls=(ca_file, cert_file, key_file): mutual TLS between the ranks\n"
-    "(PEM paths, as hdmlp_config_set_tls; every rank must use it). on_corrupt='skip' leaves\n"
+    "(PEM paths, as hdmlp_config_set_tls; every rank must use it). same_host: how ranks on\n"
+    "this host exchange: 'shm' (shared-memory rings, samples lent without a copy), 'socket'\n"
+    "(gRPC over a Unix socket) or 'tcp' (as remote ranks). on_corrupt='skip' leaves\n"
     "corrupt or unreadable samples out of their batch (which is then shorter), counts them in\n"
     "stats()['skipped_samples'] and names the last in last_skip; 'fail' raises\n"
     "CorruptDataError / StorageError.\n"

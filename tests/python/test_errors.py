@@ -94,6 +94,7 @@ def test_corrupt_chunk(small_ds, tmp_path):
     (dict(refill="sometimes"), "refill"),
     (dict(policy="lru"), "policy"),
     (dict(engine="aio"), "engine"),
+    (dict(same_host="pipe"), "same_host"),
     (dict(storage_cost=(-1.0, 1e9)), "storage_cost"),
 ])
 def test_bad_arguments_name_the_parameter(small_ds, kwargs, param):
@@ -107,7 +108,7 @@ def test_bad_arguments_name_the_parameter(small_ds, kwargs, param):
 
 @pytest.mark.parametrize("kwargs", [
     dict(batch_size="32"), dict(batch_size=3.0), dict(seed="1"), dict(seed=True),
-    dict(refill=1), dict(memory=[1]),
+    dict(refill=1), dict(memory=[1]), dict(same_host=1),
 ])
 def test_wrong_types_are_type_errors(small_ds, kwargs):
     args = dict(batch_size=32, memory=MEM)

@@ -204,6 +204,8 @@ for workers in (2, 0):  # forked workers first: gRPC must not be initialised bef
         seqs.append([i for _, _, idx in dl for i in idx.tolist()])
         dist.barrier()  # ranks in step, as DDP training keeps them
     out[str(workers)] = seqs
+    st = ds.stats()  # the rank's loader: its plane's with workers
+    out["lent" + str(workers)] = [st["net_bytes_in"], st["net_bytes_lent"]]
     del dl
 dist.barrier()
 dist.destroy_process_group()
@@ -246,6 +248,9 @@ def test_two_ranks_with_torch_distributed(small_ds):
         assert results[0][workers][0] != results[0][workers][1]
     for r in results:  # one loader per rank: the order does not depend on the workers
         assert r["2"] == r["0"]
+        for workers in ("0", "2"):  # ranks of one host lend their samples in shared memory
+            got, lent = r["lent" + workers]
+            assert 0 < lent <= got, (workers, got, lent)
 
 
 def test_pickles_for_spawned_workers(small_ds):
