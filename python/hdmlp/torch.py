@@ -124,10 +124,11 @@ def _local_host():
             return socket.gethostbyname(socket.gethostname())
 
 
-def _free_port(host):
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+def _bound_port(host):
+    """A socket bound to a free port of host (the caller closes it)."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind((host, 0))
+    return s
 
 
 def _gather_peers(rank, world, slots, seed, host):
@@ -138,10 +139,17 @@ def _gather_peers(rank, world, slots, seed, host):
         raise ValueError(f"world {world} > 1 needs peers=[...] or an initialised "
                          "torch.distributed process group to gather the ranks' endpoints")
     host = host or _local_host()
-    mine = {"endpoints": [f"{host}:{_free_port(host)}" for _ in range(slots)], "seed": seed,
-            "token": random.getrandbits(63)}
-    everyone = [None] * world
-    dist.all_gather_object(everyone, mine)
+    # Each port stays bound until every rank has gathered: ranks of one host picking at
+    # the same time then never get the same one (a freed port is the kernel's next pick).
+    held = [_bound_port(host) for _ in range(slots)]
+    try:
+        mine = {"endpoints": [f"{host}:{s.getsockname()[1]}" for s in held], "seed": seed,
+                "token": random.getrandbits(63)}
+        everyone = [None] * world
+        dist.all_gather_object(everyone, mine)
+    finally:
+        for s in held:
+            s.close()
     seeds = {e["seed"] for e in everyone}
     if len(seeds) != 1:
         raise ValueError(f"seed: every rank must use the same seed, got {sorted(seeds)}")

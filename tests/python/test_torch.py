@@ -185,6 +185,31 @@ def test_rank_and_world_from_environment(small_ds, monkeypatch):
     assert ht.rank_and_world() == (0, 1)
 
 
+def test_gathered_ports_stay_bound_until_every_rank_has_them(monkeypatch):
+    # Ranks of one host pick their ports at the same time: a port released before the
+    # gather could be picked again by the next rank (two ranks on one endpoint).
+    import socket
+    import torch.distributed as dist
+    clashes = []
+
+    def all_gather_object(out, mine):
+        for ep in mine["endpoints"]:
+            host, port = ep.rsplit(":", 1)
+            with socket.socket() as s:
+                try:
+                    s.bind((host, int(port)))
+                    clashes.append(ep)
+                except OSError:
+                    pass
+        out[:] = [mine, dict(mine, endpoints=["10.0.0.2:1"] * len(mine["endpoints"]))]
+
+    monkeypatch.setattr(dist, "is_initialized", lambda: True)
+    monkeypatch.setattr(dist, "all_gather_object", all_gather_object)
+    peers, _ = ht._gather_peers(0, 2, 2, 7, "127.0.0.1")
+    assert not clashes, clashes
+    assert len(peers) == 2 and peers[0][0] != peers[1][0] and peers[0][1] == "10.0.0.2:1"
+
+
 DIST_CHILD = r"""
 import json, os, sys
 import torch.distributed as dist
