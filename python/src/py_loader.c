@@ -393,7 +393,7 @@ PyDoc_STRVAR(
     "       drop_last=False, threads=2, refill='auto', policy='fill-rate', engine='auto',\n"
     "       lookahead=0, direct_io='auto', storage_cost=None, peers=None, listen=None,\n"
     "       job_token=None, remote_memory=None, prefetch=None, peer_timeout=None,\n"
-    "       on_corrupt='fail', tls=None, state=None, image=None, relaxed=None,\n"
+    "       on_corrupt='fail', tls=None, state=None, image=None, relaxed=False,\n"
     "       same_host='shm')\n\n"
     "Batches in a globally random order, each sample once per epoch, within `memory` bytes\n"
     "(int, or '256M', '1.5GiB', '25%' of the dataset's raw bytes). dataset: a Dataset or a\n"
