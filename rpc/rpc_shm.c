@@ -189,6 +189,8 @@ int rpc_shm_start(rpc_tr *t, rpc_shm **out)
 
 peer_mem *rpc_shm_mem(rpc_shm *s) { return s != NULL ? shm_mem_iface(s->mem) : NULL; }
 
+uint64_t rpc_shm_arena_used(rpc_shm *s) { return s != NULL ? shm_mem_used(s->mem) : 0; }
+
 void rpc_shm_closing(rpc_shm *s)
 {
     if (s != NULL) {

@@ -17,6 +17,8 @@ typedef struct rpc_shm rpc_shm;
 int rpc_shm_start(rpc_tr *t, rpc_shm **out);
 /* The sample memory ring peers are lent from (NULL: none). */
 peer_mem *rpc_shm_mem(rpc_shm *s);
+/* Bytes of that memory's arena in use or lent now (0 without one). */
+uint64_t rpc_shm_arena_used(rpc_shm *s);
 /* send() for a peer of a shm lane; m already checked (rpc_msg_check_send). */
 int rpc_shm_send(rpc_shm *s, const peer_msg *m);
 /* destroy() began: send() refuses from now on, on_error is no longer called. */

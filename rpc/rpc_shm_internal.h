@@ -82,6 +82,7 @@ int shm_mem_create(uint64_t arena_bytes, uint32_t world, int wake_efd, shm_mem *
 void shm_mem_detach(shm_mem *m);
 peer_mem *shm_mem_iface(shm_mem *m);
 int shm_mem_fd(const shm_mem *m);
+uint64_t shm_mem_used(shm_mem *m); /* bytes in use or lent (0 for NULL) */
 uint64_t shm_mem_bytes(const shm_mem *m);
 int shm_mem_owns(const shm_mem *m, const void *p);
 /* Marks this rank's block p lent to rank `to` (its offset in *off). */

@@ -148,6 +148,16 @@ peer_mem *shm_mem_iface(shm_mem *m) { return m != NULL ? &m->base : NULL; }
 
 int shm_mem_fd(const shm_mem *m) { return rpc_arena_fd(m->arena); }
 
+uint64_t shm_mem_used(shm_mem *m)
+{
+    if (m == NULL) {
+        return 0;
+    }
+    rpc_arena_stats st;
+    rpc_arena_stats_get(m->arena, &st);
+    return st.used;
+}
+
 uint64_t shm_mem_bytes(const shm_mem *m) { return rpc_arena_size(m->arena); }
 
 int shm_mem_owns(const shm_mem *m, const void *p) { return rpc_arena_owns(m->arena, p); }

@@ -275,6 +275,9 @@ static int lent_record(rpc_shm *s, shm_in *c, const rpc_shm_rec *h, const uint8_
             return 0;
         }
     }
+    pthread_mutex_lock(&s->t->lock);
+    s->t->st.shm_released += n;
+    pthread_mutex_unlock(&s->t->lock);
     return 1;
 }
 

@@ -134,10 +134,12 @@ static int out_put(rpc_shm *s, uint32_t rank, const peer_msg *m, uint64_t off, i
     o->last_write_ns = now;
     o->msg_end = m != NULL ? o->ring.local : o->msg_end;
     if (m != NULL) {
+        const int whole = h.flags == 0 || h.flags == RPC_SHM_LENT;
         pthread_mutex_lock(&s->t->lock);
         s->t->st.bytes_sent += need;
-        s->t->st.msgs_sent += h.flags == 0;
-        s->t->st.shm_msgs_sent += h.flags == 0;
+        s->t->st.msgs_sent += whole;
+        s->t->st.shm_msgs_sent += whole;
+        s->t->st.shm_lent += *lent;
         pthread_mutex_unlock(&s->t->lock);
     }
     return 1;

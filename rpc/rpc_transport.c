@@ -146,6 +146,7 @@ void rpc_transport_stats(peer_transport *base, rpc_stats *out)
     pthread_mutex_lock(&t->lock);
     *out = t->st;
     pthread_mutex_unlock(&t->lock);
+    out->arena_used = rpc_shm_arena_used(t->shm);
 }
 
 int rpc_transport_create_opts(const struct hdmlp_config *cfg, const peer_handler *h,

@@ -124,6 +124,9 @@ typedef struct rpc_stats {
                                rings closed on a sender for a bad hello or record */
     uint64_t shm_msgs_sent; /* of msgs_sent, written into a peer's ring */
     uint64_t shm_msgs_recv; /* of msgs_recv, read from a ring */
+    uint64_t shm_lent;      /* SAMPLEs lent to ring peers (sent as an offset, not copied) */
+    uint64_t shm_released;  /* blocks ring peers gave back (freed in this rank's arena) */
+    uint64_t arena_used;    /* bytes of this rank's arena in use or lent now (1 KiB units) */
 } rpc_stats;
 
 /* Counters since creation. Thread-safe. */

@@ -213,3 +213,61 @@ Test(rpc_transport, answers_overtake_prefetches, .timeout = 60)
     free(d);
     cluster_stop(&c);
 }
+
+/* ---- lending over the rings ----------------------------------------------------------------
+ */
+
+/* Rank 0 sends n SAMPLEs from its arena (m.lend), of sizes up to 600 KiB (above a ring
+ * fragment), half as prefetches, to rank 1, whose arena is arena1 bytes (0: none). */
+static void lend_run(size_t n, uint64_t arena1, int want_lent)
+{
+    cluster c;
+    cluster_config(&c, 2, NULL, 5000);
+    rpc_opts o;
+    for (uint32_t r = 0; r < 2; r++) {
+        cr_assert_eq(hdmlp_config_set_same_host(c.cfg[r], HDMLP_SAME_HOST_SHM), HDMLP_OK);
+        rpc_opts_default(c.cfg[r], &o);
+        o.shm_arena_bytes = r == 1 ? arena1 : (uint64_t)64 << 20;
+        cluster_start_one(&c, r, &o);
+    }
+    peer_transport *t0 = c.nodes[0].t;
+    cr_assert_not_null(t0->mem, "a transport with ring peers has an arena");
+    c.nodes[1].check_data = 1;
+    for (size_t i = 0; i < n; i++) {
+        const uint64_t size = i % 50 == 7 ? 600 << 10 : 100 + (i * 977) % 40000;
+        uint8_t *p = t0->mem->alloc(t0->mem, size);
+        cr_assert_not_null(p, "sample %zu: arena full", i);
+        for (uint64_t j = 0; j < size; j++) {
+            p[j] = pattern(i, j);
+        }
+        peer_msg m = msg_sample(0, 1, i, p, size, (uint32_t)(i % 2));
+        m.lend = 1;
+        send_ok(t0, &m);
+    }
+    cr_assert(node_wait(&c.nodes[1], n, 0, 20000), "%zu of %zu delivered",
+              node_count(&c.nodes[1], 0), n);
+    for (size_t i = 0; i < n; i++) {
+        const rec *r = &c.nodes[1].recs[i];
+        cr_assert(r->data_ok, "sample %zu: bytes", i);
+        cr_assert_eq(r->m.lent != NULL, want_lent, "sample %zu lent", i);
+    }
+    /* Every block comes back to rank 0's arena: released by rank 1, or copied and freed. */
+    rpc_stats st;
+    const uint64_t until = now_ms() + 10000;
+    do {
+        usleep(10000);
+        rpc_transport_stats(t0, &st);
+    } while (st.arena_used > 0 && now_ms() < until);
+    cr_assert_eq(st.arena_used, 0, "%llu bytes of rank 0's arena not back",
+                 (unsigned long long)st.arena_used);
+    cr_assert_eq(st.shm_lent, want_lent ? n : 0);
+    cr_assert_eq(st.shm_released, want_lent ? n : 0);
+    cluster_stop(&c);
+}
+
+Test(rpc_lend, lent_samples_arrive_in_place_and_come_back, .timeout = 60)
+{
+    lend_run(1000, (uint64_t)64 << 20, 1);
+}
+
+Test(rpc_lend, a_peer_without_an_arena_gets_copies, .timeout = 60) { lend_run(300, 0, 0); }

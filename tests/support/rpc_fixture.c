@@ -60,6 +60,9 @@ void on_msg(void *ctx, const peer_msg *m)
     n->n_recs++;
     pthread_cond_broadcast(&n->cv);
     pthread_mutex_unlock(&n->mu);
+    if (m->lent != NULL) { /* a block a ring peer lent: given back once looked at */
+        m->lent->give_back(m->lent, (void *)(uintptr_t)m->data, m->size, m->from);
+    }
 }
 
 void on_error(void *ctx, uint32_t rank, int code, const char *detail)

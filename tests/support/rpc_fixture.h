@@ -25,7 +25,7 @@ uint8_t pattern(uint64_t index, uint64_t i);
 uint8_t *make_data(uint64_t index, size_t n);
 
 typedef struct rec {
-    peer_msg m; /* data pointer cleared */
+    peer_msg m; /* data pointer cleared; m.lent kept (the block itself is given back) */
     int data_ok;
 } rec;
 
