@@ -1,4 +1,5 @@
 /* The gRPC peer transport: creation, send(), destroy() (rpc_transport.h). */
+#include "rpc_arena.h"
 #include "rpc_internal.h"
 #include "rpc_shm.h"
 
@@ -12,7 +13,8 @@ void rpc_opts_default(const struct hdmlp_config *cfg, rpc_opts *o)
     o->batch_bytes = (uint64_t)1 << 20;
     o->drain_ms = cfg->peer_timeout_ms < 2000 ? cfg->peer_timeout_ms : 2000;
     o->shm_ring_bytes = RPC_SHM_RING_DEFAULT;
-    o->shm_arena_bytes = cfg->memory + cfg->memory / 2;
+    const uint64_t arena = cfg->memory + cfg->memory / 2;
+    o->shm_arena_bytes = arena < RPC_ARENA_MAX ? arena : RPC_ARENA_MAX;
 }
 
 /* send() through the gRPC lane of m->to (a copy of the payload is encoded). */
