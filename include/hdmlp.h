@@ -720,6 +720,9 @@ typedef struct hdmlp_stats {
     uint64_t board_windows;         /* balance windows (~20 ms) it ran */
     uint64_t board_hold_windows;    /* windows it held back for a starved rank */
     uint64_t board_starved_windows; /* windows it was the node's most-starved rank */
+    uint64_t board_idle_windows;    /* windows it did not wait, had two batches or more
+                                       ready ahead of its consumer, while another local
+                                       rank waited: idle prefetch beside a stall */
     uint64_t board_lead_samples;    /* samples planned ahead of its consumer (last window) */
     uint64_t board_lent_peak;       /* most bytes of its limit lent to the node at once */
     uint64_t board_borrowed_peak;   /* most bytes borrowed above its budget at once */

@@ -3,6 +3,19 @@
  */
 #include "loader_balance.h"
 
+int balance_idle_prefetch(const balance_input *in, uint64_t ready)
+{
+    if (in->views[in->rank].v.stall_window_ns != 0 || ready < 2 * in->batch) {
+        return 0;
+    }
+    for (uint32_t r = 0; r < in->world; r++) {
+        if (r != in->rank && in->views[r].fresh && in->views[r].v.stall_window_ns > 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 void balance_decide(const balance_input *in, balance_decision *out)
 {
     *out = (balance_decision){0, 0, 0, BALANCE_NEUTRAL};

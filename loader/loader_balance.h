@@ -52,4 +52,9 @@ enum { BALANCE_NEUTRAL = 0, BALANCE_STARVED = 1, BALANCE_HOLD = 2 };
 
 void balance_decide(const balance_input *in, balance_decision *out);
 
+/* Whether this rank's window was idle prefetch beside a stall (stat board_idle_windows):
+ * it did not wait, had `ready` >= two batches of samples ready ahead of its consumer, and
+ * another fresh rank waited. What the balance exists to prevent. */
+int balance_idle_prefetch(const balance_input *in, uint64_t ready);
+
 #endif

@@ -134,6 +134,20 @@ static void apply(struct hdmlp_loader *ld, balance_state *s, const balance_decis
     }
 }
 
+/* Samples ready for the consumer without waiting (the ring's ready prefix), up to cap. */
+static uint64_t ready_ahead(const struct hdmlp_loader *ld, uint64_t cap)
+{
+    uint64_t n = 0;
+    while (n < ld->ring_count && n < cap) {
+        const ld_item *it = &ld->ring[(ld->ring_head + n) % ld->ring_cap];
+        if (it->s == NULL || it->s->state != SAMPLE_READY) {
+            break;
+        }
+        n++;
+    }
+    return n;
+}
+
 void node_balance_tick(struct hdmlp_loader *ld)
 {
     balance_state *s = ld->bal;
@@ -169,6 +183,7 @@ void node_balance_tick(struct hdmlp_loader *ld)
     ld->st.board_windows++;
     ld->st.board_hold_windows += d.role == BALANCE_HOLD;
     ld->st.board_starved_windows += d.role == BALANCE_STARVED;
+    ld->st.board_idle_windows += balance_idle_prefetch(&in, ready_ahead(ld, 2 * ld->cfg.batch));
     ld->st.board_lead_samples = ld->ring_count;
     uint64_t hi = ld->st.stall_ns, lo = ld->st.stall_ns;
     for (uint32_t r = 0; r < ld->world; r++) {

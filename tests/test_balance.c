@@ -102,6 +102,23 @@ Test(balance_policy, a_rank_far_ahead_holds_back_for_a_starved_one)
     cr_assert_eq(d.lend + d.io_limit, 0);
 }
 
+Test(balance_policy, idle_prefetch_is_two_ready_batches_beside_a_waiting_rank)
+{
+    const board_view waiting[2] = {view(100, 0, 0), view(0, 7000, 1)};
+    const balance_input in = {0, 2, waiting, 4, 16, 1000};
+    cr_assert(balance_idle_prefetch(&in, 32), "two batches ready while rank 1 waits");
+    cr_assert_not(balance_idle_prefetch(&in, 31), "less than two batches ready");
+    const board_view stale[2] = {view(100, 0, 0), view(0, 7000, 0)};
+    const balance_input gone = {0, 2, stale, 4, 16, 1000};
+    cr_assert_not(balance_idle_prefetch(&gone, 64), "the waiting rank's slot is stale");
+    const board_view both[2] = {view(100, 500, 0), view(0, 7000, 1)};
+    const balance_input self = {0, 2, both, 4, 16, 1000};
+    cr_assert_not(balance_idle_prefetch(&self, 64), "this rank waited too");
+    const board_view calm[3] = {view(100, 0, 0), view(5, 0, 1), view(9, 0, 1)};
+    const balance_input none = {0, 3, calm, 4, 16, 1000};
+    cr_assert_not(balance_idle_prefetch(&none, 64), "nobody waited");
+}
+
 Test(balance_policy, one_thread_is_never_held)
 {
     board_view v[2] = {view(100, 0, 0), view(0, 7000, 1)};

@@ -81,6 +81,7 @@ static void json_stats(bench_json *j, const hdmlp_stats *st, int plan)
     run_u64(j, "board_windows", st->board_windows, plan);
     run_u64(j, "board_hold_windows", st->board_hold_windows, plan);
     run_u64(j, "board_starved_windows", st->board_starved_windows, plan);
+    run_u64(j, "board_idle_windows", st->board_idle_windows, plan);
     run_u64(j, "board_lead_samples", st->board_lead_samples, plan);
     run_u64(j, "board_lent_peak", st->board_lent_peak, plan);
     run_u64(j, "board_borrowed_peak", st->board_borrowed_peak, plan);

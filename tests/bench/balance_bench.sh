@@ -10,7 +10,10 @@
 # --bps bytes/s (the node's shared device), else unthrottled (noted in the table).
 # Per R, REPEATS runs alternating which mode goes first; reported as medians: each rank's
 # stall seconds, the slowest rank's stall, the job's epoch time (slowest rank's seconds /
-# epochs), the node's max/min stall ratio; then on/off ratios. Goal: the slowest rank's
+# epochs), the node's max/min stall ratio, `idle %` (the share of all ranks' balance
+# windows in which a rank did not wait and had two batches or more ready while another
+# local rank waited: idle prefetch beside a stall, board_idle_windows); then on/off
+# ratios. Goal: the slowest rank's
 # stall and the job's epoch time lower with the board, no rank worse beyond noise.
 #
 #   tests/bench/balance_bench.sh [--build DIR] [--out DIR] [--work DIR] [--keep-data]
@@ -177,19 +180,23 @@ for (ranks, board, rep), rs in runs.items():
         ratio=max(stalls) / min(stalls) if min(stalls) > 0 else float("nan"),
         stalls=stalls, holds=sum(r.get("board_hold_windows", 0) for r in rs),
         starved=sum(r.get("board_starved_windows", 0) for r in rs),
+        idle=sum(r.get("board_idle_windows", 0) for r in rs) /
+        max(sum(r.get("board_windows", 0) for r in rs), 1),
         borrowed=max(r.get("board_borrowed_peak", 0) for r in rs)))
 med = {}
 for k, v in res.items():
     med[k] = {f: statistics.median(x[f] for x in v) for f in ("epoch", "worst", "ratio",
-                                                                "holds", "starved", "borrowed")}
+                                                                "holds", "starved", "idle",
+                                                                "borrowed")}
     med[k]["stalls"] = [statistics.median(x["stalls"][i] for x in v)
                         for i in range(len(v[0]["stalls"]))]
     med[k]["n"] = len(v)
 print(f"{'ranks':>5} {'board':<5} {'runs':>4} {'epoch s':>8} {'worst stall s':>13} "
-      f"{'max/min':>7} {'holds':>6} {'starved':>7} {'borrow MiB':>10}  per-rank stall s")
+      f"{'max/min':>7} {'holds':>6} {'starved':>7} {'idle %':>6} {'borrow MiB':>10}  "
+      f"per-rank stall s")
 for (ranks, board), m in sorted(med.items()):
     print(f"{ranks:>5} {board:<5} {m['n']:>4} {m['epoch']:>8.2f} {m['worst']:>13.2f} "
-          f"{m['ratio']:>7.2f} {m['holds']:>6.0f} {m['starved']:>7.0f} "
+          f"{m['ratio']:>7.2f} {m['holds']:>6.0f} {m['starved']:>7.0f} {m['idle']:>6.1%} "
           f"{m['borrowed'] / 2**20:>10.1f}  " + " ".join(f"{s:.2f}" for s in m["stalls"]))
 for ranks in sorted({k[0] for k in med}):
     on, off = med.get((ranks, "on")), med.get((ranks, "off"))
