@@ -223,11 +223,11 @@ static void balance_lines(const bench_opts *o, const bench_rank *ranks, uint32_t
         }
         printf("balance    rank %" PRIu32 ": stall %.3f s, lead %" PRIu64
                " samples; held back %" PRIu64 " of %" PRIu64
-               " windows, most starved in %" PRIu64 "; lent up to %.1f MiB, borrowed up to "
-               "%.1f MiB\n",
+               " windows, most starved in %" PRIu64 ", idle beside a stall in %" PRIu64
+               "; lent up to %.1f MiB, borrowed up to %.1f MiB\n",
                ranks[i].rank, (double)st->stall_ns * 1e-9, st->board_lead_samples,
                st->board_hold_windows, st->board_windows, st->board_starved_windows,
-               (double)st->board_lent_peak / 1048576.0,
+               st->board_idle_windows, (double)st->board_lent_peak / 1048576.0,
                (double)st->board_borrowed_peak / 1048576.0);
     }
     if (n == 1) {
