@@ -7,7 +7,10 @@ of a shared-memory arena (a memfd; py_ring.c). Batch i of an epoch goes to worke
 which is the order DataLoader takes batches from its workers in, so the DataLoader yields
 exactly the sequence of a single loader: each sample is read and decompressed once per
 node per epoch, whatever W, and the order does not depend on W. Workers see their
-records as zero-copy hdmlp.Batch objects; releasing one frees its record.
+records as zero-copy hdmlp.Batch objects; releasing one frees its record. A raw-byte
+batch is not taken by its worker: the worker hands its place on, and the training process
+maps the arena (main_arena), claims the record, copies it out and releases it; the plane
+frees a record whose worker left only while nobody has claimed it.
 
 Control runs over a Unix SOCK_SEQPACKET socket in the abstract namespace (nothing left on
 disk; peers must have this process's uid), one JSON message per packet; the arena's fd is
@@ -423,6 +426,33 @@ def request(name, msg):
         return answer
 
 
+_arenas = {}  # (plane name, pid) -> the arena mapped in this process (main_arena)
+_arenas_lock = threading.Lock()
+
+
+def main_arena(name):
+    """The arena of the running plane `name`, mapped once per process: where the training
+    process copies the batches its workers hand over by place."""
+    key = (name, os.getpid())
+    with _arenas_lock:
+        mm = _arenas.get(key)
+        if mm is None:
+            try:
+                s = _connect(name)
+            except OSError as exc:
+                raise PlaneError(f"data plane {name}: not running ({exc})") from None
+            with s:
+                data, fds, _, _ = socket.recv_fds(s, MAX_MSG, 1)
+                if not fds:
+                    raise PlaneError(f"data plane {name}: no arena received")
+                try:
+                    mm = mmap.mmap(fds[0], json.loads(data)["arena"])
+                finally:
+                    os.close(fds[0])
+            _arenas[key] = mm
+        return mm
+
+
 class Client:
     """A worker's connection to its rank's plane (started on first use)."""
 
@@ -488,8 +518,10 @@ class Client:
         if msg.get("op") == "batch":
             _hdmlp._ring_take(self.mm, msg["offset"], msg["seq"]).release()
 
-    def iterate(self, worker, workers, epoch, token, base_seed):
-        """Batches (hdmlp.Batch over the arena) of worker `worker`'s share of one epoch.
+    def iterate(self, worker, workers, epoch, token, base_seed, take=True):
+        """Batches (hdmlp.Batch over the arena) of worker `worker`'s share of one epoch;
+        with take=False their records' places (offset, seq) instead, for the process the
+        worker hands them to (main_arena, _hdmlp._ring_claim).
         token (hdmlp.torch.DataLoader's, new for every iterator it makes; or None) and
         base_seed (the DataLoader iterator's worker base seed, the same in all its
         workers), with the count of iterations in this process (persistent workers count
@@ -511,7 +543,8 @@ class Client:
                 continue
             op = msg["op"]
             if op == "batch":
-                yield _hdmlp._ring_take(self.mm, msg["offset"], msg["seq"])
+                yield (_hdmlp._ring_take(self.mm, msg["offset"], msg["seq"]) if take else
+                       (msg["offset"], msg["seq"]))
             elif op == "end":
                 return
             elif op == "error":

@@ -89,7 +89,7 @@ import torch.utils.data
 from torch.utils.data import IterableDataset, get_worker_info
 
 import hdmlp
-from hdmlp import _plane
+from hdmlp import _hdmlp, _plane
 
 __all__ = ["HdmlpIterableDataset", "DataLoader", "rank_and_world"]
 
@@ -459,6 +459,15 @@ class HdmlpIterableDataset(IterableDataset):
             yield item
 
     def _iterate_workers(self, client, info, epoch):
+        if self.transform is None and self.image is None:
+            # Raw bytes: the batch stays in the plane's arena and crosses the worker queue
+            # as its place; the training process copies it out (_from_plane).
+            for offset, seq in client.iterate(info.id, info.num_workers, epoch,
+                                              self._iteration_token, info.seed - info.id,
+                                              take=False):
+                yield _InPlane(self._plane_name(), offset, seq, self.collate,
+                               self.with_indices)
+            return
         for batch in client.iterate(info.id, info.num_workers, epoch, self._iteration_token,
                                     info.seed - info.id):
             item = self._convert(batch, shared=True)
@@ -471,8 +480,8 @@ class HdmlpIterableDataset(IterableDataset):
 # What a DataLoader worker yields crosses to the main process through torch's queue, which
 # sends each tensor's storage as a shared-memory segment and a file descriptor (a socket
 # round trip per descriptor), or, for what is not a tensor, by value in the pickle. Per
-# batch: one shared tensor for the samples when they are large, and everything by value
-# when the batch is small (raw-byte batches of small samples).
+# transformed batch: one shared tensor for the samples when they are large, and everything
+# by value when the batch is small. Raw-byte batches cross by place instead (_InPlane).
 BY_VALUE_MAX = 1 << 20
 
 
@@ -532,6 +541,45 @@ def _unpack(flat, shapes):
         n = math.prod(shape)
         out.append(flat[at:at + n].view(shape))
         at += n
+    return out
+
+
+class _InPlane:
+    """A raw-byte batch a DataLoader worker leaves in the data plane's arena: it crosses the
+    worker queue as its place (a few bytes in the pickle, no tensor, no shared-memory
+    segment) and becomes, in the process that receives it, what num_workers=0 gives: the
+    samples copied out of the arena once, then the record released."""
+
+    def __init__(self, name, offset, seq, collate, with_indices):
+        self.args = (name, offset, seq, collate, with_indices)
+
+    def __reduce__(self):
+        return (_from_plane, self.args)
+
+
+def _from_plane(name, offset, seq, collate, with_indices):
+    mm = _plane.main_arena(name)
+    if not _hdmlp._ring_claim(mm, offset, seq):
+        raise _plane.PlaneError(f"data plane {name}: batch record {seq} was freed before the "
+                                "training process took it (its DataLoader worker exited?)")
+    batch = _hdmlp._ring_take(mm, offset, seq)
+    try:
+        labels = torch.frombuffer(batch.labels, dtype=torch.int64).clone()
+        sizes = list(batch.sizes)
+        n = len(sizes)
+        if collate is not False and n > 0 and min(sizes) == max(sizes):
+            samples = torch.empty((n, sizes[0]), dtype=torch.uint8)
+        else:
+            samples = torch.empty((sum(sizes),), dtype=torch.uint8)
+        if samples.numel():
+            batch.copy_into(samples.numpy())
+        if samples.dim() == 1:  # ragged: views of the one tensor, as without workers
+            samples = list(torch.split(samples, sizes)) if n else []
+        out = (samples, labels)
+        if with_indices:
+            out += (torch.frombuffer(batch.indices, dtype=torch.int64).clone(),)
+    finally:
+        batch.release()
     return out
 
 

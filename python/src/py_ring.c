@@ -7,8 +7,11 @@
  * mapped by every DataLoader worker of the rank; a worker wraps the record in an
  * hdmlp.Batch whose samples are zero-copy views of the mapping. Releasing that Batch (or
  * dropping it and every view) sets the record's `released` flag, which the plane reads to
- * reuse the space. Records are self-describing and checked (magic, length, sequence
- * number) before a worker trusts them.
+ * reuse the space. A raw-byte batch is not taken by the worker: the worker passes the
+ * record's place on, and the training process claims it (`released` 0 -> 2), copies it
+ * out and releases it; the plane frees a record nobody will take only while it is
+ * unclaimed (0 -> 1), so a claimed record is never reused under the copy. Records are
+ * self-describing and checked (magic, length, sequence number) before anyone trusts them.
  *
  * Record layout (64-byte aligned):
  *   header (64 bytes) | sizes u64[n] | indices u64[n] | labels u32[n] (padded to 8) |
@@ -23,7 +26,7 @@
 
 typedef struct ring_header {
     uint32_t magic;
-    uint32_t released; /* set to 1 by the taker when done; read by the plane */
+    uint32_t released; /* 0 live, 2 claimed by the training process, 1 released */
     uint64_t seq;      /* the plane's sequence number of this record */
     uint64_t n;        /* samples */
     uint64_t epoch;
@@ -162,11 +165,19 @@ static PyObject *ring_released(PyObject *module, PyObject *args)
     }
     const uint32_t r = __atomic_load_n(flag, __ATOMIC_ACQUIRE);
     PyBuffer_Release(&view);
-    return PyBool_FromLong(r != 0);
+    return PyBool_FromLong(r == 1);
+}
+
+/* Moves the record's flag from 0 to `to`; 1 if it was 0. */
+static int flag_from_live(uint32_t *flag, uint32_t to)
+{
+    uint32_t live = 0;
+    return __atomic_compare_exchange_n(flag, &live, to, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
 }
 
 /* _ring_free(arena, offset): marks a record free that no taker will release (its worker
- * went away, or its session was replaced before the worker joined) */
+ * went away, or its session was replaced before the worker joined), unless the training
+ * process has claimed it (it releases it after its copy) */
 static PyObject *ring_free(PyObject *module, PyObject *args)
 {
     (void)module;
@@ -175,9 +186,35 @@ static PyObject *ring_free(PyObject *module, PyObject *args)
     if (flag == NULL) {
         return NULL;
     }
-    __atomic_store_n(flag, 1, __ATOMIC_RELEASE);
+    flag_from_live(flag, 1);
     PyBuffer_Release(&view);
     Py_RETURN_NONE;
+}
+
+/* _ring_claim(arena, offset, seq) -> True if the live record `seq` at offset is now this
+ * process's to copy out (then take and release it); False if it was freed or reused. */
+static PyObject *ring_claim(PyObject *module, PyObject *args)
+{
+    (void)module;
+    PyObject *arena;
+    unsigned long long offset, seq;
+    if (!PyArg_ParseTuple(args, "OKK:_ring_claim", &arena, &offset, &seq)) {
+        return NULL;
+    }
+    Py_buffer view;
+    if (arena_range(arena, offset, sizeof(ring_header), &view, 1) < 0) {
+        return NULL;
+    }
+    ring_header *h = (ring_header *)(void *)((char *)view.buf + offset);
+    const int ours =
+        h->magic == RING_MAGIC && __atomic_load_n(&h->seq, __ATOMIC_ACQUIRE) == seq;
+    int ok = ours && flag_from_live(&h->released, 2);
+    if (ok && (h->magic != RING_MAGIC || h->seq != seq)) {
+        __atomic_store_n(&h->released, 0, __ATOMIC_RELEASE); /* not the record meant */
+        ok = 0;
+    }
+    PyBuffer_Release(&view);
+    return PyBool_FromLong(ok);
 }
 
 /* What a taken record's Batch owns: the arena's buffer export, the views. */
@@ -259,6 +296,8 @@ static PyMethodDef ring_functions[] = {
      "_ring_released(arena, offset) -> True once the record was released by its taker."},
     {"_ring_free", ring_free, METH_VARARGS,
      "_ring_free(arena, offset): marks a record free that no taker will release."},
+    {"_ring_claim", ring_claim, METH_VARARGS,
+     "_ring_claim(arena, offset, seq) -> True if the live record is now this process's."},
     {"_ring_take", ring_take, METH_VARARGS,
      "_ring_take(arena, offset, seq) -> Batch viewing the record (checked)."},
     {NULL, NULL, 0, NULL},

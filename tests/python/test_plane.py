@@ -166,3 +166,34 @@ def test_breaking_out_of_epochs_matches_no_workers_and_frees_the_arena(small_ds,
 
     # workers abandoned mid-epoch hold records; the plane must get them back or it stalls
     assert run(2) == run(0)
+
+
+def test_a_record_the_training_process_claims_is_never_freed_under_its_copy(small_ds):
+    # Raw-byte batches cross the worker queue by place: the training process claims the
+    # record, copies it out and releases it; the plane frees only unclaimed records.
+    import mmap
+    import hdmlp
+    from hdmlp import _hdmlp
+    ld = hdmlp.Loader(small_ds.path, 8, "40%", seed=1)
+    it = iter(ld)
+    first, second = next(it), next(it)
+    mm = mmap.mmap(-1, 1 << 20)
+    _hdmlp._ring_put(mm, 0, first, 7)
+    want = [bytes(v) for v in first]
+    first.release()
+    assert not _hdmlp._ring_released(mm, 0)
+    assert not _hdmlp._ring_claim(mm, 0, 8), "another record's sequence number"
+    assert _hdmlp._ring_claim(mm, 0, 7)
+    assert not _hdmlp._ring_claim(mm, 0, 7), "claimed twice"
+    _hdmlp._ring_free(mm, 0)  # the plane: the worker it went to has left
+    assert not _hdmlp._ring_released(mm, 0), "freed while claimed"
+    taken = _hdmlp._ring_take(mm, 0, 7)
+    assert [bytes(v) for v in taken] == want
+    taken.release()
+    assert _hdmlp._ring_released(mm, 0)
+    _hdmlp._ring_put(mm, 0, second, 9)
+    second.release()
+    _hdmlp._ring_free(mm, 0)  # freed first: the training process must not take it
+    assert _hdmlp._ring_released(mm, 0)
+    assert not _hdmlp._ring_claim(mm, 0, 9)
+    ld.close()
