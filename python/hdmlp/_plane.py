@@ -453,6 +453,17 @@ def main_arena(name):
         return mm
 
 
+def forget_arena(name):
+    """Unmaps plane `name`'s arena from this process (its dataset is gone)."""
+    with _arenas_lock:
+        mm = _arenas.pop((name, os.getpid()), None)
+    if mm is not None:
+        try:
+            mm.close()
+        except BufferError:  # a batch being copied out still views it: unmapped with it
+            pass
+
+
 class Client:
     """A worker's connection to its rank's plane (started on first use)."""
 

@@ -160,6 +160,7 @@ def _gather_peers(rank, world, slots, seed, host):
 def _shutdown_plane(name, main_pid):
     if os.getpid() == main_pid:  # not from a forked worker's copy
         _plane.request(name, {"op": "shutdown"})
+        _plane.forget_arena(name)
 
 
 def _plane_finalizer(ds):
