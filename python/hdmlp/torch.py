@@ -564,8 +564,12 @@ def _from_plane(name, offset, seq, collate, with_indices):
         raise _plane.PlaneError(f"data plane {name}: batch record {seq} was freed before the "
                                 "training process took it (its DataLoader worker exited?)")
     batch = _hdmlp._ring_take(mm, offset, seq)
+
+    def ints(buf):  # a copy: the record is released below
+        return torch.frombuffer(buf, dtype=torch.int64).clone() if len(buf) else \
+            torch.empty(0, dtype=torch.int64)
     try:
-        labels = torch.frombuffer(batch.labels, dtype=torch.int64).clone()
+        labels = ints(batch.labels)
         sizes = list(batch.sizes)
         n = len(sizes)
         if collate is not False and n > 0 and min(sizes) == max(sizes):
@@ -578,7 +582,7 @@ def _from_plane(name, offset, seq, collate, with_indices):
             samples = list(torch.split(samples, sizes)) if n else []
         out = (samples, labels)
         if with_indices:
-            out += (torch.frombuffer(batch.indices, dtype=torch.int64).clone(),)
+            out += (ints(batch.indices),)
     finally:
         batch.release()
     return out
