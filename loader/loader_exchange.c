@@ -233,25 +233,19 @@ static int remote_put(struct hdmlp_loader *ld, uint64_t seq, ld_sample *s)
 static void on_sample(struct hdmlp_loader *ld, const peer_msg *m)
 {
     ld_sample *s = hd_calloc(1, sizeof(*s));
-    /* A lent block is kept as it is (given back when the sample is freed), else copied. */
-    uint8_t *data =
-        m->lent != NULL ? (uint8_t *)(uintptr_t)m->data : hd_malloc(m->size ? m->size : 1);
-    if (s != NULL) {
+    if (s !=
+        NULL) { /* a lent block is kept as it is (given back when s is freed), else copied */
         s->home = m->lent;
         s->lender = m->from;
         s->size = m->size;
-        s->data = data;
+        s->data =
+            m->lent != NULL ? (uint8_t *)(uintptr_t)m->data : hd_malloc(m->size ? m->size : 1);
+    } else if (m->lent != NULL) {
+        m->lent->give_back(m->lent, (void *)(uintptr_t)m->data, m->size, m->from);
     }
-    if (s == NULL || data == NULL || m->index >= ld->ix->h.n_samples ||
+    if (s == NULL || s->data == NULL || m->index >= ld->ix->h.n_samples ||
         m->position % ld->world != ld->rank) {
-        if (s != NULL) {
-            sample_data_free(s);
-        } else if (m->lent != NULL) {
-            m->lent->give_back(m->lent, data, m->size, m->from);
-        } else {
-            hd_free(data);
-        }
-        hd_free(s);
+        sample_free(s);
         if (ld->failed == 0) {
             ld->failed = HDMLP_E_PEER;
             snprintf(ld->fail_detail, sizeof(ld->fail_detail),
@@ -261,7 +255,7 @@ static void on_sample(struct hdmlp_loader *ld, const peer_msg *m)
         return;
     }
     if (m->size > 0 && m->lent == NULL) {
-        memcpy(data, m->data, m->size);
+        memcpy(s->data, m->data, m->size);
     }
     s->index = m->index;
     s->label = m->label;

@@ -84,7 +84,6 @@ peer_mem *shm_mem_iface(shm_mem *m);
 int shm_mem_fd(const shm_mem *m);
 uint64_t shm_mem_used(shm_mem *m); /* bytes in use or lent (0 for NULL) */
 uint64_t shm_mem_bytes(const shm_mem *m);
-int shm_mem_owns(const shm_mem *m, const void *p);
 /* Marks this rank's block p lent to rank `to` (its offset in *off). */
 int shm_mem_lend(shm_mem *m, const void *p, uint32_t to, uint64_t *off);
 void shm_mem_free_own(shm_mem *m, void *p);

@@ -160,8 +160,6 @@ uint64_t shm_mem_used(shm_mem *m)
 
 uint64_t shm_mem_bytes(const shm_mem *m) { return rpc_arena_size(m->arena); }
 
-int shm_mem_owns(const shm_mem *m, const void *p) { return rpc_arena_owns(m->arena, p); }
-
 int shm_mem_lend(shm_mem *m, const void *p, uint32_t to, uint64_t *off)
 {
     pthread_mutex_lock(&m->lock);

@@ -73,16 +73,12 @@ static void shm_in_hello_checked(rpc_shm *s, shm_in *c, uint32_t slot, const rpc
                                  int arena_fd)
 {
     const rpc_tr *t = s->t;
-    rpc_shm_hello h;
-    memset(&h, 0, sizeof h);
-    if (hp != NULL) {
-        h = *hp;
-    }
-    char why[160];
-    if (hp == NULL || h.magic != RPC_SHM_HELLO_MAGIC) {
+    if (hp == NULL || hp->magic != RPC_SHM_HELLO_MAGIC) {
         shm_in_reject(s, c, "not a ring hello");
         return;
     }
+    const rpc_shm_hello h = *hp;
+    char why[160];
     if (h.token != t->cfg.token) {
         shm_in_reject(s, c, "another job's token");
         return;
@@ -249,9 +245,8 @@ static void deliver(rpc_shm *s, const rpc_shm_rec *h, const uint8_t *data, uint6
 static int lent_record(rpc_shm *s, shm_in *c, const rpc_shm_rec *h, const uint8_t *payload)
 {
     char msg[256];
-    if (h->kind == PEER_SAMPLE) {
-        const uint8_t *p =
-            s->mem != NULL ? shm_mem_peer_block(s->mem, c->rank, h->offset, h->size) : NULL;
+    if (h->kind == PEER_SAMPLE) { /* the ring is lend_ok (rec_problem), so s->mem is set */
+        const uint8_t *p = shm_mem_peer_block(s->mem, c->rank, h->offset, h->size);
         if (p == NULL) {
             snprintf(msg, sizeof msg,
                      "rank %u: SAMPLE %llu lent at offset %llu (%llu bytes), outside the "

@@ -77,11 +77,16 @@ static void rec_of(rpc_shm *s, const peer_msg *m, uint32_t to, rpc_shm_rec *h)
     h->size = m->kind == PEER_SAMPLE ? m->size : 0;
 }
 
-/* Whether m goes as a lent block: an arena block handed over, to a peer that mapped the
- * arena. */
+/* Whether m hands over a block of this rank's arena (lent, or copied and freed). */
+static int owned(const rpc_shm *s, const peer_msg *m)
+{
+    return m != NULL && m->kind == PEER_SAMPLE && m->lend && s->mem != NULL;
+}
+
+/* Whether m goes as a lent block: its own block, to a peer that mapped the arena. */
 static int lends(const rpc_shm *s, const shm_out *o, const peer_msg *m)
 {
-    return m != NULL && m->kind == PEER_SAMPLE && m->lend && o->lend_ok && s->mem != NULL;
+    return owned(s, m) && o->lend_ok;
 }
 
 /* With s->lock, lane ready: writes one record if it fits. 1 written, 0 no room (the lane
@@ -190,8 +195,8 @@ int rpc_shm_send(rpc_shm *s, const peer_msg *m)
 {
     const int urgent = !(m->kind == PEER_SAMPLE && m->prefetch);
     const uint64_t size = m->kind == PEER_SAMPLE ? m->size : 0;
-    const int own = m->kind == PEER_SAMPLE && m->lend && s->mem != NULL;
-    int rc = HDMLP_OK, wake = 0, lent = 0, kept = 0;
+    const int own = owned(s, m);
+    int rc = HDMLP_OK, wake = 0, handed = 0; /* handed: the block is lent or queued as is */
     pthread_mutex_lock(&s->lock);
     shm_out *o = &s->out[m->to];
     if (s->closing) {
@@ -204,7 +209,7 @@ int rpc_shm_send(rpc_shm *s, const peer_msg *m)
         rc = hd_err(HDMLP_E_PEER, "rpc: %s", o->why);
     } else if (o->state == OUT_READY && o->cur == NULL && o->urg_h == NULL &&
                (urgent || o->pre_h == NULL) && (size <= s->frag_max || lends(s, o, m)) &&
-               out_put(s, m->to, m, 0, &lent) != 0) {
+               out_put(s, m->to, m, 0, &handed) != 0) {
         /* written straight into the ring (or the lane failed: reported below) */
         rc = o->state == OUT_FAILED ? hd_err(HDMLP_E_PEER, "rpc: %s", o->why) : HDMLP_OK;
         wake = o->state == OUT_FAILED;
@@ -224,7 +229,7 @@ int rpc_shm_send(rpc_shm *s, const peer_msg *m)
         } else {
             if (own) {
                 data = (uint8_t *)(uintptr_t)m->data;
-                kept = 1;
+                handed = 1;
             } else if (size > 0) {
                 memcpy(data, m->data, (size_t)size);
             }
@@ -243,7 +248,7 @@ int rpc_shm_send(rpc_shm *s, const peer_msg *m)
             o->queued += size + sizeof(rpc_shm_rec);
         }
     }
-    if (own && !lent && !kept) { /* copied into the ring, or not sent: back to the arena */
+    if (own && !handed) { /* copied into the ring, or not sent: back to the arena */
         shm_mem_free_own(s->mem, (void *)(uintptr_t)m->data);
     }
     pthread_mutex_unlock(&s->lock);

@@ -141,17 +141,26 @@ static PyObject *ring_put(PyObject *module, PyObject *args)
     return PyLong_FromUnsignedLongLong(len);
 }
 
-/* The `released` flag of the record at (arena, offset) from args parsed with `fmt`, and the
- * arena's buffer in *view (release it after use); NULL with an exception set. */
-static uint32_t *released_flag(PyObject *args, const char *fmt, Py_buffer *view)
+/* The header of the record at (arena, offset[, seq]) from args parsed with `fmt` ("OK" or
+ * "OKK"), the arena's buffer in *view (release it after use) and the offset and seq (when
+ * `fmt` has it) in *offset and *seq; NULL with an exception set. */
+static ring_header *header_at(PyObject *args, const char *fmt, Py_buffer *view,
+                              unsigned long long *offset, unsigned long long *seq)
 {
     PyObject *arena;
-    unsigned long long offset;
-    if (!PyArg_ParseTuple(args, fmt, &arena, &offset) ||
-        arena_range(arena, offset, sizeof(ring_header), view, 1) < 0) {
+    if (!PyArg_ParseTuple(args, fmt, &arena, offset, seq) ||
+        arena_range(arena, *offset, sizeof(ring_header), view, 1) < 0) {
         return NULL;
     }
-    return &((ring_header *)(void *)((char *)view->buf + offset))->released;
+    return (ring_header *)(void *)((char *)view->buf + *offset);
+}
+
+/* The `released` flag of the record at (arena, offset) from args parsed with `fmt`. */
+static uint32_t *released_flag(PyObject *args, const char *fmt, Py_buffer *view)
+{
+    unsigned long long offset, unused;
+    ring_header *h = header_at(args, fmt, view, &offset, &unused);
+    return h != NULL ? &h->released : NULL;
 }
 
 /* _ring_released(arena, offset) -> True once the record's taker released it */
@@ -196,16 +205,12 @@ static PyObject *ring_free(PyObject *module, PyObject *args)
 static PyObject *ring_claim(PyObject *module, PyObject *args)
 {
     (void)module;
-    PyObject *arena;
     unsigned long long offset, seq;
-    if (!PyArg_ParseTuple(args, "OKK:_ring_claim", &arena, &offset, &seq)) {
-        return NULL;
-    }
     Py_buffer view;
-    if (arena_range(arena, offset, sizeof(ring_header), &view, 1) < 0) {
+    ring_header *h = header_at(args, "OKK:_ring_claim", &view, &offset, &seq);
+    if (h == NULL) {
         return NULL;
     }
-    ring_header *h = (ring_header *)(void *)((char *)view.buf + offset);
     const int ours =
         h->magic == RING_MAGIC && __atomic_load_n(&h->seq, __ATOMIC_ACQUIRE) == seq;
     int ok = ours && flag_from_live(&h->released, 2);
@@ -236,16 +241,12 @@ static void ring_give_back(void *owner)
 static PyObject *ring_take(PyObject *module, PyObject *args)
 {
     py_state *st = module_state(module);
-    PyObject *arena;
     unsigned long long offset, seq;
-    if (!PyArg_ParseTuple(args, "OKK:_ring_take", &arena, &offset, &seq)) {
-        return NULL;
-    }
     Py_buffer view;
-    if (arena_range(arena, offset, sizeof(ring_header), &view, 1) < 0) {
+    ring_header *h = header_at(args, "OKK:_ring_take", &view, &offset, &seq);
+    if (h == NULL) {
         return NULL;
     }
-    ring_header *h = (ring_header *)(void *)((char *)view.buf + offset);
     const uint64_t room = (uint64_t)view.len - offset;
     const uint64_t n = h->n;
     if (h->magic != RING_MAGIC || h->seq != seq || h->length > room || n > h->length / 16 ||
