@@ -736,6 +736,8 @@ typedef struct hdmlp_stats {
     uint64_t refills_in_flight_peak;
     /* queued refills planned again because the cost model moved before they were read */
     uint64_t cost_replans;
+    /* most bytes of peers' prefetches held at once (within budget_remote) */
+    uint64_t remote_peak;
 } hdmlp_stats;
 
 HDMLP_API int hdmlp_loader_stats(hdmlp_loader *ld, hdmlp_stats *out);

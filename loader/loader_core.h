@@ -100,8 +100,13 @@ typedef struct ld_outbox {
     uint64_t cap, head, count;
     int want; /* the peer is blocked on (want_epoch, want_position) */
     uint64_t want_epoch, want_position;
-    uint64_t credit; /* bytes the peer can still take as prefetches */
-    int done;        /* the peer finished all its epochs */
+    /* Owner side: the peer's credit (its latest) and the prefetch bytes sent to it, both
+     * counted from the start of the run: the bytes in flight to it or held by it are
+     * pushed - (what it consumed), at most its share of its remote memory. */
+    uint64_t limit, pushed;
+    /* Requester side: bytes of this owner's prefetches consumed so far. */
+    uint64_t taken;
+    int done; /* the peer finished all its epochs */
 } ld_outbox;
 
 /* Samples received ahead of need, keyed by this rank's sequence number. */
@@ -206,6 +211,10 @@ struct hdmlp_loader {
     uint64_t remote_buckets;
     uint64_t remote_cap, remote_charged; /* prefetched bytes held */
     ld_send *send_head, *send_tail;
+    /* One thread at a time sends the queue, in order (lock): a peer must see this rank's
+     * messages in the order they were queued (a stale request overtaking a fresh one would
+     * clear it). Others only queue; the flusher takes what they queued before it stops. */
+    int flushing;
     uint32_t peers_done;
     int announced_done;
     int peer_failed;

@@ -124,10 +124,10 @@ static void serve_peer(struct hdmlp_loader *ld, uint32_t q)
         if (ahead > window) {
             break;
         }
-        if (o->sent || o->s->state != SAMPLE_READY || o->s->size > b->credit) {
+        if (o->sent || o->s->state != SAMPLE_READY || b->pushed + o->s->size > b->limit) {
             continue;
         }
-        b->credit -= o->s->size;
+        b->pushed += o->s->size;
         queue_sample(ld, q, o, 1);
     }
     outbox_purge(b);
@@ -142,17 +142,8 @@ void exchange_serve(struct hdmlp_loader *ld)
     }
 }
 
-void exchange_flush(struct hdmlp_loader *ld)
+static void send_list(struct hdmlp_loader *ld, peer_transport *net, ld_send *list)
 {
-    pthread_mutex_lock(&ld->lock);
-    peer_transport *net = ld->net;
-    if (net == NULL) { /* the transport is still starting: sent once it is published */
-        pthread_mutex_unlock(&ld->lock);
-        return;
-    }
-    ld_send *list = ld->send_head;
-    ld->send_head = ld->send_tail = NULL;
-    pthread_mutex_unlock(&ld->lock);
     while (list != NULL) {
         ld_send *next = list->next;
         const int rc = net->send(net, &list->m);
@@ -175,12 +166,33 @@ void exchange_flush(struct hdmlp_loader *ld)
     }
 }
 
-static uint64_t remote_free_for(const struct hdmlp_loader *ld)
+void exchange_flush(struct hdmlp_loader *ld)
 {
-    const uint64_t share = ld->remote_cap / (ld->world > 1 ? ld->world - 1 : 1);
-    /* Conservative: what is left of the whole cap, but never more than this owner's share. */
-    const uint64_t left = ld->remote_cap - ld->remote_charged;
-    return left < share ? left : share;
+    pthread_mutex_lock(&ld->lock);
+    /* No transport yet: sent once it is published. Another flusher: it sends ours too. */
+    if (ld->net == NULL || ld->flushing) {
+        pthread_mutex_unlock(&ld->lock);
+        return;
+    }
+    ld->flushing = 1;
+    while (ld->send_head != NULL && ld->net != NULL) {
+        peer_transport *net = ld->net;
+        ld_send *list = ld->send_head;
+        ld->send_head = ld->send_tail = NULL;
+        pthread_mutex_unlock(&ld->lock);
+        send_list(ld, net, list);
+        pthread_mutex_lock(&ld->lock);
+    }
+    ld->flushing = 0;
+    pthread_cond_broadcast(&ld->ready_cv); /* hdmlp_loader_free waits for the last flush */
+    pthread_mutex_unlock(&ld->lock);
+}
+
+/* Each owner may have its share of the remote memory in prefetches sent and not yet consumed
+ * (in flight or held): the credit is what was consumed of its prefetches plus the share. */
+static uint64_t credit_for(const struct hdmlp_loader *ld, uint32_t owner)
+{
+    return ld->out[owner].taken + ld->remote_cap / (ld->world > 1 ? ld->world - 1 : 1);
 }
 
 void exchange_request(struct hdmlp_loader *ld, ld_item *it)
@@ -195,7 +207,7 @@ void exchange_request(struct hdmlp_loader *ld, ld_item *it)
     m.position = it->position;
     m.group = it->group;
     m.slot = it->slot;
-    m.free_remote = remote_free_for(ld);
+    m.credit = credit_for(ld, it->owner);
     it->requested = 1;
     it->requested_ns = loader_now_ns();
     ld->st.remote_requests++;
@@ -280,6 +292,9 @@ static void on_sample(struct hdmlp_loader *ld, const peer_msg *m)
     loader_note_peak(ld);
     if (m->prefetch) {
         ld->remote_charged += s->size;
+        if (ld->remote_charged > ld->st.remote_peak) {
+            ld->st.remote_peak = ld->remote_charged;
+        }
     }
     s->prefetched = m->prefetch != 0;
     ld->st.net_bytes_in += s->size;
@@ -296,7 +311,7 @@ static void on_sample(struct hdmlp_loader *ld, const peer_msg *m)
 
 /* A request names one of the requester's own positions, in an epoch that exists and that
  * the requester can have reached (at most one past this owner's frontier), with a credit
- * within the remote-memory cap every rank shares. */
+ * at most the remote-memory cap every rank shares beyond what was sent to it. */
 static int request_valid(const struct hdmlp_loader *ld, const peer_msg *m)
 {
     const uint64_t n = ld->ix->h.n_samples;
@@ -306,7 +321,7 @@ static int request_valid(const struct hdmlp_loader *ld, const peer_msg *m)
     if (ld->cfg.epochs != 0 && m->epoch >= ld->cfg.epochs) {
         return 0;
     }
-    if (m->epoch > ld->plan_epoch + 1 || m->free_remote > ld->remote_cap) {
+    if (m->epoch > ld->plan_epoch + 1 || m->credit > ld->out[m->from].pushed + ld->remote_cap) {
         return 0;
     }
     return plan_owner(ld, m->group) == ld->rank && m->slot < ld->ix->h.chunk_size;
@@ -327,10 +342,13 @@ void exchange_on_msg(void *ctx, const peer_msg *m)
             break; /* a peer cannot ask for what it could never be owed */
         }
         ld_outbox *b = &ld->out[m->from];
+        if (b->want && !later(m->epoch, m->position, b->want_epoch, b->want_position)) {
+            break; /* a peer asks only for its next position: an earlier one is stale */
+        }
         b->want = 1;
         b->want_epoch = m->epoch;
         b->want_position = m->position;
-        b->credit = m->free_remote;
+        b->limit = m->credit;
         const int rc = plan_advance(ld);
         if (rc != HDMLP_OK && ld->failed == 0) {
             ld->failed = rc;

@@ -39,6 +39,7 @@ static ld_item *front(hdmlp_loader *ld)
             it->s = s;
             if (s->prefetched) {
                 ld->remote_charged -= s->size;
+                ld->out[s->lender].taken += s->size;
                 if (!it->requested) {
                     ld->st.remote_hits++;
                 }
@@ -117,7 +118,7 @@ static int take_item(hdmlp_loader *ld, ld_item *out, const struct timespec *dead
             ld->interrupt = 0;
             return hd_err(HDMLP_E_INTERRUPTED, "loader: interrupted while waiting for data");
         }
-        if (ld->send_head != NULL) {
+        if (ld->send_head != NULL && !ld->flushing) {
             flush_unlocked(ld);
             continue;
         }

@@ -23,17 +23,20 @@ enum peer_kind {
 
 typedef struct peer_msg {
     uint32_t kind;
-    uint32_t from, to;    /* ranks */
-    uint64_t token;       /* job token; receivers reject other tokens */
-    uint64_t epoch;       /* REQUEST, SAMPLE */
-    uint64_t position;    /* REQUEST, SAMPLE: global position in the epoch */
-    uint64_t group;       /* REQUEST, SAMPLE: abstract chunk of the location */
-    uint32_t slot;        /* REQUEST, SAMPLE: slot of the location */
-    uint32_t prefetch;    /* SAMPLE: 0 = answer to a request, 1 = opportunistic prefetch */
-    uint64_t free_remote; /* REQUEST: requester's free remote-memory bytes */
-    uint64_t index;       /* SAMPLE: sample index in packed order */
-    uint32_t label;       /* SAMPLE */
-    const uint8_t *data;  /* SAMPLE: raw bytes, borrowed for the duration of the call */
+    uint32_t from, to; /* ranks */
+    uint64_t token;    /* job token; receivers reject other tokens */
+    uint64_t epoch;    /* REQUEST, SAMPLE */
+    uint64_t position; /* REQUEST, SAMPLE: global position in the epoch */
+    uint64_t group;    /* REQUEST, SAMPLE: abstract chunk of the location */
+    uint32_t slot;     /* REQUEST, SAMPLE: slot of the location */
+    uint32_t prefetch; /* SAMPLE: 0 = answer to a request, 1 = opportunistic prefetch */
+    /* REQUEST: prefetch bytes the requester allows from the owner, counted from the start
+     * of the run: what it has consumed of the owner's prefetches plus its share of the
+     * remote memory. The owner sends prefetches while the bytes it has sent stay within. */
+    uint64_t credit;
+    uint64_t index;      /* SAMPLE: sample index in packed order */
+    uint32_t label;      /* SAMPLE */
+    const uint8_t *data; /* SAMPLE: raw bytes, borrowed for the duration of the call */
     uint64_t size;
     /* SAMPLE sent: data is a block of the transport's peer_mem, handed over with the call
      * (the transport lends it to a same-host peer, or copies and frees it, whatever the

@@ -83,8 +83,8 @@ int rpc_encode_msg(const peer_msg *m, uint8_t **out, size_t *len)
         pm.slot = m->slot;
     }
     if (m->kind == PEER_REQUEST) {
-        pm.has_free_remote = 1;
-        pm.free_remote = m->free_remote;
+        pm.has_credit = 1;
+        pm.credit = m->credit;
     }
     if (m->kind == PEER_SAMPLE) {
         pm.has_prefetch = pm.has_index = pm.has_label = pm.has_size = pm.has_data = 1;
@@ -167,7 +167,7 @@ static const field_rule msg_rules[] = {
     {"group", WT_VARINT, 0},
     {"slot", WT_VARINT, UINT32_MAX},
     {"prefetch", WT_VARINT, 1},
-    {"free_remote", WT_VARINT, 0},
+    {"credit", WT_VARINT, 0},
     {"index", WT_VARINT, 0},
     {"label", WT_VARINT, UINT32_MAX},
     {"size", WT_VARINT, 0},
@@ -279,16 +279,11 @@ static int check_msg(const rpc_check *chk, size_t i, const Hdmlp__Msg *pm, peer_
         const char *name;
         int has, want;
     } f[] = {
-        {"epoch", pm->has_epoch, loc},
-        {"position", pm->has_position, loc},
-        {"group", pm->has_group, loc},
-        {"slot", pm->has_slot, loc},
-        {"free_remote", pm->has_free_remote, req},
-        {"prefetch", pm->has_prefetch, smp},
-        {"index", pm->has_index, smp},
-        {"label", pm->has_label, smp},
-        {"size", pm->has_size, smp},
-        {"data", pm->has_data, smp},
+        {"epoch", pm->has_epoch, loc},   {"position", pm->has_position, loc},
+        {"group", pm->has_group, loc},   {"slot", pm->has_slot, loc},
+        {"credit", pm->has_credit, req}, {"prefetch", pm->has_prefetch, smp},
+        {"index", pm->has_index, smp},   {"label", pm->has_label, smp},
+        {"size", pm->has_size, smp},     {"data", pm->has_data, smp},
     };
     for (size_t k = 0; k < sizeof f / sizeof f[0]; k++) {
         if ((f[k].has != 0) != (f[k].want != 0)) {
@@ -317,7 +312,7 @@ static int check_msg(const rpc_check *chk, size_t i, const Hdmlp__Msg *pm, peer_
     m->group = pm->group;
     m->slot = pm->slot;
     m->prefetch = pm->prefetch ? 1 : 0;
-    m->free_remote = pm->free_remote;
+    m->credit = pm->credit;
     m->index = pm->index;
     m->label = pm->label;
     m->data = pm->data.data;

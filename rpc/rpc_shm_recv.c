@@ -221,7 +221,7 @@ static void deliver(rpc_shm *s, const rpc_shm_rec *h, const uint8_t *data, uint6
     m.position = h->position;
     m.group = h->group;
     m.slot = h->slot;
-    m.free_remote = h->free_remote;
+    m.credit = h->credit;
     if (h->kind == PEER_SAMPLE) {
         m.prefetch = h->prefetch;
         m.index = h->index;

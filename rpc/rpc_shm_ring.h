@@ -54,7 +54,7 @@ typedef struct rpc_shm_rec {
     uint32_t from, to;
     uint32_t flags;
     uint32_t slot;
-    uint64_t epoch, position, group, free_remote, index;
+    uint64_t epoch, position, group, credit, index;
     uint32_t label, prefetch;
     uint64_t size;   /* the whole payload (SAMPLE) */
     uint64_t offset; /* of this fragment's bytes in the payload */

@@ -70,7 +70,7 @@ static void rec_of(rpc_shm *s, const peer_msg *m, uint32_t to, rpc_shm_rec *h)
     h->epoch = m->epoch;
     h->position = m->position;
     h->group = m->group;
-    h->free_remote = m->free_remote;
+    h->credit = m->credit;
     h->index = m->index;
     h->label = m->label;
     h->prefetch = m->prefetch;

@@ -136,7 +136,7 @@ static void *send_main(void *arg)
             m.position = pos_of(x->thread, x->base + seq / 2);
             if (seq % 2 == 0) {
                 m.kind = PEER_REQUEST;
-                m.free_remote = seq;
+                m.credit = seq;
             } else {
                 m.kind = PEER_SAMPLE;
                 m.prefetch = 1;

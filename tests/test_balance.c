@@ -254,6 +254,7 @@ typedef struct rank_run {
     hdmlp_loader *ld;
     testds_seq seq;
     int rc;
+    char err[256];       /* hdmlp_last_error() of a failed next */
     uint32_t delay_us;   /* the consumer's compute per batch */
     uint64_t stop_after; /* batches, then free (0 = to the end) */
     hdmlp_stats st;
@@ -289,6 +290,9 @@ static void *consume(void *arg)
         if (r->stop_after != 0 && ++batches == r->stop_after) {
             break;
         }
+    }
+    if (r->rc != HDMLP_END && r->rc != HDMLP_OK) {
+        snprintf(r->err, sizeof(r->err), "%s", hdmlp_last_error());
     }
     hdmlp_loader_stats(r->ld, &r->st);
     hdmlp_loader_free(r->ld);
@@ -386,9 +390,10 @@ Test(local_ranks, same_order_and_exactly_once_with_the_board_on_and_off, .timeou
         uint8_t *seen = calloc(n * 2, 1);
         uint64_t windows = 0;
         for (uint32_t r = 0; r < world; r++) {
-            cr_assert_eq(off[r].rc, HDMLP_END, "off, rank %u: %s", r,
-                         hdmlp_err_name(off[r].rc));
-            cr_assert_eq(on[r].rc, HDMLP_END, "on, rank %u: %s", r, hdmlp_err_name(on[r].rc));
+            cr_assert_eq(off[r].rc, HDMLP_END, "off, rank %u: %s: %s", r,
+                         hdmlp_err_name(off[r].rc), off[r].err);
+            cr_assert_eq(on[r].rc, HDMLP_END, "on, rank %u: %s: %s", r,
+                         hdmlp_err_name(on[r].rc), on[r].err);
             cr_assert_eq(off[r].st.board_active, 0);
             cr_assert_eq(on[r].st.board_active, 1);
             windows += on[r].st.board_windows;
@@ -404,8 +409,15 @@ Test(local_ranks, same_order_and_exactly_once_with_the_board_on_and_off, .timeou
             }
             /* A rank holds at most its budget plus what it borrowed from the others. */
             cr_assert_leq(on[r].st.peak_memory_bytes,
-                          on[r].st.memory_budget + on[r].st.board_borrowed_peak);
-            cr_assert_leq(off[r].st.peak_memory_bytes, off[r].st.memory_budget);
+                          on[r].st.memory_budget + on[r].st.board_borrowed_peak,
+                          "on, world %u rank %u: peak %llu, budget %llu + borrowed %llu", world,
+                          r, (unsigned long long)on[r].st.peak_memory_bytes,
+                          (unsigned long long)on[r].st.memory_budget,
+                          (unsigned long long)on[r].st.board_borrowed_peak);
+            cr_assert_leq(off[r].st.peak_memory_bytes, off[r].st.memory_budget,
+                          "off, world %u rank %u: peak %llu, budget %llu", world, r,
+                          (unsigned long long)off[r].st.peak_memory_bytes,
+                          (unsigned long long)off[r].st.memory_budget);
             cr_assert_geq(on[r].st.node_stall_max_ns, on[r].st.node_stall_min_ns);
         }
         for (uint64_t i = 0; i < 2 * n; i++) {

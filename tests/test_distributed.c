@@ -13,6 +13,7 @@ typedef struct rank_run {
     hdmlp_loader *ld;
     testds_seq seq; /* delivered indices and their epochs, all epochs */
     int rc;
+    char err[256]; /* hdmlp_last_error() of a failed run */
     int hold;
     hdmlp_stats st;
 } rank_run;
@@ -28,6 +29,7 @@ typedef struct dist_params {
     uint32_t batch;
     int kill_rank; /* -1: none */
     int hold;      /* the consumer keeps its last batch while asking for the next */
+    uint32_t send_us, latency_us; /* fakenet_set_delays */
 } dist_params;
 
 /* Like a DataLoader worker: the previous batch is released only once the next has come. */
@@ -62,6 +64,9 @@ static void *consume(void *arg)
 {
     rank_run *r = arg;
     r->rc = r->hold ? drain_holding(r->ld, &r->seq) : testds_drain(r->ld, &r->seq);
+    if (r->rc != HDMLP_END) {
+        snprintf(r->err, sizeof(r->err), "%s", hdmlp_last_error());
+    }
     hdmlp_loader_stats(r->ld, &r->st);
     hdmlp_loader_free(r->ld);
     r->ld = NULL;
@@ -75,6 +80,7 @@ static rank_run *run_world(const char *dir, const dist_params *p)
     cr_assert_eq(hdmlp_dataset_open(dir, &ds), HDMLP_OK, "%s", hdmlp_last_error());
     fakenet *hub = NULL;
     fakenet_create(p->world, &hub);
+    fakenet_set_delays(hub, p->send_us, p->latency_us);
     rank_run *runs = calloc(p->world, sizeof(*runs));
     const char *peers[8];
     for (uint32_t r = 0; r < p->world; r++) {
@@ -126,7 +132,7 @@ static void check_exactly_once(const rank_run *runs, const dist_params *p)
     uint64_t total = 0;
     for (uint32_t r = 0; r < p->world; r++) {
         cr_assert_eq(runs[r].rc, HDMLP_END, "rank %u ended with %s: %s", r,
-                     hdmlp_err_name(runs[r].rc), hdmlp_last_error());
+                     hdmlp_err_name(runs[r].rc), runs[r].err);
         cr_assert_leq(runs[r].st.peak_memory_bytes, runs[r].st.memory_budget,
                       "rank %u: peak %llu accounted bytes above the %llu-byte budget", r,
                       (unsigned long long)runs[r].st.peak_memory_bytes,
@@ -162,7 +168,7 @@ Test(distributed, exactly_once_for_two_three_and_four_ranks, .timeout = 120)
     make_ds(dir, sizeof(dir), 5003, 16);
     for (uint32_t world = 2; world <= 4; world++) {
         for (int pf = 0; pf < 2; pf++) {
-            const dist_params p = {5003, 16, world, 0.25, pf ? 64 : 0, 3, 11, 32, -1, 0};
+            const dist_params p = {5003, 16, world, 0.25, pf ? 64 : 0, 3, 11, 32, -1, 0, 0, 0};
             rank_run *runs = run_world(dir, &p);
             check_exactly_once(runs, &p);
             free_runs(runs, world);
@@ -201,7 +207,7 @@ Test(distributed, holding_a_batch_never_exhausts_the_smallest_budgets, .timeout 
     hdmlp_dataset_close(ds);
     for (int step = 0; step < 4; step++) {
         for (int pf = 0; pf < 2; pf++) {
-            dist_params p = {1200, 16, 2, lo + 0.01 * step, pf ? 64 : 0, 2, 5, 32, -1, 1};
+            dist_params p = {1200, 16, 2, lo + 0.01 * step, pf ? 64 : 0, 2, 5, 32, -1, 1, 0, 0};
             rank_run *runs = run_world(dir, &p);
             check_exactly_once(runs, &p);
             free_runs(runs, 2);
@@ -216,7 +222,7 @@ Test(distributed, sequences_are_deterministic_with_and_without_prefetch, .timeou
     char dir[512];
     make_ds(dir, sizeof(dir), 3000, 8);
     for (int pf = 0; pf < 2; pf++) {
-        const dist_params p = {3000, 8, 3, 0.3, pf ? 128 : 0, 2, 5, 16, -1, 0};
+        const dist_params p = {3000, 8, 3, 0.3, pf ? 128 : 0, 2, 5, 16, -1, 0, 0, 0};
         rank_run *a = run_world(dir, &p);
         rank_run *b = run_world(dir, &p);
         for (uint32_t r = 0; r < 3; r++) {
@@ -237,7 +243,7 @@ Test(distributed, prefetch_cuts_remote_requests, .timeout = 120)
     make_ds(dir, sizeof(dir), 8000, 16);
     uint64_t req[2] = {0, 0}, hits = 0;
     for (int pf = 0; pf < 2; pf++) {
-        const dist_params p = {8000, 16, 4, 0.25, pf ? 256 : 0, 1, 3, 32, -1, 0};
+        const dist_params p = {8000, 16, 4, 0.25, pf ? 256 : 0, 1, 3, 32, -1, 0, 0, 0};
         rank_run *runs = run_world(dir, &p);
         check_exactly_once(runs, &p);
         for (uint32_t r = 0; r < 4; r++) {
@@ -256,11 +262,37 @@ Test(distributed, prefetch_cuts_remote_requests, .timeout = 120)
     testds_rm_rf(dir);
 }
 
+/* Over a network with a send cost and latency, prefetches are in flight while a rank asks
+ * for more, and one rank's messages are sent by several threads: every rank's prefetches
+ * in flight and held stay within its remote memory (the budget holds), and no request is
+ * lost to one sent earlier overtaking it (every rank ends). */
+Test(distributed, a_slow_network_keeps_the_budget_and_loses_no_request, .timeout = 120)
+{
+    char dir[512];
+    make_ds(dir, sizeof(dir), 3000, 8);
+    for (uint32_t world = 2; world <= 3; world++) {
+        const dist_params p = {3000, 8, world, 0.25, 256, 2, 13, 16, -1, 0, 100, 100};
+        rank_run *runs = run_world(dir, &p);
+        check_exactly_once(runs, &p);
+        uint64_t pushed = 0;
+        for (uint32_t r = 0; r < world; r++) {
+            pushed += runs[r].st.prefetch_sent;
+            cr_assert_leq(runs[r].st.remote_peak, runs[r].st.budget_remote,
+                          "world %u rank %u: %llu bytes of prefetches held, above its %llu",
+                          world, r, (unsigned long long)runs[r].st.remote_peak,
+                          (unsigned long long)runs[r].st.budget_remote);
+        }
+        cr_assert_gt(pushed, 0, "prefetches were sent");
+        free_runs(runs, world);
+    }
+    testds_rm_rf(dir);
+}
+
 Test(distributed, dead_peer_fails_the_others_with_peer_error, .timeout = 60)
 {
     char dir[512];
     make_ds(dir, sizeof(dir), 4000, 8);
-    const dist_params p = {4000, 8, 3, 0.25, 0, 5, 9, 16, 1, 0};
+    const dist_params p = {4000, 8, 3, 0.25, 0, 5, 9, 16, 1, 0, 0, 0};
     rank_run *runs = run_world(dir, &p);
     int peer_errors = 0;
     for (uint32_t r = 0; r < 3; r++) {

@@ -105,7 +105,7 @@ Test(rpc_transport, all_kinds_three_ranks, .timeout = 60)
                 if (urgent == 0) {
                     cr_assert_eq(x->m.kind, PEER_REQUEST);
                     cr_assert_eq(x->m.position, 10 * from + r);
-                    cr_assert_eq(x->m.free_remote, 1000 + 10 * from + r);
+                    cr_assert_eq(x->m.credit, 1000 + 10 * from + r);
                     cr_assert_eq(x->m.epoch, 3);
                 } else if (urgent <= n_sizes) {
                     cr_assert_eq(x->m.kind, PEER_SAMPLE);

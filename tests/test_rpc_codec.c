@@ -35,7 +35,7 @@ Test(rpc_codec, round_trip_every_kind)
                       msg_sample(0, 1, 43, NULL, 0, 1), msg_request(0, 1, 0)};
     in[3].kind = PEER_DONE;
     in[3].epoch = in[3].position = in[3].group = in[3].slot = 0;
-    in[3].free_remote = 0;
+    in[3].credit = 0;
     for (size_t i = 0; i < 4; i++) {
         cr_assert_eq(rpc_msg_check_send(&in[i], 3, 0, 1 << 20), HDMLP_OK, "%s",
                      hdmlp_last_error());
@@ -58,7 +58,7 @@ Test(rpc_codec, round_trip_every_kind)
         cr_assert_eq(b->group, a->group);
         cr_assert_eq(b->slot, a->slot);
         cr_assert_eq(b->prefetch, a->prefetch);
-        cr_assert_eq(b->free_remote, a->free_remote);
+        cr_assert_eq(b->credit, a->credit);
         cr_assert_eq(b->index, a->index);
         cr_assert_eq(b->label, a->label);
         cr_assert_eq(b->size, a->size);
@@ -162,7 +162,7 @@ Test(rpc_codec, rejects_message_errors)
     cr_assert(k + 1 < len);
     b[k + 1] = PEER_REQUEST;
     cr_assert_eq(decode_rc(b, len), HDMLP_E_CORRUPT);
-    cr_assert(strstr(hdmlp_last_error(), "missing field free_remote") != NULL, "%s",
+    cr_assert(strstr(hdmlp_last_error(), "missing field credit") != NULL, "%s",
               hdmlp_last_error());
     b[k + 1] = PEER_DONE;
     cr_assert_eq(decode_rc(b, len), HDMLP_E_CORRUPT);

@@ -493,7 +493,7 @@ static peer_msg bench_msg(uint64_t i, const uint8_t *data, uint64_t size)
         m.size = size;
     } else {
         m.kind = PEER_REQUEST;
-        m.free_remote = 1000;
+        m.credit = 1000;
     }
     return m;
 }

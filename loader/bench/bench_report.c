@@ -74,6 +74,7 @@ void bench_total(const bench_opts *o, const bench_rank *ranks, uint32_t n, bench
         t->ssd_staged_chunks += s->ssd_staged_chunks;
         t->tier_fallbacks += s->tier_fallbacks;
         t->cost_replans += s->cost_replans;
+        t->remote_peak = s->remote_peak > t->remote_peak ? s->remote_peak : t->remote_peak;
         t->refills_in_flight_peak = s->refills_in_flight_peak > t->refills_in_flight_peak
                                         ? s->refills_in_flight_peak
                                         : t->refills_in_flight_peak;

@@ -73,6 +73,7 @@ static void json_stats(bench_json *j, const hdmlp_stats *st, int plan)
     run_u64(j, "budget_read_buffers", st->budget_read_buffers, plan);
     run_u64(j, "budget_batches", st->budget_batches, plan);
     run_u64(j, "budget_remote", st->budget_remote, plan);
+    run_u64(j, "remote_peak", st->remote_peak, plan);
     run_u64(j, "budget_ram_cache", st->budget_ram_cache, plan);
     run_u64(j, "budget_lookahead", st->budget_lookahead, plan);
     run_u64(j, "budget_slots", st->budget_slots, plan);

@@ -115,6 +115,7 @@ PyObject *py_stats_dict(const hdmlp_stats *stats)
     PUT(budget_images)
     PUT(refills_in_flight_peak)
     PUT(cost_replans)
+    PUT(remote_peak)
 #undef PUT
     return d;
 }

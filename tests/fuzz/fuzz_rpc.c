@@ -54,9 +54,9 @@ static int same_msg(const peer_msg *a, const peer_msg *b)
 {
     return a->kind == b->kind && a->from == b->from && a->to == b->to && a->token == b->token &&
            a->epoch == b->epoch && a->position == b->position && a->group == b->group &&
-           a->slot == b->slot && a->prefetch == b->prefetch &&
-           a->free_remote == b->free_remote && a->index == b->index && a->label == b->label &&
-           a->size == b->size && (a->size == 0 || memcmp(a->data, b->data, a->size) == 0);
+           a->slot == b->slot && a->prefetch == b->prefetch && a->credit == b->credit &&
+           a->index == b->index && a->label == b->label && a->size == b->size &&
+           (a->size == 0 || memcmp(a->data, b->data, a->size) == 0);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -126,10 +126,10 @@ int main(int argc, char **argv)
     req.position = 12345;
     req.group = 17;
     req.slot = 3;
-    req.free_remote = 1 << 20;
+    req.credit = 1 << 20;
     ans = req;
     ans.kind = PEER_SAMPLE;
-    ans.free_remote = 0;
+    ans.credit = 0;
     ans.index = 999;
     ans.label = 4;
     ans.data = payload;

@@ -122,7 +122,7 @@ size_t make_attack(int kind, uint64_t i, uint64_t *rng, uint8_t *buf, size_t cap
         m.to = tos[k];
         m.epoch = 0;
         m.position = 1;
-        m.free_remote = 100;
+        m.credit = 100;
         return envelope(buf, cap, TOKEN, froms[k], tos[k], &m, 1);
     }
     case A_LOC_REQUEST:
@@ -134,7 +134,7 @@ size_t make_attack(int kind, uint64_t i, uint64_t *rng, uint8_t *buf, size_t cap
         m.position = next_rand(rng);
         m.group = next_rand(rng);
         m.slot = (uint32_t)next_rand(rng);
-        m.free_remote = UINT64_MAX - i;
+        m.credit = UINT64_MAX - i;
         *expect_ok = 1; /* the codec cannot know the dataset: accepted, then ignored */
         return envelope(buf, cap, TOKEN, 1, 0, &m, 1);
     case A_LOC_SAMPLE:

@@ -5,10 +5,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef struct fmsg {
     peer_msg m;
     uint8_t *data;
+    struct timespec due; /* delivered no earlier (CLOCK_REALTIME, for the condition wait) */
     struct fmsg *next;
 } fmsg;
 
@@ -27,6 +29,7 @@ struct fakenet {
     fnode **nodes;
     int *dead;
     uint64_t delivered;
+    uint32_t send_us, latency_us;
     pthread_mutex_t lock;
     pthread_cond_t cv;
 };
@@ -68,6 +71,29 @@ void fakenet_kill(fakenet *hub, uint32_t dead)
     pthread_mutex_unlock(&hub->lock);
 }
 
+void fakenet_set_delays(fakenet *hub, uint32_t send_us, uint32_t latency_us)
+{
+    pthread_mutex_lock(&hub->lock);
+    hub->send_us = send_us;
+    hub->latency_us = latency_us;
+    pthread_mutex_unlock(&hub->lock);
+}
+
+static struct timespec in_us(uint32_t us)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    t.tv_nsec += (long)us * 1000;
+    t.tv_sec += t.tv_nsec / 1000000000L;
+    t.tv_nsec %= 1000000000L;
+    return t;
+}
+
+static int before(const struct timespec *a, const struct timespec *b)
+{
+    return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
+}
+
 uint64_t fakenet_messages(const fakenet *hub)
 {
     fakenet *h = (fakenet *)hub;
@@ -88,6 +114,11 @@ static void *dispatch(void *arg)
         }
         if (n->head == NULL) {
             break; /* stopped and drained */
+        }
+        const struct timespec now = in_us(0);
+        if (!n->stop && before(&now, &n->head->due)) {
+            pthread_cond_timedwait(&hub->cv, &hub->lock, &n->head->due);
+            continue;
         }
         fmsg *f = n->head;
         n->head = f->next;
@@ -111,6 +142,13 @@ static int fake_send(peer_transport *t, const peer_msg *m)
     fnode *self = (fnode *)t;
     fakenet *hub = self->hub;
     pthread_mutex_lock(&hub->lock);
+    const uint32_t send_us = hub->send_us;
+    pthread_mutex_unlock(&hub->lock);
+    if (send_us > 0) {
+        const struct timespec d = {0, (long)send_us * 1000};
+        nanosleep(&d, NULL);
+    }
+    pthread_mutex_lock(&hub->lock);
     if (m->to >= hub->world) {
         pthread_mutex_unlock(&hub->lock);
         return HDMLP_E_INVAL;
@@ -131,6 +169,7 @@ static int fake_send(peer_transport *t, const peer_msg *m)
     }
     fmsg *f = calloc(1, sizeof(*f));
     f->m = *m;
+    f->due = in_us(hub->latency_us);
     f->data = malloc(m->size ? m->size : 1);
     if (m->size) {
         memcpy(f->data, m->data, m->size);

@@ -19,6 +19,10 @@ int fakenet_factory(const struct hdmlp_config *cfg, const peer_handler *h,
 /* Makes rank `dead` silent: messages to it are dropped, and its peers' on_error fires
  * (HDMLP_E_PEER) for the next message they send to it. */
 void fakenet_kill(fakenet *hub, uint32_t dead);
+/* A slower network: each send takes send_us before the message is queued (so concurrent
+ * senders of one rank race as over a real transport), and each message is delivered
+ * latency_us after it was queued, in order. 0 and 0 (the default): immediate. */
+void fakenet_set_delays(fakenet *hub, uint32_t send_us, uint32_t latency_us);
 /* Messages delivered so far (all ranks). */
 uint64_t fakenet_messages(const fakenet *hub);
 

@@ -191,7 +191,7 @@ peer_msg msg_request(uint32_t from, uint32_t to, uint64_t pos)
     m.position = pos;
     m.group = pos % 17;
     m.slot = (uint32_t)(pos % 5);
-    m.free_remote = 1000 + pos;
+    m.credit = 1000 + pos;
     return m;
 }
 
