@@ -374,6 +374,24 @@ void exchange_on_msg(void *ctx, const peer_msg *m)
     exchange_flush(ld);
 }
 
+uint32_t exchange_departed(const struct hdmlp_loader *ld, uint64_t *left)
+{
+    for (uint32_t q = 0; q < ld->world; q++) {
+        ld_outbox *b = &ld->out[q];
+        if (q == ld->rank || !b->done) {
+            continue;
+        }
+        *left = 0;
+        for (uint64_t i = 0; i < b->count; i++) {
+            *left += !outbox_at(b, i)->sent;
+        }
+        if (*left > 0) {
+            return q;
+        }
+    }
+    return UINT32_MAX;
+}
+
 void exchange_on_error(void *ctx, uint32_t rank, int code, const char *detail)
 {
     struct hdmlp_loader *ld = ctx;

@@ -107,6 +107,17 @@ static int take_item(hdmlp_loader *ld, ld_item *out, const struct timespec *dead
                 }
                 continue;
             }
+            uint64_t left = 0;
+            const uint32_t gone = exchange_departed(ld, &left);
+            if (gone != UINT32_MAX) {
+                char detail[256];
+                snprintf(
+                    detail, sizeof(detail),
+                    "loader: rank %u stopped early (or failed) without taking %llu samples "
+                    "this rank decided for it; they hold the memory the next refill needs",
+                    gone, (unsigned long long)left);
+                return loader_fail(ld, HDMLP_E_PEER, detail);
+            }
             return hd_err(
                 HDMLP_E_NOMEM,
                 "loader: memory budget exhausted (%llu of %llu bytes accounted) while "

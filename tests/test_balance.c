@@ -493,3 +493,34 @@ Test(local_ranks, auto_is_off_without_same_host_peers, .timeout = 60)
     free_runs(runs, 2);
     testds_rm_rf(dir);
 }
+
+/* A rank that stops after 5 batches and frees its loader (DONE with samples decided for it
+ * still unsent): the others fail with HDMLP_E_PEER naming it, never hang: by the peer
+ * timeout when they wait for its samples, or, when the samples they decided for it fill their
+ * memory (never taken now), as soon as the plan is stuck on them. */
+Test(local_ranks, a_rank_that_stops_early_fails_the_others_without_a_hang, .timeout = 60)
+{
+    char dir[512];
+    make_ds(dir, sizeof(dir), 3000);
+    for (uint32_t world = 2; world <= 3; world++) {
+        for (int board = 0; board < 2; board++) {
+            const world_params p = {
+                3000, world, board ? HDMLP_NODE_BOARD_ON : HDMLP_NODE_BOARD_OFF,  0, 0,
+                1,    -1,    test_token() ^ (1000u + 2 * world + (uint32_t)board)};
+            rank_run *runs = run_world(dir, &p);
+            cr_assert_eq(runs[1].rc, HDMLP_OK, "rank 1 stopped by itself");
+            uint32_t named = 0; /* a rank failing in turn may be named by a third one */
+            for (uint32_t r = 0; r < world; r++) {
+                if (r != 1) {
+                    cr_assert_eq(runs[r].rc, HDMLP_E_PEER, "world %u rank %u: %s: %s", world, r,
+                                 hdmlp_err_name(runs[r].rc), runs[r].err);
+                    named += strstr(runs[r].err, "rank 1 ") != NULL;
+                }
+            }
+            cr_assert_geq(named, 1, "a rank names rank 1");
+            cr_assert(no_board_left(p.token));
+            free_runs(runs, world);
+        }
+    }
+    testds_rm_rf(dir);
+}
