@@ -503,10 +503,10 @@ Test(local_ranks, a_rank_that_stops_early_fails_the_others_without_a_hang, .time
     char dir[512];
     make_ds(dir, sizeof(dir), 3000);
     for (uint32_t world = 2; world <= 3; world++) {
-        for (int board = 0; board < 2; board++) {
+        for (int on = 0; on < 2; on++) {
             const world_params p = {
-                3000, world, board ? HDMLP_NODE_BOARD_ON : HDMLP_NODE_BOARD_OFF,  0, 0,
-                1,    -1,    test_token() ^ (1000u + 2 * world + (uint32_t)board)};
+                3000, world, on ? HDMLP_NODE_BOARD_ON : HDMLP_NODE_BOARD_OFF,  0, 0,
+                1,    -1,    test_token() ^ (1000u + 2 * world + (uint32_t)on)};
             rank_run *runs = run_world(dir, &p);
             cr_assert_eq(runs[1].rc, HDMLP_OK, "rank 1 stopped by itself");
             uint32_t named = 0; /* a rank failing in turn may be named by a third one */
