@@ -116,15 +116,15 @@ $CHECK union $N 2 2 "$T/auto.ids" || fail "$LAST_CMD: exactly-once across the tw
     fail "$LAST_CMD: rank 0's note naming --mpi missing (or printed by every rank)"
 ok
 # mpirun -np 2 --standalone: two independent single ranks, each the whole dataset. Each
-# writes its report to its own file: two processes' lines on one stdout may interleave.
-timeout -k 5 120 "$MPIRUN" -np 2 --oversubscribe -x MPALONE="$T/mpalone" sh -c \
-    'exec "$0" "$@" >"$MPALONE.$OMPI_COMM_WORLD_RANK.out"' "$BENCH" "${ARGS[@]}" --standalone \
-    --json 2>"$T/mpalone.err"
+# rank's report is read from its own file: two processes' lines on one stdout may interleave.
+rm -rf "$T/mpalone.d"
+timeout -k 5 120 "$MPIRUN" -np 2 --oversubscribe --output-filename "$T/mpalone.d" "$BENCH" \
+    "${ARGS[@]}" --standalone --json >"$T/mpalone.out" 2>"$T/mpalone.err"
 RC=$? LAST_ERR=$T/mpalone.err LAST_CMD="mpirun -np 2 hdmlp-bench --standalone"
 [ "$RC" = 0 ] || fail "exit $RC: $LAST_CMD"
 worlds=$("$PYTHON" -c 'import json, sys
 print(" ".join(str(json.loads(l)["world"]) for f in sys.argv[1:] for l in open(f)
-               if l.startswith("{")))' "$T/mpalone.0.out" "$T/mpalone.1.out")
+               if l.startswith("{")))' "$T"/mpalone.d/*/rank.*/stdout)
 [ "$worlds" = "1 1" ] || fail "$LAST_CMD: expected two single-rank reports, got worlds '$worlds'"
 ok
 finish
