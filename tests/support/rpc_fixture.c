@@ -166,9 +166,24 @@ void cluster_start_one(cluster *c, uint32_t r, const rpc_opts *o)
 void cluster_start(cluster *c, uint32_t world, const uint64_t *tokens, uint32_t timeout,
                    const rpc_opts *o)
 {
-    cluster_config(c, world, tokens, timeout);
-    for (uint32_t r = 0; r < world; r++) {
-        cluster_start_one(c, r, o);
+    /* A picked port is free until a transport listens on it: another process (a connection's
+     * ephemeral port, as with a parallel test) may take it meanwhile. Then the cluster
+     * starts again on new ports. */
+    for (int attempt = 0;; attempt++) {
+        cluster_config(c, world, tokens, timeout);
+        int rc = HDMLP_OK;
+        uint32_t r = 0;
+        for (; r < world && rc == HDMLP_OK; r++) {
+            const peer_handler h = {&c->nodes[r], on_msg, on_error};
+            rc = rpc_transport_create_opts(c->cfg[r], &h, o, &c->nodes[r].t);
+        }
+        if (rc == HDMLP_OK) {
+            return;
+        }
+        const int in_use = strstr(hdmlp_last_error(), "Address already in use") != NULL;
+        cr_assert(in_use && attempt < 4, "rank %u: %s: %s", r - 1, hdmlp_err_name(rc),
+                  hdmlp_last_error());
+        cluster_stop(c);
     }
 }
 
