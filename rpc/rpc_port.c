@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Copies host (without [] around an IPv6 literal) into buf. 0 if it does not fit. */
@@ -66,26 +67,73 @@ static int bind_to(const char *host, const char *port, int reuse, int *err)
     return fd >= 0 ? fd : -1;
 }
 
+/* The kernel's ephemeral port range (where bind(port 0) and outgoing connections draw
+ * from): 0 if unknown. */
+static int ephemeral_low(void)
+{
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+    int lo = 0, hi = 0;
+    if (f != NULL) {
+        if (fscanf(f, "%d %d", &lo, &hi) != 2) {
+            lo = 0;
+        }
+        fclose(f);
+    }
+    return lo;
+}
+
+/* A free port below the ephemeral range: between release and listen, no outgoing
+ * connection of this host can take it (one from the range could). 0 if none was found. */
+static int pick_below_ephemeral(const char *h)
+{
+    const int lo = ephemeral_low();
+    const int base = lo - 12000 > 10000 ? lo - 12000 : 10000;
+    if (lo <= base) {
+        return 0;
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t x = (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 32) ^ (uint64_t)ts.tv_sec;
+    for (int attempt = 0; attempt < 64; attempt++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull; /* an LCG step */
+        const int port = base + (int)((x >> 33) % (uint64_t)(lo - base));
+        char ps[16];
+        snprintf(ps, sizeof ps, "%d", port);
+        int err;
+        const int fd = bind_to(h, ps, 0, &err);
+        if (fd >= 0) {
+            close(fd);
+            return port;
+        }
+        if (fd == -2) {
+            return 0;
+        }
+    }
+    return 0;
+}
+
 int rpc_pick_endpoint(const char *host, char *out, size_t cap)
 {
     char h[256];
     if (host == NULL || !bare_host(host, strlen(host), h, sizeof h)) {
         return hd_err(HDMLP_E_INVAL, "rpc: bad host \"%s\"", host != NULL ? host : "(null)");
     }
-    int err;
-    const int fd = bind_to(h, "0", 0, &err);
-    if (fd < 0) {
-        return hd_err(HDMLP_E_IO, "rpc: cannot bind a TCP port on %s: %s", host,
-                      fd == -2 ? gai_strerror(err) : strerror(err));
+    int port = pick_below_ephemeral(h);
+    if (port == 0) { /* else whatever port 0 gives */
+        int err;
+        const int fd = bind_to(h, "0", 0, &err);
+        if (fd < 0) {
+            return hd_err(HDMLP_E_IO, "rpc: cannot bind a TCP port on %s: %s", host,
+                          fd == -2 ? gai_strerror(err) : strerror(err));
+        }
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof ss;
+        if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
+            port = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
+                                            : ntohs(((struct sockaddr_in *)&ss)->sin_port);
+        }
+        close(fd);
     }
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof ss;
-    int port = 0;
-    if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
-        port = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
-                                        : ntohs(((struct sockaddr_in *)&ss)->sin_port);
-    }
-    close(fd);
     if (port == 0) {
         return hd_err(HDMLP_E_IO, "rpc: cannot read back the port bound on %s", host);
     }

@@ -133,10 +133,11 @@ typedef struct rpc_stats {
 void rpc_transport_stats(peer_transport *t, rpc_stats *out);
 
 /* Picks a free TCP port on `host` (an address of this machine, IPv4 or IPv6, or a name)
- * by binding port 0 and reading it back, and writes "host:port" into out (cap bytes;
+ * below the kernel's ephemeral range (so no outgoing connection of this host takes it before
+ * the server binds it), else by binding port 0, and writes "host:port" into out (cap bytes;
  * "[v6]:port" for IPv6 literals). The port is released before returning, so another
- * process may take it before the server binds it (a small race; the server's bind then
- * fails with HDMLP_E_IO naming the address). HDMLP_E_IO / HDMLP_E_INVAL / HDMLP_E_RANGE. */
+ * process binding that very port may still take it first (the server's bind then fails with
+ * HDMLP_E_IO naming the address). HDMLP_E_IO / HDMLP_E_INVAL / HDMLP_E_RANGE. */
 int rpc_pick_endpoint(const char *host, char *out, size_t cap);
 
 /* rpc_samehost.c. The same-host socket of the rank whose peers entry is endpoint:

@@ -5,13 +5,15 @@
  * token, malformed and oversized calls, a destroyed or absent peer, a full send queue, bind
  * failure, draining on destroy), a throughput figure (test_rpc_bench.c), and real loaders
  * exchanging samples over gRPC (test_rpc_loader.c); fixtures in support/rpc_fixture.h.
- * Ports come from rpc_pick_endpoint("127.0.0.1") (bind port 0, release, reuse).
+ * Ports come from rpc_pick_endpoint("127.0.0.1") (a free port below the ephemeral range).
  */
 #include "hdmlp.h"
 #include "rpc_transport.h"
 #include "support/rpc_fixture.h"
 
 #include <criterion/criterion.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <pthread.h>
 #include <stdio.h>
@@ -20,6 +22,43 @@
 #include <unistd.h>
 
 /* ---- transport --------------------------------------------------------------------------- */
+
+/* Picked ports lie below the kernel's ephemeral range (which outgoing connections draw
+ * from, so none takes a picked port before its server listens), differ, and are free. */
+Test(rpc_port, picked_ports_are_free_and_below_the_ephemeral_range)
+{
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+    cr_assert_not_null(f);
+    int lo = 0, hi = 0;
+    cr_assert_eq(fscanf(f, "%d %d", &lo, &hi), 2);
+    fclose(f);
+    int seen[20];
+    for (int i = 0; i < 20; i++) {
+        char ep[64];
+        cr_assert_eq(rpc_pick_endpoint("127.0.0.1", ep, sizeof ep), HDMLP_OK, "%s",
+                     hdmlp_last_error());
+        cr_assert_eq(strncmp(ep, "127.0.0.1:", 10), 0, "%s", ep);
+        seen[i] = atoi(ep + 10);
+        cr_assert(seen[i] >= 10000 && seen[i] < lo, "port %d, ephemeral range from %d", seen[i],
+                  lo);
+        const int fd = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in a = {0};
+        a.sin_family = AF_INET;
+        a.sin_port = htons((uint16_t)seen[i]);
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0, "port %d is free", seen[i]);
+        close(fd);
+    }
+    int distinct = 0;
+    for (int i = 0; i < 20; i++) {
+        int dup = 0;
+        for (int j = 0; j < i; j++) {
+            dup |= seen[j] == seen[i];
+        }
+        distinct += !dup;
+    }
+    cr_assert_geq(distinct, 18, "picks spread over the range");
+}
 
 Test(rpc_transport, create_checks_config, .timeout = 20)
 {

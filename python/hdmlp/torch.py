@@ -125,7 +125,22 @@ def _local_host():
 
 
 def _bound_port(host):
-    """A socket bound to a free port of host (the caller closes it)."""
+    """A socket bound to a free port of host (the caller closes it): below the kernel's
+    ephemeral range when one is free there, so that no outgoing connection of this host (the
+    process group's, say) takes the port between its release and the loader's listen."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 0
+    base = max(10000, low - 12000)
+    for _ in range(64 if low > base else 0):
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            s.bind((host, random.randrange(base, low)))
+            return s
+        except OSError:
+            s.close()
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     s.bind((host, 0))
     return s
