@@ -119,15 +119,20 @@ make_fmnist() {
 }
 
 # free_ports N: N distinct free TCP ports on 127.0.0.1, space-separated (bound and
-# released; another process could take one before hdmlp-bench binds it).
+# released; another process could take one before hdmlp-bench binds it). Below the
+# ephemeral range, as the loader picks them, so no outgoing connection takes one.
 free_ports() {
     "$PYTHON" - "$1" <<'EOF'
-import socket, sys
+import random, socket, sys
+low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
 socks = []
-for _ in range(int(sys.argv[1])):
+while len(socks) < int(sys.argv[1]):
     s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    socks.append(s)
+    try:
+        s.bind(("127.0.0.1", random.randrange(max(10000, low - 12000), low)))
+        socks.append(s)
+    except OSError:
+        s.close()
 print(" ".join(str(s.getsockname()[1]) for s in socks))
 EOF
 }

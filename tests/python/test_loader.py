@@ -1,6 +1,5 @@
 """hdmlp.Loader: exactly-once, determinism, agreement with the C API, epochs, stats."""
 import os
-import socket
 import subprocess
 import threading
 
@@ -210,8 +209,8 @@ def test_loader_is_not_usable_after_fork(small_ds):
 
 
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+    from hdmlp.torch import _bound_port  # below the ephemeral range, as hdmlp.torch picks
+    with _bound_port("127.0.0.1") as s:
         return s.getsockname()[1]
 
 

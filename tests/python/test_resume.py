@@ -5,7 +5,6 @@ import json
 import os
 import pickle
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -90,8 +89,8 @@ if a.get("stop") is None:
 
 
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+    from hdmlp.torch import _bound_port  # below the ephemeral range, as hdmlp.torch picks
+    with _bound_port("127.0.0.1") as s:
         return s.getsockname()[1]
 
 

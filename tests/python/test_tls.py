@@ -2,7 +2,6 @@
 test certificates of tests/data/tls (127.0.0.1; see make.sh there)."""
 import os
 import pathlib
-import socket
 import threading
 
 import pytest
@@ -16,8 +15,8 @@ TLS = (CERTS / "ca.pem", str(CERTS / "rank.pem"), os.fspath(CERTS / "rank.key"))
 
 
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+    from hdmlp.torch import _bound_port  # below the ephemeral range, as hdmlp.torch picks
+    with _bound_port("127.0.0.1") as s:
         return s.getsockname()[1]
 
 
