@@ -85,17 +85,6 @@ if [ "$(id -u)" = 0 ] && [ -w "$(cg_dir blkio)" ] && [ -w "$(cg_dir memory)" ] &
 fi
 prewarm() { "$BENCH" --help >/dev/null 2>&1 || true; }
 
-# peer_list R: R free ports on 127.0.0.1 as a --peers list.
-peer_list() {
-    "$PY" - "$1" <<'EOF'
-import socket, sys
-socks = [socket.socket() for _ in range(int(sys.argv[1]))]
-for s in socks:
-    s.bind(("127.0.0.1", 0))
-print(",".join(f"127.0.0.1:{s.getsockname()[1]}" for s in socks))
-EOF
-}
-
 # The ranks of one run, started together (inside the cell when there is one).
 cat >"$OUT/launch.sh" <<'EOF'
 #!/bin/bash
@@ -121,8 +110,7 @@ chmod +x "$OUT/launch.sh"
 run() {
     local name=$1 ranks=$2 board=$3 rep=$4 list budget rc=0 r line
     list=$(peer_list "$ranks")
-    budget=$((RAW * MEMORY / 100 / ranks))
-    [ "$budget" -ge $((48 << 20)) ] || budget=$((48 << 20))
+    budget=$(rank_budget "$ranks")
     local args=("$OUT/launch.sh" "$BENCH" "$WORK/ds" "$list" "$ranks" "$board" "$budget"
         "$EPOCHS" "$SLOW" "$FAST" "$THREADS" "$OUT/logs/$name")
     if [ "$CELLED" = 1 ]; then

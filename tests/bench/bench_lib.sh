@@ -273,6 +273,28 @@ pack() {
     echo "$stamp" >"$WORK/$1.stamp"
 }
 
+# local_ranks_data: the local-ranks benchmarks' dataset, WORK/ds: COUNT files of lognormal
+# sizes (mean 24 KiB, sigma 0.6), packed K=16 and read once into the page cache; sets RAW
+# (its bytes).
+local_ranks_data() {
+    gen_tree tree "$COUNT" 24576 0.6 23
+    pack ds "$WORK/tree/files" 16
+    cat "$WORK/ds"/* >/dev/null
+    RAW=$(du -sb "$WORK/ds" | cut -f1)
+}
+
+# rank_budget R: a rank's budget, MEMORY percent of its 1/R share of RAW, at least 48 MiB.
+rank_budget() {
+    local b=$((RAW * MEMORY / 100 / $1))
+    echo $((b >= 48 << 20 ? b : 48 << 20))
+}
+
+# free_ports N: N free TCP ports on 127.0.0.1, space-separated (tests/support/free_ports.py).
+free_ports() { "$PY" "$SRC/tests/support/free_ports.py" "$1"; }
+
+# peer_list R: R free ports on 127.0.0.1 as a --peers list.
+peer_list() { free_ports "$1" | awk '{ for (i = 1; i <= NF; i++) printf "%s127.0.0.1:%s", (i > 1 ? "," : ""), $i }'; }
+
 # ---- records ------------------------------------------------------------------------------
 # last_json FILE: the last line of FILE that starts with '{' (a program's --json result);
 # nothing when there is none or no FILE.

@@ -60,29 +60,14 @@ bench_traps :
 : >"$OUT/runs.jsonl"
 
 # ---- the dataset: read once so that the runs read it from the page cache ----------------
-gen_tree tree "$COUNT" 24576 0.6 23
-pack ds "$WORK/tree/files" 16
-cat "$WORK/ds"/* >/dev/null
-RAW=$(du -sb "$WORK/ds" | cut -f1)
-
-# peer_list R: R free ports on 127.0.0.1 as a --peers list.
-peer_list() {
-    "$PY" - "$1" <<'EOF'
-import socket, sys
-socks = [socket.socket() for _ in range(int(sys.argv[1]))]
-for s in socks:
-    s.bind(("127.0.0.1", 0))
-print(",".join(f"127.0.0.1:{s.getsockname()[1]}" for s in socks))
-EOF
-}
+local_ranks_data
 
 # run NAME R MODE REP: R ranks with --same-host MODE; one JSON line per rank, with the
 # rank's CPU seconds (user, sys) and the run's wall seconds added.
 run() {
     local name=$1 ranks=$2 mode=$3 rep=$4 pids=() rc=0 r list budget t0 t1 wall line
     list=$(peer_list "$ranks")
-    budget=$((RAW * MEMORY / 100 / ranks))
-    [ "$budget" -ge $((48 << 20)) ] || budget=$((48 << 20))
+    budget=$(rank_budget "$ranks")
     t0=$(date +%s.%N)
     for ((r = 0; r < ranks; r++)); do
         /usr/bin/time -f '%U %S' -o "$OUT/logs/$name.$r.time" \

@@ -61,17 +61,13 @@ bench_dirs
 bench_traps :
 : >"$OUT/runs.jsonl"
 
-gen_tree tree "$COUNT" 24576 0.6 23
-pack ds "$WORK/tree/files" 16
-cat "$WORK/ds"/* >/dev/null
-RAW=$(du -sb "$WORK/ds" | cut -f1)
+local_ranks_data
 
 # run NAME R W MODE: R ranks as torchrun starts them; each appends its JSON line.
 run() {
     local name=$1 ranks=$2 workers=$3 mode=$4 pids=() rc=0 r budget port
-    budget=$((RAW * MEMORY / 100 / ranks))
-    [ "$budget" -ge $((48 << 20)) ] || budget=$((48 << 20))
-    port=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    budget=$(rank_budget "$ranks")
+    port=$(free_ports 1)
     for ((r = 0; r < ranks; r++)); do
         env RANK=$r LOCAL_RANK=$r WORLD_SIZE="$ranks" LOCAL_WORLD_SIZE="$ranks" GROUP_RANK=0 \
             MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" OMP_NUM_THREADS=1 \

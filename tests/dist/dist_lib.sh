@@ -119,23 +119,9 @@ make_fmnist() {
 }
 
 # free_ports N: N distinct free TCP ports on 127.0.0.1, space-separated (bound and
-# released; another process could take one before hdmlp-bench binds it). Below the
-# ephemeral range, as the loader picks them, so no outgoing connection takes one.
-free_ports() {
-    "$PYTHON" - "$1" <<'EOF'
-import random, socket, sys
-low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
-socks = []
-while len(socks) < int(sys.argv[1]):
-    s = socket.socket()
-    try:
-        s.bind(("127.0.0.1", random.randrange(max(10000, low - 12000), low)))
-        socks.append(s)
-    except OSError:
-        s.close()
-print(" ".join(str(s.getsockname()[1]) for s in socks))
-EOF
-}
+# released; another process could take one before hdmlp-bench binds it; below the
+# ephemeral range: tests/support/free_ports.py).
+free_ports() { "$PYTHON" "$DIST_DIR/../support/free_ports.py" "$1"; }
 
 # peer_list N: a --peers list of N free ports on 127.0.0.1 ("127.0.0.1:P1,127.0.0.1:P2,...").
 peer_list() {
