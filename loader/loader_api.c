@@ -338,22 +338,7 @@ void hdmlp_loader_free(hdmlp_loader *ld)
     if (ld->net != NULL) {
         /* Whatever this rank still wanted, it is leaving: tell the peers, keep serving. */
         hdmlp_loader_finish(ld);
-        pthread_mutex_lock(&ld->lock);
-        /* What is queued (DONE among it) goes out before the transport does: wait for the
-         * flush under way, send what is left, then no flush starts again. */
-        while (ld->flushing || ld->send_head != NULL) {
-            if (ld->flushing) {
-                pthread_cond_wait(&ld->ready_cv, &ld->lock);
-            } else {
-                pthread_mutex_unlock(&ld->lock);
-                exchange_flush(ld);
-                pthread_mutex_lock(&ld->lock);
-            }
-        }
-        ld->mem = NULL; /* new samples on the heap from now on */
-        peer_transport *net = ld->net;
-        ld->net = NULL;
-        pthread_mutex_unlock(&ld->lock);
+        peer_transport *net = exchange_close(ld);
         net->destroy(net);
     }
     image_pipe_stop(ld); /* before the I/O threads: some may wait for the split */

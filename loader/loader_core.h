@@ -366,6 +366,10 @@ void exchange_on_error(void *ctx, uint32_t rank, int code, const char *detail);
 void exchange_serve(struct hdmlp_loader *ld);
 /* Sends what exchange_serve queued; call without the lock. */
 void exchange_flush(struct hdmlp_loader *ld);
+/* Sends what is still queued (DONE among it), then detaches the transport: no flush starts
+ * again and new samples go to the heap. Returns the transport for the caller to destroy;
+ * call without the lock. */
+peer_transport *exchange_close(struct hdmlp_loader *ld);
 /* A peer that announced DONE while samples this rank decided for it are still unsent: it
  * would have consumed them had it run to the end, so it stopped early (or failed) and never
  * takes them. Returns its rank and sets *left to their count, or UINT32_MAX (lock held). */

@@ -184,8 +184,27 @@ void exchange_flush(struct hdmlp_loader *ld)
         pthread_mutex_lock(&ld->lock);
     }
     ld->flushing = 0;
-    pthread_cond_broadcast(&ld->ready_cv); /* hdmlp_loader_free waits for the last flush */
+    pthread_cond_broadcast(&ld->ready_cv); /* exchange_close waits for the last flush */
     pthread_mutex_unlock(&ld->lock);
+}
+
+peer_transport *exchange_close(struct hdmlp_loader *ld)
+{
+    pthread_mutex_lock(&ld->lock);
+    while (ld->flushing || ld->send_head != NULL) {
+        if (ld->flushing) {
+            pthread_cond_wait(&ld->ready_cv, &ld->lock); /* the flush under way ends */
+        } else {
+            pthread_mutex_unlock(&ld->lock);
+            exchange_flush(ld);
+            pthread_mutex_lock(&ld->lock);
+        }
+    }
+    peer_transport *net = ld->net;
+    ld->net = NULL;
+    ld->mem = NULL;
+    pthread_mutex_unlock(&ld->lock);
+    return net;
 }
 
 /* Each owner may have its share of the remote memory in prefetches sent and not yet consumed
@@ -244,9 +263,9 @@ static int remote_put(struct hdmlp_loader *ld, uint64_t seq, ld_sample *s)
 
 static void on_sample(struct hdmlp_loader *ld, const peer_msg *m)
 {
+    /* A lent block is kept as it is (given back when s is freed); other bytes are copied. */
     ld_sample *s = hd_calloc(1, sizeof(*s));
-    if (s !=
-        NULL) { /* a lent block is kept as it is (given back when s is freed), else copied */
+    if (s != NULL) {
         s->home = m->lent;
         s->lender = m->from;
         s->size = m->size;
