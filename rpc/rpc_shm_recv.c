@@ -304,7 +304,7 @@ void shm_in_read(rpc_shm *s, shm_in *c)
             if (!lent_record(s, c, &h, p)) {
                 return; /* rejected */
             }
-        } else if (h.kind != 0 && h.kind == PEER_SAMPLE && (h.offset > 0 || frag < h.size)) {
+        } else if (h.kind == PEER_SAMPLE && (h.offset > 0 || frag < h.size)) {
             if (c->asm_buf == NULL) {
                 c->asm_buf = hd_malloc((size_t)h.size);
                 c->asm_hdr = h;
