@@ -319,10 +319,30 @@ typedef enum hdmlp_on_corrupt {
     HDMLP_CORRUPT_SKIP = 1
 } hdmlp_on_corrupt;
 HDMLP_API int hdmlp_config_set_on_corrupt(hdmlp_config *cfg, hdmlp_on_corrupt action);
-/* Relaxed mode (opt-in, DESIGN.md §4): a request may be served by any valid slot of its
- * abstract chunk, and a refill happens only when the whole abstract chunk is empty, so each
- * chunk is read about once per epoch; samples of a chunk are then delivered close together
- * (measure it: hdmlp-bench reports the randomness figures). Default 0 (strict). */
+/* The delivery order (DESIGN.md §4, "The frontier"). Both deliver every sample exactly once
+ * per epoch, equal batches across ranks, in an order that is a function of (dataset, seed,
+ * config) only, so the forecast, tiers and exact resume hold for both.
+ *   strict (default): a uniformly random permutation each epoch (the Brand protocol); a
+ *       chunk is read several times per epoch when memory is a fraction of the dataset.
+ *   pool: one pass. Each epoch the chunks' read units (below) are read in a fresh seeded
+ *       random order, their samples join a pool held in the memory budget, and each
+ *       delivered sample is a seeded uniform draw from the pool: every byte is read once
+ *       per epoch, and samples read together are spread over about a pool's worth of
+ *       positions (hdmlp-bench reports the randomness figures). */
+typedef enum hdmlp_order { HDMLP_ORDER_STRICT = 0, HDMLP_ORDER_POOL = 1 } hdmlp_order;
+HDMLP_API int hdmlp_config_set_order(hdmlp_config *cfg, hdmlp_order order);
+/* The pool order's one knob: reads per chunk per epoch, r in 1..HDMLP_POOL_READS_MAX (a
+ * read unit is then ceil(K / r) consecutive samples of a chunk, read as one byte range; r
+ * at or above K reads sample by sample). More reads never mix less: r = 1 reads whole
+ * chunks (about as random as shard streaming), larger r spreads a chunk's samples further
+ * at the price of r device requests per chunk (the bytes read stay those of one pass).
+ * 0 (the default) = auto: units as large as one request of the dataset's device takes
+ * (its max_sectors_kb; 4 MiB for object storage and devices that do not say), so a read
+ * costs one device operation, as a whole chunk at least does. Resolved at create (stats
+ * pool_unit). */
+#define HDMLP_POOL_READS_MAX 65536u
+HDMLP_API int hdmlp_config_set_pool_reads(hdmlp_config *cfg, uint32_t reads);
+/* Former name of the pool order: 1 = HDMLP_ORDER_POOL, 0 = HDMLP_ORDER_STRICT. */
 HDMLP_API int hdmlp_config_set_relaxed(hdmlp_config *cfg, int on);
 /* Storage calibration for the `auto` refill mode: when on, hdmlp_loader_create measures
  * the per-operation cost and bandwidth of the dataset's storage (and of the SSD cache
@@ -738,6 +758,10 @@ typedef struct hdmlp_stats {
     uint64_t cost_replans;
     /* most bytes of peers' prefetches held at once (within budget_remote) */
     uint64_t remote_peak;
+    /* the delivery order (hdmlp_config_set_order): 0 strict, 1 pool; and the pool's read
+     * unit in samples (0 for strict) */
+    uint64_t order;
+    uint64_t pool_unit;
 } hdmlp_stats;
 
 HDMLP_API int hdmlp_loader_stats(hdmlp_loader *ld, hdmlp_stats *out);

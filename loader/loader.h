@@ -23,7 +23,8 @@ struct hdmlp_config {
     double op_us;
     double bytes_per_s;
     int cost_set; /* set explicitly: calibration does not override it */
-    int relaxed;
+    hdmlp_order order;
+    uint32_t pool_reads; /* pool: reads per chunk per epoch; 0 = one device request each */
     int skip_corrupt;
     uint8_t resume[256]; /* saved state to resume from (resume_len bytes) */
     uint32_t resume_len;

@@ -196,7 +196,14 @@ int loader_create_with(hdmlp_dataset *ds, const hdmlp_config *cfg,
         ld->io_pool = ld->charged;
         ld->io_pooled = ds->store != NULL;
         ld->st.peak_memory_bytes = ld->charged;
-        const sched_params sp = {a, cfg->policy, cfg->seed, ld->slot_cap, cfg->relaxed};
+        const sched_params sp = {.abstract_chunks = a,
+                                 .policy = cfg->policy,
+                                 .seed = cfg->seed,
+                                 .slot_cap_bytes = ld->slot_cap,
+                                 .order = cfg->order,
+                                 .pool_unit = sz.pool_unit,
+                                 .rank = cfg->rank,
+                                 .world = cfg->world};
         rc = sched_create(ld->ix, &sp, &ld->sch);
     }
     if (rc == HDMLP_OK) {
@@ -222,6 +229,8 @@ int loader_create_with(hdmlp_dataset *ds, const hdmlp_config *cfg,
     }
     ld->st.abstract_chunks = a;
     ld->st.chunk_groups = a;
+    ld->st.order = (uint64_t)cfg->order;
+    ld->st.pool_unit = rc == HDMLP_OK ? sz.pool_unit : 0;
     if (rc == HDMLP_OK && (sz.ram_cache > 0 || ld->cfg.ssd_dir != NULL)) {
         rc = loader_place_tiers(ld->ix, &ld->cfg, &sz, &ld->tier);
     }

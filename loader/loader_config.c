@@ -492,13 +492,34 @@ uint32_t hdmlp_config_world(const hdmlp_config *cfg) { return cfg ? cfg->world :
 
 uint64_t hdmlp_config_seed(const hdmlp_config *cfg) { return cfg ? cfg->seed : 0; }
 
+int hdmlp_config_set_order(hdmlp_config *cfg, hdmlp_order order)
+{
+    CHECK_CFG(cfg);
+    if (order != HDMLP_ORDER_STRICT && order != HDMLP_ORDER_POOL) {
+        return hd_err(HDMLP_E_INVAL, "order: %d is not strict or pool", (int)order);
+    }
+    cfg->order = order;
+    return HDMLP_OK;
+}
+
+int hdmlp_config_set_pool_reads(hdmlp_config *cfg, uint32_t reads)
+{
+    CHECK_CFG(cfg);
+    if (reads > HDMLP_POOL_READS_MAX) {
+        return hd_err(HDMLP_E_INVAL, "pool_reads: %u is above %u (0 = auto)", reads,
+                      HDMLP_POOL_READS_MAX);
+    }
+    cfg->pool_reads = reads;
+    return HDMLP_OK;
+}
+
 int hdmlp_config_set_relaxed(hdmlp_config *cfg, int on)
 {
     CHECK_CFG(cfg);
     if (on != 0 && on != 1) {
         return hd_err(HDMLP_E_INVAL, "relaxed: %d is not 0 or 1", on);
     }
-    cfg->relaxed = on;
+    cfg->order = on ? HDMLP_ORDER_POOL : HDMLP_ORDER_STRICT;
     return HDMLP_OK;
 }
 

@@ -15,7 +15,6 @@ typedef struct forecast {
     const struct hdmlp_config *cfg;
     sched **owners; /* one scheduler per rank: each applies its own slot-byte cap */
     uint64_t *perm;
-    uint32_t *slots;
     refill_cost cost;
 } forecast;
 
@@ -28,7 +27,6 @@ static void forecast_free(forecast *f)
     }
     hd_free(f->owners);
     hd_free(f->perm);
-    hd_free(f->slots);
 }
 
 static int forecast_init(forecast *f, const fmt_index *ix, const struct hdmlp_config *cfg,
@@ -41,13 +39,18 @@ static int forecast_init(forecast *f, const fmt_index *ix, const struct hdmlp_co
     int rc = HDMLP_OK;
     f->owners = hd_calloc(cfg->world, sizeof(sched *));
     f->perm = hd_malloc(ix->h.n_samples * sizeof(uint64_t));
-    f->slots = hd_malloc(ix->h.chunk_size * sizeof(uint32_t));
-    if (f->owners == NULL || f->perm == NULL || f->slots == NULL) {
+    if (f->owners == NULL || f->perm == NULL) {
         return hd_err(HDMLP_E_NOMEM, "forecast: out of memory");
     }
-    const sched_params sp = {sz->abstract_chunks, cfg->policy, cfg->seed, sz->slot_cap,
-                             cfg->relaxed};
+    sched_params sp = {.abstract_chunks = sz->abstract_chunks,
+                       .policy = cfg->policy,
+                       .seed = cfg->seed,
+                       .slot_cap_bytes = sz->slot_cap,
+                       .order = cfg->order,
+                       .pool_unit = sz->pool_unit,
+                       .world = cfg->world};
     for (uint32_t o = 0; o < cfg->world; o++) {
+        sp.rank = o;
         rc = sched_create(ix, &sp, &f->owners[o]);
         if (rc != HDMLP_OK) {
             return rc;
@@ -61,9 +64,10 @@ static void count_refill(forecast *f, const sched_step *st, hdmlp_refill mode, i
                          hdmlp_stats *out, uint64_t *source_bytes)
 {
     const uint32_t k = f->ix->h.chunk_size;
-    const uint32_t n = sched_step_slots(st, k, f->slots);
+    const uint32_t n = st->n_load;
     refill_shape plan;
-    refill_plan_shape(f->ix, st->chunk, f->slots, n, mode, &f->cost, f->cfg->direct, &plan);
+    refill_plan_shape(f->ix, st->chunk, st->load_slot, n, mode, &f->cost, f->cfg->direct,
+                      &plan);
     out->misses++;
     out->chunk_loads++;
     out->samples_filled += n;
@@ -169,7 +173,9 @@ static int replay_epoch(epoch_job *j, uint64_t e)
             j->placement != NULL ? tier_placement(j->placement, st.chunk) : TIER_SOURCE;
         const int first = j->first_of != NULL && j->first_of[st.chunk] == seq;
         const hdmlp_refill mode =
-            place != TIER_SOURCE && first ? HDMLP_REFILL_WHOLE : cfg->refill;
+            place != TIER_SOURCE && first
+                ? HDMLP_REFILL_WHOLE
+                : sched_load_mode(f->owners[owner], st.chunk, st.n_load, cfg->refill);
         count_refill(f, &st, mode, place == TIER_SOURCE || first, out, &bytes);
         if (j->chunk_loads != NULL) {
             j->chunk_loads[st.chunk]++;

@@ -145,7 +145,8 @@ static hdmlp_refill plan_explore(struct hdmlp_loader *ld, uint64_t chunk, const 
 /* The jobs plan_job let the learnt model shape (the others read whole or as configured). */
 static int plan_learnt(const struct hdmlp_loader *ld, const ld_job *job)
 {
-    return ld->learn && ld->cfg.refill == HDMLP_REFILL_AUTO && !job->first_load && job->n > 0;
+    return ld->learn && ld->cfg.refill == HDMLP_REFILL_AUTO &&
+           ld->cfg.order == HDMLP_ORDER_STRICT && !job->first_load && job->n > 0;
 }
 
 void plan_refresh(struct hdmlp_loader *ld, ld_job *job)
@@ -229,7 +230,8 @@ int plan_job(struct hdmlp_loader *ld, uint64_t chunk, const uint32_t *slots, uin
     job->n = n;
     /* The first load of a RAM- or SSD-placed chunk reads it whole, to fill its cache. */
     job->first_load = ld->tier != NULL && tier_first_plan(ld->tier, chunk);
-    hdmlp_refill mode = job->first_load ? HDMLP_REFILL_WHOLE : ld->cfg.refill;
+    hdmlp_refill mode = job->first_load ? HDMLP_REFILL_WHOLE
+                                        : sched_load_mode(ld->sch, chunk, n, ld->cfg.refill);
     if (plan_learnt(ld, job)) {
         mode = plan_explore(ld, chunk, job->slots, n, &job->explored);
         job->planned_at = ld->src_model.observations;
@@ -246,19 +248,6 @@ int plan_job(struct hdmlp_loader *ld, uint64_t chunk, const uint32_t *slots, uin
     }
     *out = job;
     return HDMLP_OK;
-}
-
-/* The refill job of a miss: the delivered slot and every filled slot, in slot order. */
-static int job_build(struct hdmlp_loader *ld, const sched_step *st, ld_job **out)
-{
-    uint32_t *slots = hd_malloc((st->n_fill + 1) * sizeof(uint32_t));
-    if (slots == NULL) {
-        return hd_err(HDMLP_E_NOMEM, "loader: out of memory for a refill");
-    }
-    const uint32_t n = sched_step_slots(st, ld->ix->h.chunk_size, slots);
-    const int rc = plan_job(ld, st->chunk, slots, n, out);
-    hd_free(slots);
-    return rc;
 }
 
 /* Bytes a refill adds to the budget: its samples (read buffers are reserved per worker). */
@@ -346,19 +335,17 @@ static int admit_pending(struct hdmlp_loader *ld)
     ld_sample *delivered = NULL;
     ld_job *job = ld->pending;
     uint64_t need = 0;
-    if (st->hit) {
-        delivered = ld->slot_buf[st->slot];
-    } else {
+    if (!st->hit) {
         need = job_bytes(job);
         if (ld->charged + need > ld->plan_limit) {
             return 0;
         }
+        /* What is read goes to its slots; the delivered sample is then taken from its own. */
         for (uint32_t i = 0; i < job->n; i++) {
-            if (job->samples[i]->index == st->sample) {
-                delivered = job->samples[i];
-            }
+            ld->slot_buf[st->load_place[i]] = job->samples[i];
         }
     }
+    delivered = ld->slot_buf[st->slot];
     const uint64_t group = st->slot / k;
     const uint32_t slot = (uint32_t)(st->slot % k);
     int rc;
@@ -374,16 +361,10 @@ static int admit_pending(struct hdmlp_loader *ld)
         return rc;
     }
     ld->st.requests++;
+    ld->slot_buf[st->slot] = NULL;
     if (st->hit) {
-        ld->slot_buf[st->slot] = NULL;
         ld->st.hits++;
     } else {
-        const uint64_t group_base = st->slot - st->sample % k;
-        for (uint32_t i = 0; i < job->n; i++) {
-            if (job->samples[i] != delivered) {
-                ld->slot_buf[group_base + job->slots[i]] = job->samples[i];
-            }
-        }
         charge(ld, need);
         ld->st.misses++;
         ld->st.chunk_loads++;
@@ -446,7 +427,8 @@ int plan_advance(struct hdmlp_loader *ld)
             return rc;
         }
         if (!ld->pending_step.hit) {
-            rc = job_build(ld, &ld->pending_step, &ld->pending);
+            rc = plan_job(ld, ld->pending_step.chunk, ld->pending_step.load_slot,
+                          ld->pending_step.n_load, &ld->pending);
             if (rc != HDMLP_OK) {
                 return rc;
             }

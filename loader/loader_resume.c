@@ -10,13 +10,15 @@
  *   0 magic "HDMLPST1"   8 u32 version (1)   12 u32 length (104)
  *   16 u64 dataset id    24 u64 samples      32 u32 chunk size   36 u32 world
  *   40 u32 rank          44 u32 batch        48 u64 seed         56 u64 abstract chunks
- *   64 u64 slot cap      72 u32 flags (drop_last | policy << 1 | relaxed << 3)
- *   76 u32 reserved      80 u64 epoch        88 u64 position     96 u64 XXH3 of 0..95
+ *   64 u64 slot cap      72 u32 flags (drop_last | policy << 1 | pool order << 4; bit 3,
+ *   the former relaxed mode, is refused)   76 u32 pool unit (0 for strict)
+ *   80 u64 epoch         88 u64 position     96 u64 XXH3 of 0..95
  */
 #include "loader_core.h"
 #include "loader_image_pipe.h"
 #include "loader_sampler.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #define STATE_LEN 104u
@@ -25,7 +27,7 @@
 static uint32_t state_flags(const struct hdmlp_config *cfg)
 {
     return (uint32_t)cfg->drop_last | ((uint32_t)cfg->policy << 1) |
-           ((uint32_t)cfg->relaxed << 3);
+           ((uint32_t)(cfg->order == HDMLP_ORDER_POOL) << 4);
 }
 
 int hdmlp_loader_save_state(hdmlp_loader *ld, void *buf, size_t cap, size_t *len)
@@ -55,6 +57,7 @@ int hdmlp_loader_save_state(hdmlp_loader *ld, void *buf, size_t cap, size_t *len
     fmt_st64(p + 56, sched_abstract_chunks(ld->sch));
     fmt_st64(p + 64, ld->slot_cap);
     fmt_st32(p + 72, state_flags(&ld->cfg));
+    fmt_st32(p + 76, (uint32_t)ld->st.pool_unit);
     uint64_t epoch = ld->deliver_epoch, pos = ld->deliver_pos;
     image_pipe_position(ld, &epoch, &pos); /* batches decoded ahead are not handed out yet */
     fmt_st64(p + 80, epoch);
@@ -126,7 +129,8 @@ static int check_fingerprint(const struct hdmlp_loader *ld, const uint8_t *p)
     SAME("abstract chunk count (memory budget or RAM cache)", sched_abstract_chunks(ld->sch),
          fmt_ld64(p + 56));
     SAME("slot byte cap (memory budget)", ld->slot_cap, fmt_ld64(p + 64));
-    SAME("drop_last/policy/relaxed flags", state_flags(&ld->cfg), fmt_ld32(p + 72));
+    SAME("drop_last/policy/order flags", state_flags(&ld->cfg), fmt_ld32(p + 72));
+    SAME("pool read unit (samples)", ld->st.pool_unit, fmt_ld32(p + 76));
     const uint64_t epoch = fmt_ld64(p + 80), pos = fmt_ld64(p + 88);
     if (pos >= ld->epoch_len && ld->epoch_len > 0) {
         return hd_err(HDMLP_E_INVAL, "resume: position %llu is past this rank's epoch of %llu",
@@ -139,37 +143,57 @@ static int check_fingerprint(const struct hdmlp_loader *ld, const uint8_t *p)
     return HDMLP_OK;
 }
 
-/* Reads back the samples held by this rank's slots (grouped by chunk). Lock held. */
+/* A held sample: its chunk, in-chunk slot and the slot id holding it. */
+typedef struct held {
+    uint64_t chunk;
+    uint32_t t;
+    uint64_t id;
+} held;
+
+static int held_cmp(const void *a, const void *b)
+{
+    const held *x = a, *y = b;
+    if (x->chunk != y->chunk) {
+        return x->chunk < y->chunk ? -1 : 1;
+    }
+    return x->t < y->t ? -1 : (x->t > y->t);
+}
+
+/* Reads back the samples held by this rank's slots, one job per chunk (in the pool order a
+ * chunk's held samples may sit in any of the rank's slots). Lock held. */
 static int restore_slots(struct hdmlp_loader *ld)
 {
     const uint32_t k = ld->ix->h.chunk_size;
-    const uint64_t c = ld->ix->h.n_chunks;
+    const uint64_t ids = sched_slot_count(ld->sch);
+    held *h = hd_malloc((sched_slots_occupied(ld->sch) + 1) * sizeof(held));
     uint32_t *slots = hd_malloc(k * sizeof(uint32_t));
-    if (slots == NULL) {
+    if (h == NULL || slots == NULL) {
+        hd_free(h);
+        hd_free(slots);
         return hd_err(HDMLP_E_NOMEM, "resume: out of memory");
     }
+    uint64_t n_held = 0;
+    for (uint64_t id = 0; id < ids; id++) {
+        const uint64_t x = sched_holder(ld->sch, id);
+        if (x != UINT64_MAX && plan_owner(ld, id / k) == ld->rank) {
+            h[n_held++] = (held){x / k, (uint32_t)(x % k), id};
+        }
+    }
+    qsort(h, n_held, sizeof(held), held_cmp);
     int rc = HDMLP_OK;
-    for (uint64_t chunk = 0; rc == HDMLP_OK && chunk < c; chunk++) {
-        const uint64_t g = sched_group_of_chunk(ld->sch, chunk);
-        if (plan_owner(ld, g) != ld->rank) {
-            continue;
-        }
+    for (uint64_t i = 0; rc == HDMLP_OK && i < n_held;) {
         uint32_t n = 0;
-        for (uint32_t t = 0; t < k; t++) {
-            if (sched_holder(ld->sch, g * k + t) == chunk * k + t) {
-                slots[n++] = t;
-            }
-        }
-        if (n == 0) {
-            continue;
+        const uint64_t first = i;
+        for (; i < n_held && h[i].chunk == h[first].chunk; i++) {
+            slots[n++] = h[i].t;
         }
         ld_job *job = NULL;
-        rc = plan_job(ld, chunk, slots, n, &job);
+        rc = plan_job(ld, h[first].chunk, slots, n, &job);
         if (rc != HDMLP_OK) {
             break;
         }
-        for (uint32_t i = 0; i < n; i++) {
-            ld->slot_buf[g * k + slots[i]] = job->samples[i];
+        for (uint32_t j = 0; j < n; j++) {
+            ld->slot_buf[h[first + j].id] = job->samples[j];
         }
         ld->charged += job_bytes(job);
         ld->st.chunk_loads++;
@@ -177,6 +201,7 @@ static int restore_slots(struct hdmlp_loader *ld)
         ld->st.bytes_read += job->plan.buf_len;
         plan_enqueue(ld, job);
     }
+    hd_free(h);
     hd_free(slots);
     return rc;
 }

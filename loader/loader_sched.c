@@ -1,56 +1,11 @@
 /* Scheduler: Brand chunk-group mapping, hits, fill-rate refills. Policy only, no I/O. */
-#include "loader_sched.h"
-
-#include "fmt_rng.h"
+#include "loader_sched_private.h"
 
 #include <string.h>
-
-#define NIL UINT64_MAX
-
-__extension__ typedef unsigned __int128 u128;
-
-typedef struct slot_rec {
-    uint64_t sample; /* held sample or NIL */
-    uint64_t raw;    /* its raw size */
-} slot_rec;
-
-/* Per-request state is a few random accesses: the chunk's group (a table), the slot record,
- * the group's masks and its chunk order, all laid out so one location touches few lines. */
-struct sched {
-    const fmt_index *ix;
-    sched_params p;
-    uint64_t n;    /* samples */
-    uint64_t c;    /* chunks */
-    uint32_t k;    /* chunk size */
-    uint64_t a;    /* abstract chunks == groups */
-    uint32_t w;    /* 64-bit words per K-bit mask */
-    uint64_t q, r; /* C = q*A + r: groups < r hold q+1 chunks */
-    uint64_t kmul; /* x / k as a multiply (exact for x < 2^32), 0 when n >= 2^32 */
-
-    uint64_t *unfilled; /* C × w: bit t set while sample (c,t) exists and is unfilled */
-    uint64_t *empty;    /* A × w: bit t set while slot (g,t) is empty */
-    slot_rec *slot;     /* A × K */
-    uint32_t *left;     /* A × K: unfilled samples at location (g,t) this epoch */
-    uint32_t *group;    /* C: group of each chunk */
-    uint32_t *ord;      /* C: each group's chunks in the epoch's seeded order, in place */
-    uint64_t *order;    /* scratch: chunk order of a group */
-    uint32_t *fill;     /* K: fill set of the last miss */
-    uint64_t *size;     /* N: raw sizes, copied from the index for locality */
-    uint64_t occupied;
-    uint64_t slot_bytes;
-    fmt_rng pick; /* policy random: the epoch's draws among eligible chunks */
-};
 
 static uint64_t raw_size(const sched *s, uint64_t x) { return s->size[x]; }
 
 uint64_t sched_sample_size(const sched *s, uint64_t x) { return s->size[x]; }
-
-static uint64_t group_first_chunk(const sched *s, uint64_t g)
-{
-    return g * s->q + (g < s->r ? g : s->r);
-}
-
-static uint64_t group_chunks(const sched *s, uint64_t g) { return s->q + (g < s->r ? 1 : 0); }
 
 uint64_t sched_chunk_of(const sched *s, uint64_t x)
 {
@@ -63,18 +18,11 @@ void sched_prefetch(const sched *s, uint64_t x)
 {
     const uint64_t c = sched_chunk_of(s, x);
     const uint64_t g = s->group[c];
-    const uint64_t first = group_first_chunk(s, g);
+    const uint64_t first = sched_group_first_chunk(s, g);
     __builtin_prefetch(&s->slot[g * s->k + (x - c * s->k)], 1);
     __builtin_prefetch(&s->empty[g * s->w], 1);
     __builtin_prefetch(&s->ord[first]);
     __builtin_prefetch(&s->unfilled[first * s->w], 1);
-}
-
-static uint32_t chunk_samples(const sched *s, uint64_t c)
-{
-    const uint64_t first = c * s->k;
-    const uint64_t left = s->n - first;
-    return left < s->k ? (uint32_t)left : s->k;
 }
 
 int sched_create(const fmt_index *ix, const sched_params *p, sched **out)
@@ -84,6 +32,17 @@ int sched_create(const fmt_index *ix, const sched_params *p, sched **out)
     if (p->abstract_chunks == 0 || p->abstract_chunks > c) {
         return hd_err(HDMLP_E_INVAL, "scheduler: %llu abstract chunks for %llu chunks",
                       (unsigned long long)p->abstract_chunks, (unsigned long long)c);
+    }
+    if (p->order != HDMLP_ORDER_STRICT && p->order != HDMLP_ORDER_POOL) {
+        return hd_err(HDMLP_E_INVAL, "scheduler: unknown order %d", (int)p->order);
+    }
+    if (p->order == HDMLP_ORDER_POOL &&
+        (p->pool_unit == 0 || p->pool_unit > ix->h.chunk_size || p->world == 0 ||
+         p->rank >= p->world || p->abstract_chunks % p->world != 0)) {
+        return hd_err(HDMLP_E_INVAL,
+                      "scheduler: pool unit %u (chunk size %u), rank %u of %u, %llu groups",
+                      p->pool_unit, ix->h.chunk_size, p->rank, p->world,
+                      (unsigned long long)p->abstract_chunks);
     }
     if (c > UINT32_MAX) {
         return hd_err(HDMLP_E_RANGE, "scheduler: %llu chunks (at most 2^32 - 1)",
@@ -114,8 +73,11 @@ int sched_create(const fmt_index *ix, const sched_params *p, sched **out)
     s->order = hd_malloc((s->q + 1) * sizeof(uint64_t));
     s->fill = hd_malloc(s->k * sizeof(uint32_t));
     s->size = hd_malloc(s->n * sizeof(uint64_t));
+    s->load = hd_malloc(s->k * sizeof(uint32_t));
+    s->place = hd_malloc(s->k * sizeof(uint64_t));
     if (!s->unfilled || !s->empty || !s->slot || !s->left || !s->group || !s->ord ||
-        !s->order || !s->fill || !s->size) {
+        !s->order || !s->fill || !s->size || !s->load || !s->place ||
+        (p->order == HDMLP_ORDER_POOL && pool_create(s) != HDMLP_OK)) {
         sched_free(s);
         return hd_err(HDMLP_E_NOMEM, "scheduler: out of memory for %llu samples",
                       (unsigned long long)s->n);
@@ -128,8 +90,8 @@ int sched_create(const fmt_index *ix, const sched_params *p, sched **out)
         s->size[i] = fmt_ld64(ix->samples + i * FMT_SAMPLE_REC_LEN + 16);
     }
     for (uint64_t g = 0; g < s->a; g++) {
-        const uint64_t first = group_first_chunk(s, g);
-        for (uint64_t i = 0; i < group_chunks(s, g); i++) {
+        const uint64_t first = sched_group_first_chunk(s, g);
+        for (uint64_t i = 0; i < sched_group_chunks(s, g); i++) {
             s->group[first + i] = (uint32_t)g;
         }
         for (uint32_t t = 0; t < s->k; t++) {
@@ -154,28 +116,25 @@ void sched_free(sched *s)
     hd_free(s->order);
     hd_free(s->fill);
     hd_free(s->size);
+    hd_free(s->load);
+    hd_free(s->place);
+    pool_free(s);
     hd_free(s);
 }
 
 uint64_t sched_abstract_chunks(const sched *s) { return s->a; }
 
-uint32_t sched_step_slots(const sched_step *st, uint32_t chunk_size, uint32_t *out)
+hdmlp_refill sched_load_mode(const sched *s, uint64_t chunk, uint32_t n,
+                             hdmlp_refill configured)
 {
-    const uint32_t t_req = (uint32_t)(st->sample % chunk_size);
-    uint32_t n = 0;
-    int placed = 0;
-    for (uint32_t j = 0; j < st->n_fill; j++) {
-        if (!placed && t_req < st->fill_slot[j]) {
-            out[n++] = t_req;
-            placed = 1;
-        }
-        out[n++] = st->fill_slot[j];
+    if (s->p.order != HDMLP_ORDER_POOL) {
+        return configured;
     }
-    if (!placed) {
-        out[n++] = t_req;
-    }
-    return n;
+    return n == sched_chunk_samples(s, chunk) ? HDMLP_REFILL_WHOLE : HDMLP_REFILL_RANGES;
 }
+
+uint64_t sched_slot_count(const sched *s) { return s->a * s->k; }
+
 uint64_t sched_slots_occupied(const sched *s) { return s->occupied; }
 uint64_t sched_slot_bytes(const sched *s) { return s->slot_bytes; }
 
@@ -187,20 +146,24 @@ int sched_begin_epoch(sched *s, uint64_t epoch)
         return hd_err(HDMLP_E_STATE, "scheduler: %llu slots still valid at epoch start",
                       (unsigned long long)s->occupied);
     }
+    if (s->p.order == HDMLP_ORDER_POOL) {
+        pool_begin_epoch(s, epoch);
+        return HDMLP_OK;
+    }
     fmt_rng rng;
     fmt_rng_seed(&rng, s->p.seed, ~epoch);
     fmt_rng_seed(&s->pick, s->p.seed, ~epoch ^ 0x5049434bull); /* "PICK" */
     for (uint64_t c = 0; c < s->c; c++) {
         uint64_t *u = s->unfilled + c * s->w;
-        const uint32_t m = chunk_samples(s, c);
+        const uint32_t m = sched_chunk_samples(s, c);
         memset(u, 0, s->w * sizeof(uint64_t));
         for (uint32_t t = 0; t < m; t++) {
             u[t / 64] |= 1ull << (t % 64);
         }
     }
     for (uint64_t g = 0; g < s->a; g++) {
-        const uint64_t first = group_first_chunk(s, g);
-        const uint64_t count = group_chunks(s, g);
+        const uint64_t first = sched_group_first_chunk(s, g);
+        const uint64_t count = sched_group_chunks(s, g);
         for (uint64_t i = 0; i < count; i++) {
             s->order[i] = first + i;
         }
@@ -213,7 +176,7 @@ int sched_begin_epoch(sched *s, uint64_t epoch)
             left[t] = (uint32_t)count;
         }
         /* Only the dataset's last chunk can be short. */
-        const uint32_t m = chunk_samples(s, first + count - 1);
+        const uint32_t m = sched_chunk_samples(s, first + count - 1);
         for (uint32_t t = m; t < s->k; t++) {
             left[t]--;
         }
@@ -256,8 +219,8 @@ static uint64_t random_chunk(sched *s, const uint32_t *ord, uint64_t count, uint
 static uint64_t choose_chunk(sched *s, uint64_t g, uint32_t t)
 {
     const uint64_t *empty = s->empty + g * s->w;
-    const uint32_t *ord = s->ord + group_first_chunk(s, g);
-    const uint64_t count = group_chunks(s, g);
+    const uint32_t *ord = s->ord + sched_group_first_chunk(s, g);
+    const uint64_t count = sched_group_chunks(s, g);
     if (s->p.policy == HDMLP_POLICY_RANDOM) {
         return random_chunk(s, ord, count, t);
     }
@@ -294,32 +257,14 @@ static void mark_filled(sched *s, uint64_t g, uint64_t c, uint32_t t)
     s->left[g * s->k + t]--;
 }
 
-/* Relaxed mode: the valid slot nearest t (cyclically), or, when the abstract chunk holds
- * none, the slot nearest t that still has an unfilled sample. */
-static uint32_t relaxed_slot(const sched *s, uint64_t g, uint32_t t)
-{
-    const uint64_t *empty = s->empty + g * s->w;
-    for (uint32_t d = 0; d < s->k; d++) {
-        const uint32_t i = (t + d) % s->k;
-        if ((empty[i / 64] & (1ull << (i % 64))) == 0) {
-            return i;
-        }
-    }
-    for (uint32_t d = 0; d < s->k; d++) {
-        const uint32_t i = (t + d) % s->k;
-        if (s->left[g * s->k + i] != 0) {
-            return i;
-        }
-    }
-    return t;
-}
-
 int sched_request(sched *s, uint64_t x, sched_step *out)
 {
     const uint64_t c = sched_chunk_of(s, x);
     const uint64_t g = s->group[c];
-    const uint32_t t0 = (uint32_t)(x - c * s->k);
-    const uint32_t t = s->p.relaxed ? relaxed_slot(s, g, t0) : t0;
+    if (s->p.order == HDMLP_ORDER_POOL) {
+        return pool_request(s, x, out);
+    }
+    const uint32_t t = (uint32_t)(x - c * s->k);
     const uint64_t loc = g * s->k + t;
     uint64_t *empty = s->empty + g * s->w;
     slot_rec *sl = &s->slot[loc];
@@ -378,7 +323,25 @@ int sched_request(sched *s, uint64_t x, sched_step *out)
     out->size = raw_size(s, base + t);
     out->chunk = cc;
     out->n_fill = n_fill;
-    out->fill_slot = s->fill;
     out->fillable = fillable;
+    /* What is read: the fill set with the delivered slot merged in, each to its slot. */
+    uint32_t n = 0;
+    int placed = 0;
+    for (uint32_t j = 0; j < n_fill; j++) {
+        if (!placed && t < s->fill[j]) {
+            s->load[n++] = t;
+            placed = 1;
+        }
+        s->load[n++] = s->fill[j];
+    }
+    if (!placed) {
+        s->load[n++] = t;
+    }
+    for (uint32_t j = 0; j < n; j++) {
+        s->place[j] = g * s->k + s->load[j];
+    }
+    out->n_load = n;
+    out->load_slot = s->load;
+    out->load_place = s->place;
     return HDMLP_OK;
 }

@@ -12,13 +12,19 @@
  *          (policy random: a seeded uniform draw among the eligible chunks). Every fillable
  * sample is placed (the requested slot's sample is delivered at once), subject to the logical
  * byte cap on valid slots: other slots are filled in increasing slot order while the cap holds.
- * Valid slots are never evicted. Relaxed mode (opt-in): a request is served by the valid slot
- * of its abstract chunk nearest its own slot (cyclically), and a refill happens only when the
- * abstract chunk holds no valid slot; it delivers the requested slot's sample when that is
- * unfilled, else the next unfilled slot's. Each request still consumes one sample of its group,
- * so every sample is delivered exactly once per epoch. Decisions depend only on (index, A,
- * policy, seed, cap) and the request sequence, so the delivered order is deterministic. Not
- * thread-safe: one caller at a time.
+ * Valid slots are never evicted.
+ *
+ * Pool order (DESIGN.md §4, "The frontier"): one pass. The owner's chunks are cut into read
+ * units of pool_unit consecutive samples (the last of a chunk may be shorter); each epoch
+ * they are read in a seeded random order, their samples join a pool held in the slots of the
+ * owner's groups (at most slot_cap_bytes, at most those slots), and each request is served
+ * by a uniform seeded draw from the pool. Before the draw, the next unit is read when the
+ * pool has room for it (or is empty): at most one unit per request, so the pool stays full.
+ * The request only names its owner: the owner's scheduler sees as many requests as it owns
+ * samples, so every sample is delivered exactly once per epoch.
+ *
+ * Decisions depend only on (index, params) and the request sequence, so the delivered order
+ * is deterministic. Not thread-safe: one caller at a time.
  */
 #ifndef HDMLP_LOADER_SCHED_H
 #define HDMLP_LOADER_SCHED_H
@@ -32,19 +38,24 @@ typedef struct sched_params {
     hdmlp_policy policy;
     uint64_t seed;
     uint64_t slot_cap_bytes; /* cap on raw bytes held in valid slots; 0 = none */
-    int relaxed;             /* serve from any valid slot of the abstract chunk */
+    hdmlp_order order;
+    uint32_t pool_unit;   /* pool: samples per read unit, 1..K */
+    uint32_t rank, world; /* pool: the owner (groups g with g % world == rank) */
 } sched_params;
 
 typedef struct sched_step {
-    int hit;                   /* 1: served from a slot; 0: refill */
-    uint64_t sample;           /* delivered sample */
-    uint64_t size;             /* its raw size */
-    uint64_t slot;             /* abstract slot g*K+s of the request */
-    uint64_t chunk;            /* miss: chunk read */
-    uint32_t n_fill;           /* miss: samples placed into slots (delivered one excluded) */
-    const uint32_t *fill_slot; /* miss: their in-chunk slots t, increasing; valid until the
-                                  next sched_request */
-    uint32_t fillable;         /* miss: |fill set| before the byte cap, delivered included */
+    int hit;         /* 1: nothing read; 0: a refill (strict) or a unit (pool) is read */
+    uint64_t sample; /* delivered sample */
+    uint64_t size;   /* its raw size */
+    uint64_t slot;   /* the slot id (g*K+t) the delivered sample is taken from */
+    uint64_t chunk;  /* miss: chunk read */
+    uint32_t n_load; /* miss: samples read (the delivered one included when it is read) */
+    const uint32_t *load_slot;  /* miss: their in-chunk slots, increasing */
+    const uint64_t *load_place; /* miss: the slot id each goes to; the delivered sample is
+                                   then taken from `slot`. Both valid until the next
+                                   sched_request */
+    uint32_t n_fill;   /* strict miss: samples kept in slots (delivered one excluded) */
+    uint32_t fillable; /* strict miss: |fill set| before the byte cap, delivered included */
 } sched_step;
 
 /* Creates a scheduler over a validated index. HDMLP_E_INVAL / E_NOMEM. */
@@ -56,9 +67,12 @@ int sched_begin_epoch(sched *s, uint64_t epoch);
  * the protocol's counting invariant is broken (x requested twice in an epoch). */
 int sched_request(sched *s, uint64_t x, sched_step *out);
 
-/* The in-chunk slots a miss reads, increasing: its fill slots with the delivered slot
- * merged in. out has room for st->n_fill + 1; returns the count. */
-uint32_t sched_step_slots(const sched_step *st, uint32_t chunk_size, uint32_t *out);
+/* How n samples of chunk are read: strict, as configured; pool, all of a chunk whole and a
+ * part of it as byte ranges (a unit is one). */
+hdmlp_refill sched_load_mode(const sched *s, uint64_t chunk, uint32_t n,
+                             hdmlp_refill configured);
+/* Slot ids: A × K; slot id g*K+t is slot t of group g. */
+uint64_t sched_slot_count(const sched *s);
 
 uint64_t sched_abstract_chunks(const sched *s);
 uint64_t sched_group_of_chunk(const sched *s, uint64_t chunk);

@@ -32,6 +32,21 @@ static void fmt_bytes(char *buf, size_t cap, uint64_t v)
     snprintf(buf, cap, "%.1f %s", d, units[u]);
 }
 
+uint32_t loader_pool_unit(const fmt_index *ix, const struct hdmlp_config *cfg)
+{
+    const uint32_t k = ix->h.chunk_size;
+    uint64_t r = cfg->pool_reads;
+    if (r == 0) {
+        const uint64_t c = ix->h.n_chunks ? ix->h.n_chunks : 1;
+        const uint64_t mean = loader_aligned_chunk_bytes(ix) / c;
+        const uint64_t request =
+            cfg->max_request ? cfg->max_request : LOADER_POOL_REQUEST_DEFAULT;
+        r = (mean + mean / 8 + request - 1) / request;
+        r = r ? r : 1;
+    }
+    return r >= k ? 1u : (uint32_t)((k + r - 1) / r);
+}
+
 /* Sizes abstract memory; HDMLP_E_RANGE naming the minimum if the budget is too small. */
 /* Sum of the m largest raw sample sizes (a min-heap of the m largest seen); UINT64_MAX when
  * out of memory. */
@@ -205,5 +220,6 @@ int loader_size(const fmt_index *ix, const struct hdmlp_config *cfg, loader_sizi
     out->slot_cap = slot_cap;
     out->remote_cap = remote_cap;
     out->images = images;
+    out->pool_unit = cfg->order == HDMLP_ORDER_POOL ? loader_pool_unit(ix, cfg) : 0;
     return HDMLP_OK;
 }

@@ -20,10 +20,21 @@ typedef struct loader_sizing {
     uint64_t batches;      /* two batches of the largest samples (+ one of answers to peers) */
     uint64_t lookahead;    /* samples planned ahead, refills in flight */
     uint64_t images;       /* the image pipeline's buffers (0 without one) */
+    uint32_t pool_unit;    /* pool order: samples per read unit (0 for strict) */
 } loader_sizing;
 
 /* The dataset's stored chunk bytes, each chunk rounded up to the 4 KiB alignment. */
 uint64_t loader_aligned_chunk_bytes(const fmt_index *ix);
+
+/* Requests without a device queue to ask (object storage, devices that do not say) are
+ * taken to be efficient up to this size. */
+#define LOADER_POOL_REQUEST_DEFAULT (4ull << 20)
+
+/* The pool order's read unit in samples: ceil(K / r) for r reads per chunk, r from
+ * cfg->pool_reads or, when 0, the fewest reads of a mean chunk (stored, aligned, with an
+ * eighth of headroom for chunks above the mean) that each fit one device request
+ * (cfg->max_request, or LOADER_POOL_REQUEST_DEFAULT when 0). */
+uint32_t loader_pool_unit(const fmt_index *ix, const struct hdmlp_config *cfg);
 
 /* HDMLP_E_RANGE naming the minimum budget when cfg->memory is too small. */
 int loader_size(const fmt_index *ix, const struct hdmlp_config *cfg, loader_sizing *out);

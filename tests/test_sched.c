@@ -80,13 +80,23 @@ typedef struct run_result {
     uint64_t *order; /* delivered samples of all epochs */
 } run_result;
 
-/* Runs `epochs` epochs through the scheduler and checks exactly-once and empty slots. */
+/* Runs `epochs` epochs through the scheduler and checks exactly-once and empty slots.
+ * pool_unit 0: strict; else the pool order with units of that many samples (one rank). */
 static run_result run_sched_mode(const fmt_index *ix, uint64_t a, hdmlp_policy pol,
-                                 uint64_t seed, uint64_t cap, uint64_t epochs, int relaxed)
+                                 uint64_t seed, uint64_t cap, uint64_t epochs,
+                                 uint32_t pool_unit)
 {
     const uint64_t n = ix->h.n_samples;
+    const int pool = pool_unit != 0;
     sched *s = NULL;
-    const sched_params p = {a, pol, seed, cap, relaxed};
+    const sched_params p = {.abstract_chunks = a,
+                            .policy = pol,
+                            .seed = seed,
+                            .slot_cap_bytes = cap,
+                            .order = pool ? HDMLP_ORDER_POOL : HDMLP_ORDER_STRICT,
+                            .pool_unit = pool_unit,
+                            .rank = 0,
+                            .world = 1};
     cr_assert_eq(sched_create(ix, &p, &s), HDMLP_OK, "%s", hdmlp_last_error());
     run_result r = {0, 0, 0, malloc(n * epochs * sizeof(uint64_t))};
     uint64_t *perm = malloc(n * sizeof(uint64_t));
@@ -101,13 +111,12 @@ static run_result run_sched_mode(const fmt_index *ix, uint64_t a, hdmlp_policy p
             cr_assert_lt(st.sample, n);
             cr_assert_eq(seen[st.sample], 0, "sample %llu delivered twice in epoch %llu",
                          (unsigned long long)st.sample, (unsigned long long)e);
-            /* The delivered sample lives at the requested location (relaxed: in its
-             * abstract chunk). */
-            if (!relaxed) {
+            /* Strict: the delivered sample lives at the requested location. */
+            if (!pool) {
                 cr_assert_eq(st.sample % ix->h.chunk_size, perm[i] % ix->h.chunk_size);
+                cr_assert_eq(sched_group_of_chunk(s, st.sample / ix->h.chunk_size),
+                             sched_group_of_chunk(s, perm[i] / ix->h.chunk_size));
             }
-            cr_assert_eq(sched_group_of_chunk(s, st.sample / ix->h.chunk_size),
-                         sched_group_of_chunk(s, perm[i] / ix->h.chunk_size));
             seen[st.sample] = 1;
             r.order[e * n + i] = st.sample;
             if (st.hit) {
@@ -115,7 +124,8 @@ static run_result run_sched_mode(const fmt_index *ix, uint64_t a, hdmlp_policy p
             } else {
                 r.misses++;
                 r.loads++;
-                cr_assert_leq(st.n_fill + 1, st.fillable);
+                cr_assert(pool || st.n_fill + 1 <= st.fillable);
+                cr_assert(!pool || st.n_load <= pool_unit);
             }
             if (cap != 0) {
                 cr_assert_leq(sched_slot_bytes(s), cap);
@@ -220,7 +230,7 @@ Test(sched, rejects_bad_abstract_chunk_count)
     memds m;
     memds_make(&m, 100, 10, size_1k);
     sched *s = NULL;
-    sched_params p = {0, HDMLP_POLICY_FILL_RATE, 0, 0, 0};
+    sched_params p = {.abstract_chunks = 0, .policy = HDMLP_POLICY_FILL_RATE};
     cr_assert_eq(sched_create(&m.ix, &p, &s), HDMLP_E_INVAL);
     cr_assert_null(s);
     p.abstract_chunks = 11;
@@ -236,7 +246,7 @@ Test(sched, groups_are_consecutive_and_balanced)
     memds m;
     memds_make(&m, 1000, 10, size_1k); /* 100 chunks */
     sched *s = NULL;
-    const sched_params p = {7, HDMLP_POLICY_FILL_RATE, 0, 0, 0};
+    const sched_params p = {.abstract_chunks = 7, .policy = HDMLP_POLICY_FILL_RATE};
     cr_assert_eq(sched_create(&m.ix, &p, &s), HDMLP_OK);
     uint64_t count[7] = {0};
     uint64_t prev = 0;
@@ -456,21 +466,24 @@ Test(refill, direct_io_aligns_every_range)
     memds_free(&m);
 }
 
-Test(sched, relaxed_mode_is_exactly_once_and_reads_each_chunk_about_once, .timeout = 60)
+Test(sched, pool_order_is_exactly_once_and_reads_each_unit_once, .timeout = 60)
 {
     memds m;
     memds_make(&m, 20000, 64, size_1k);
     const uint64_t c = (20000 + 63) / 64;
     run_result strict = run_sched_mode(&m.ix, 78, HDMLP_POLICY_FILL_RATE, 4, 0, 2, 0);
-    run_result relaxed = run_sched_mode(&m.ix, 78, HDMLP_POLICY_FILL_RATE, 4, 0, 2, 1);
-    printf("loads per chunk per epoch: strict %.2f, relaxed %.2f\n",
-           (double)strict.loads / (double)c / 2, (double)relaxed.loads / (double)c / 2);
-    /* A refill happens only when the abstract chunk is empty: every slot is filled from the
-     * chosen chunk except where it has no unfilled sample left, so loads stay near one per
-     * chunk per epoch. */
-    cr_assert_lt(relaxed.loads, 2 * c * 2);
-    cr_assert_lt(relaxed.loads * 3, strict.loads);
+    run_result whole = run_sched_mode(&m.ix, 78, HDMLP_POLICY_FILL_RATE, 4, 0, 2, 64);
+    run_result quarter = run_sched_mode(&m.ix, 78, HDMLP_POLICY_FILL_RATE, 4, 0, 2, 16);
+    printf("loads per chunk per epoch: strict %.2f, pool whole %.2f, pool K/4 %.2f\n",
+           (double)strict.loads / (double)c / 2, (double)whole.loads / (double)c / 2,
+           (double)quarter.loads / (double)c / 2);
+    /* One pass: each unit is read exactly once per epoch (the last chunk, 20000 - 312 * 64
+     * = 32 samples, has 2 quarter units). */
+    cr_assert_eq(whole.loads, 2 * c);
+    cr_assert_eq(quarter.loads, 2 * ((c - 1) * 4 + 2));
+    cr_assert_lt(whole.loads * 3, strict.loads);
     free(strict.order);
-    free(relaxed.order);
+    free(whole.order);
+    free(quarter.order);
     memds_free(&m);
 }

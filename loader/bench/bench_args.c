@@ -80,6 +80,8 @@ enum {
     OPT_POLICY,
     OPT_REFILL,
     OPT_RELAXED,
+    OPT_ORDER,
+    OPT_POOL_READS,
     OPT_ON_CORRUPT,
     OPT_STATE,
     OPT_RESUME_AFTER,
@@ -128,6 +130,8 @@ static const struct option longopts[] = {
     {"policy", required_argument, NULL, OPT_POLICY},
     {"refill", required_argument, NULL, OPT_REFILL},
     {"relaxed", no_argument, NULL, OPT_RELAXED},
+    {"order", required_argument, NULL, OPT_ORDER},
+    {"pool-reads", required_argument, NULL, OPT_POOL_READS},
     {"on-corrupt", required_argument, NULL, OPT_ON_CORRUPT},
     {"state", required_argument, NULL, OPT_STATE},
     {"resume-after", required_argument, NULL, OPT_RESUME_AFTER},
@@ -227,8 +231,22 @@ static int one_option(int c, const char *arg, char **argv, bench_opts *o)
         o->refill = (hdmlp_refill)choice;
         return -1;
     case OPT_RELAXED:
-        o->relaxed = 1;
+        o->order = HDMLP_ORDER_POOL; /* the pool order's former name */
         return -1;
+    case OPT_ORDER:
+        if (strcmp(arg, "relaxed") == 0) {
+            o->order = HDMLP_ORDER_POOL;
+            return -1;
+        }
+        if (pick(arg, bench_order_names, 2, &choice) != 0) {
+            return usage_error("--order: expected strict or pool, got '%s'", arg);
+        }
+        o->order = (hdmlp_order)choice;
+        return -1;
+    case OPT_POOL_READS:
+        return bench_parse_u64(arg, &o->pool_reads) != 0 || o->pool_reads > HDMLP_POOL_READS_MAX
+                   ? usage_error("--pool-reads: expected 0 (auto) .. 65536, got '%s'", arg)
+                   : -1;
     case OPT_ON_CORRUPT:
         if (strcmp(arg, "fail") != 0 && strcmp(arg, "skip") != 0) {
             return usage_error("--on-corrupt: expected fail or skip, got '%s'", arg);

@@ -42,7 +42,10 @@ int bench_configure(const bench_opts *o, hdmlp_config *cfg)
     st = st ? st : rejected(hdmlp_config_set_policy(cfg, o->policy), "--policy");
     st = st ? st : rejected(hdmlp_config_set_refill(cfg, o->refill), "--refill");
     st = st ? st : rejected(hdmlp_config_set_drop_last(cfg, o->drop_last), "--drop-last");
-    st = st ? st : rejected(hdmlp_config_set_relaxed(cfg, o->relaxed), "--relaxed");
+    st = st ? st : rejected(hdmlp_config_set_order(cfg, o->order), "--order");
+    st = st ? st
+            : rejected(hdmlp_config_set_pool_reads(cfg, (uint32_t)o->pool_reads),
+                       "--pool-reads");
     st = st ? st
             : rejected(hdmlp_config_set_on_corrupt(cfg, o->skip_corrupt ? HDMLP_CORRUPT_SKIP
                                                                         : HDMLP_CORRUPT_FAIL),

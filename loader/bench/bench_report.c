@@ -10,6 +10,7 @@
 
 const char *const bench_engine_names[3] = {"auto", "pread", "io_uring"};
 const char *const bench_policy_names[2] = {"fill-rate", "random"};
+const char *const bench_order_names[2] = {"strict", "pool"};
 const char *const bench_refill_names[3] = {"auto", "whole", "ranges"};
 
 double bench_ratio(double a, double b) { return b > 0 ? a / b : 0.0; }
@@ -101,6 +102,8 @@ void bench_total(const bench_opts *o, const bench_rank *ranks, uint32_t n, bench
     if (n > 0) {
         t->abstract_chunks = ranks[0].st.abstract_chunks;
         t->chunk_groups = ranks[0].st.chunk_groups;
+        t->order = ranks[0].st.order;
+        t->pool_unit = ranks[0].st.pool_unit;
         t->source_op_ns = ranks[0].st.source_op_ns;
         t->source_bytes_per_s = ranks[0].st.source_bytes_per_s;
         t->ssd_op_ns = ranks[0].st.ssd_op_ns;

@@ -44,6 +44,7 @@ static void json_stats(bench_json *j, const hdmlp_stats *st, int plan)
     bench_json_u64_array(j, "fill_hist", st->fill_hist, 11);
     bench_json_u64(j, "abstract_chunks", st->abstract_chunks);
     bench_json_u64(j, "chunk_groups", st->chunk_groups);
+    bench_json_u64(j, "pool_unit", st->pool_unit);
     run_u64(j, "remote_requests", st->remote_requests, plan);
     run_u64(j, "remote_hits", st->remote_hits, plan);
     run_u64(j, "prefetch_sent", st->prefetch_sent, plan);
@@ -179,7 +180,9 @@ static void json_context(bench_json *j, const bench_opts *o, hdmlp_dataset *ds)
     bench_json_double(j, "bandwidth", o->bandwidth > 0 ? o->bandwidth : 1e9);
     bench_json_double(j, "compute_ms", o->compute_ms);
     bench_json_bool(j, "drop_last", o->drop_last);
-    bench_json_bool(j, "relaxed", o->relaxed);
+    bench_json_string(j, "order", bench_order_names[o->order]);
+    bench_json_bool(j, "relaxed", o->order == HDMLP_ORDER_POOL);
+    bench_json_u64(j, "pool_reads", o->pool_reads);
     bench_json_bool(j, "calibrate", o->calibrate);
     if (o->ram_cache_set && o->ram_cache != HDMLP_RAM_CACHE_AUTO) {
         snprintf(ram_buf, sizeof(ram_buf), "%" PRIu64, o->ram_cache);

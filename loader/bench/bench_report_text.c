@@ -43,7 +43,7 @@ static void text_header(const bench_opts *o, hdmlp_dataset *ds)
            o->direct == HDMLP_DIRECT_IO_AUTO ? ", I/O auto"
            : o->direct                       ? ", O_DIRECT"
                                              : ", buffered",
-           o->relaxed ? ", relaxed" : "");
+           o->order == HDMLP_ORDER_POOL ? ", pool order" : "");
 }
 
 /* The summary lines of one rank or of the total; share as in bench_derive(). */

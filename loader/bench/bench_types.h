@@ -28,7 +28,8 @@ typedef struct bench_opts {
     double bandwidth; /* < 0: library default */
     double compute_ms;
     int drop_last;
-    int relaxed;
+    hdmlp_order order;
+    uint64_t pool_reads; /* 0 = auto */
     int skip_corrupt;       /* --on-corrupt skip */
     const char *state_file; /* --state FILE (per rank: FILE.<rank> when world > 1) */
     uint64_t resume_after;  /* --resume-after N batches (0 = run to the end) */
@@ -93,6 +94,7 @@ typedef struct bench_rank {
 extern const char *const bench_engine_names[3];
 extern const char *const bench_policy_names[2];
 extern const char *const bench_refill_names[3];
+extern const char *const bench_order_names[2];
 
 /* Epochs a run delivers: start_epoch..epochs-1. */
 static inline uint64_t bench_span(const bench_opts *o) { return o->epochs - o->start_epoch; }

@@ -21,8 +21,11 @@ void bench_usage(FILE *f)
           "  --engine E           auto | pread | io_uring (default auto)\n"
           "  --policy P           fill-rate | random (default fill-rate)\n"
           "  --refill R           whole | ranges | auto (default auto)\n"
-          "  --relaxed            relaxed mode: serve a request from any valid slot of its\n"
-          "                       abstract chunk (opt-in; see the randomness figures)\n",
+          "  --order O            strict | pool (default strict): a uniformly random\n"
+          "                       permutation each epoch, or one pass with a pool\n"
+          "                       (--relaxed is the same as --order pool)\n"
+          "  --pool-reads R       pool: reads per chunk per epoch, 0 = auto (one device\n"
+          "                       request per read; default)\n",
           f);
     fputs(
         "  --on-corrupt A       fail | skip: a corrupt sample fails the run (default) or is\n"

@@ -116,6 +116,8 @@ PyObject *py_stats_dict(const hdmlp_stats *stats)
     PUT(refills_in_flight_peak)
     PUT(cost_replans)
     PUT(remote_peak)
+    PUT(order)
+    PUT(pool_unit)
 #undef PUT
     return d;
 }

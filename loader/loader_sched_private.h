@@ -1,0 +1,84 @@
+/* The scheduler's state, shared by its two orders: loader_sched.c (strict, and what both
+ * share) and loader_sched_pool.c (pool). Nothing outside these two files includes it. */
+#ifndef HDMLP_LOADER_SCHED_PRIVATE_H
+#define HDMLP_LOADER_SCHED_PRIVATE_H
+
+#include "fmt_rng.h"
+#include "loader_sched.h"
+
+#define NIL UINT64_MAX
+
+__extension__ typedef unsigned __int128 u128;
+
+typedef struct slot_rec {
+    uint64_t sample; /* held sample or NIL */
+    uint64_t raw;    /* its raw size */
+} slot_rec;
+
+/* Per-request state is a few random accesses: the chunk's group (a table), the slot record,
+ * the group's masks and its chunk order, all laid out so one location touches few lines. */
+struct sched {
+    const fmt_index *ix;
+    sched_params p;
+    uint64_t n;    /* samples */
+    uint64_t c;    /* chunks */
+    uint32_t k;    /* chunk size */
+    uint64_t a;    /* abstract chunks == groups */
+    uint32_t w;    /* 64-bit words per K-bit mask */
+    uint64_t q, r; /* C = q*A + r: groups < r hold q+1 chunks */
+    uint64_t kmul; /* x / k as a multiply (exact for x < 2^32), 0 when n >= 2^32 */
+
+    slot_rec *slot;  /* A × K */
+    uint32_t *group; /* C: group of each chunk */
+    uint64_t *size;  /* N: raw sizes, copied from the index for locality */
+    uint64_t occupied;
+    uint64_t slot_bytes;
+    fmt_rng pick; /* policy random, or pool: the epoch's draws */
+    /* what the last step read: in-chunk slots and where each sample went (K each) */
+    uint32_t *load;
+    uint64_t *place;
+
+    /* strict */
+    uint64_t *unfilled; /* C × w: bit t set while sample (c,t) exists and is unfilled */
+    uint64_t *empty;    /* A × w: bit t set while slot (g,t) is empty */
+    uint32_t *left;     /* A × K: unfilled samples at location (g,t) this epoch */
+    uint32_t *ord;      /* C: each group's chunks in the epoch's seeded order, in place */
+    uint64_t *order;    /* scratch: chunk order of a group */
+    uint32_t *fill;     /* K: fill set of the last miss */
+
+    /* pool (loader_sched_pool.c) */
+    uint64_t *units;    /* the owner's read units (chunk * parts + part), the epoch's order */
+    uint64_t n_units;   /* of them */
+    uint64_t next_unit; /* the next to read this epoch */
+    uint32_t parts;     /* units per chunk: ceil(K / pool_unit) */
+    uint64_t *live;     /* the pool: occupied slot ids, n_live of them */
+    uint64_t n_live;
+    uint64_t *free_ids; /* a stack of free slot ids of the owner's groups, n_free of them */
+    uint64_t n_free;
+    uint64_t owned_slots; /* slots of the owner's groups */
+};
+
+static inline uint64_t sched_group_first_chunk(const sched *s, uint64_t g)
+{
+    return g * s->q + (g < s->r ? g : s->r);
+}
+
+static inline uint64_t sched_group_chunks(const sched *s, uint64_t g)
+{
+    return s->q + (g < s->r ? 1 : 0);
+}
+
+static inline uint32_t sched_chunk_samples(const sched *s, uint64_t c)
+{
+    const uint64_t first = c * s->k;
+    const uint64_t left = s->n - first;
+    return left < s->k ? (uint32_t)left : s->k;
+}
+
+/* loader_sched_pool.c */
+int pool_create(sched *s);
+void pool_free(sched *s);
+void pool_begin_epoch(sched *s, uint64_t epoch);
+int pool_request(sched *s, uint64_t x, sched_step *out);
+
+#endif
