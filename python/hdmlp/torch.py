@@ -202,8 +202,8 @@ class HdmlpIterableDataset(IterableDataset):
 
     dataset: path of a packed dataset (or an hdmlp.Dataset). batch_size, memory (int bytes
     or '1G', '25%'), seed, drop_last and **loader_kwargs (threads, refill, policy, engine,
-    lookahead, direct_io, storage_cost, remote_memory, prefetch, peer_timeout, tls) go to
-    hdmlp.Loader. memory is the rank's loader budget, with or without DataLoader workers
+    order, pool_reads, lookahead, direct_io, storage_cost, remote_memory, prefetch,
+    peer_timeout, tls) go to hdmlp.Loader. memory is the rank's loader budget, with or without DataLoader workers
     (workers share one loader; their shared arena comes on top, see the module doc).
     collate: 'auto' | True | False. num_workers, peers, host: for world > 1 (module doc).
     image: an hdmlp.ImagePipeline; items are then (images tensor, labels) (module doc).

@@ -36,19 +36,47 @@ static int set_image(py_state *st, hdmlp_config *cfg, PyObject *image)
     return 0;
 }
 
-/* relaxed: a truth value (None or absent: the library's default, strict). */
-static int set_relaxed(py_state *st, hdmlp_config *cfg, PyObject *relaxed)
+/* order: 'strict' or 'pool' (None or absent: the library's default, strict); relaxed, a
+ * truth value, is the pool order's former name; pool_reads: reads per chunk per epoch, None
+ * or 0 = auto. */
+static int set_order(py_state *st, hdmlp_config *cfg, PyObject *order, PyObject *relaxed,
+                     PyObject *pool_reads)
 {
-    if (relaxed == NULL || relaxed == Py_None) {
-        return 0;
+    static const char *const names[] = {"strict", "pool"}; /* HDMLP_ORDER_* */
+    int rc = HDMLP_OK;
+    if (relaxed != NULL && relaxed != Py_None) {
+        const int on = PyObject_IsTrue(relaxed);
+        if (on < 0) {
+            return -1;
+        }
+        if (on && order != NULL && order != Py_None) {
+            PyErr_SetString(PyExc_ValueError, "relaxed=True is order='pool': give one of them");
+            return -1;
+        }
+        rc = hdmlp_config_set_relaxed(cfg, on);
     }
-    const int on = PyObject_IsTrue(relaxed);
-    if (on < 0) {
-        return -1;
+    if (rc == HDMLP_OK && order != NULL && order != Py_None) {
+        int o;
+        if (py_arg_choice(st, order, "order", names, 2, &o) < 0) {
+            return -1;
+        }
+        rc = hdmlp_config_set_order(cfg, (hdmlp_order)o);
     }
-    const int rc = hdmlp_config_set_relaxed(cfg, on);
+    if (rc == HDMLP_OK && pool_reads != NULL && pool_reads != Py_None) {
+        const long r = PyLong_Check(pool_reads) ? PyLong_AsLong(pool_reads) : -1;
+        if (r == -1 && PyErr_Occurred()) {
+            return -1;
+        }
+        if (!PyLong_Check(pool_reads) || r < 0 || r > (long)HDMLP_POOL_READS_MAX) {
+            PyErr_Format(PyExc_ValueError,
+                         "pool_reads: expected an int in 0..%u (0 or None = auto), got %R",
+                         HDMLP_POOL_READS_MAX, pool_reads);
+            return -1;
+        }
+        rc = hdmlp_config_set_pool_reads(cfg, (uint32_t)r);
+    }
     if (rc != HDMLP_OK) {
-        py_raise(st, rc, "relaxed", NULL);
+        py_raise(st, rc, "order", NULL);
         return -1;
     }
     return 0;
@@ -76,18 +104,19 @@ static int set_same_host(py_state *st, hdmlp_config *cfg, PyObject *mode)
 static PyObject *loader_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {
-        "dataset",       "batch_size", "memory",       "seed",       "epochs", "rank",
-        "world",         "drop_last",  "threads",      "refill",     "policy", "engine",
-        "lookahead",     "direct_io",  "storage_cost", "peers",      "listen", "job_token",
-        "remote_memory", "prefetch",   "peer_timeout", "on_corrupt", "tls",    "state",
-        "image",         "relaxed",    "same_host",    NULL};
+        "dataset",       "batch_size", "memory",       "seed",       "epochs",     "rank",
+        "world",         "drop_last",  "threads",      "refill",     "policy",     "engine",
+        "lookahead",     "direct_io",  "storage_cost", "peers",      "listen",     "job_token",
+        "remote_memory", "prefetch",   "peer_timeout", "on_corrupt", "tls",        "state",
+        "image",         "relaxed",    "same_host",    "order",      "pool_reads", NULL};
     PyObject *dataset = NULL, *image = NULL, *relaxed = NULL, *same_host = NULL;
+    PyObject *order = NULL, *pool_reads = NULL;
     PyObject *a[PY_LOADER_NARGS] = {NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO|$OOOOOOOOOOOOOOOOOOOOOOOO:Loader", kwlist,
-                                     &dataset, &a[0], &a[1], &a[2], &a[3], &a[4], &a[5], &a[6],
-                                     &a[7], &a[8], &a[9], &a[10], &a[11], &a[12], &a[13],
-                                     &a[14], &a[15], &a[16], &a[17], &a[18], &a[19], &a[20],
-                                     &a[21], &a[22], &image, &relaxed, &same_host)) {
+    if (!PyArg_ParseTupleAndKeywords(
+            args, kwds, "OOO|$OOOOOOOOOOOOOOOOOOOOOOOOOO:Loader", kwlist, &dataset, &a[0],
+            &a[1], &a[2], &a[3], &a[4], &a[5], &a[6], &a[7], &a[8], &a[9], &a[10], &a[11],
+            &a[12], &a[13], &a[14], &a[15], &a[16], &a[17], &a[18], &a[19], &a[20], &a[21],
+            &a[22], &image, &relaxed, &same_host, &order, &pool_reads)) {
         return NULL;
     }
     py_state *st = py_state_from_type(type);
@@ -118,7 +147,8 @@ static PyObject *loader_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     }
     PyObject *state = a[PY_LOADER_NARGS - 1];
     if (py_loader_configure(st, self->dataset->ds, self->cfg, a, &self->p) < 0 ||
-        set_image(st, self->cfg, image) < 0 || set_relaxed(st, self->cfg, relaxed) < 0 ||
+        set_image(st, self->cfg, image) < 0 ||
+        set_order(st, self->cfg, order, relaxed, pool_reads) < 0 ||
         set_same_host(st, self->cfg, same_host) < 0 ||
         (state != NULL && state != Py_None ? py_loader_resume(st, self, state)
                                            : py_loader_create_c(st, self)) < 0) {
@@ -394,7 +424,7 @@ PyDoc_STRVAR(
     "       lookahead=0, direct_io='auto', storage_cost=None, peers=None, listen=None,\n"
     "       job_token=None, remote_memory=None, prefetch=None, peer_timeout=None,\n"
     "       on_corrupt='fail', tls=None, state=None, image=None, relaxed=False,\n"
-    "       same_host='shm')\n\n"
+    "       same_host='shm', order='strict', pool_reads=None)\n\n"
     "Batches in a globally random order, each sample once per epoch, within `memory` bytes\n"
     "(int, or '256M', '1.5GiB', '25%' of the dataset's raw bytes). dataset: a Dataset or a\n"
     "path. seed None means 0: every rank must use the same seed. epochs None = unbounded.\n"
@@ -407,7 +437,10 @@ PyDoc_STRVAR(
     "(gRPC over a Unix socket) or 'tcp' (as remote ranks). on_corrupt='skip' leaves\n"
     "corrupt or unreadable samples out of their batch (which is then shorter), counts them in\n"
     "stats()['skipped_samples'] and names the last in last_skip; 'fail' raises\n"
-    "CorruptDataError / StorageError.\n"
+    "CorruptDataError / StorageError. order='pool' reads every byte once per epoch and\n"
+    "draws each sample uniformly from a pool held in `memory` (relaxed=True is its former\n"
+    "name); pool_reads, reads per chunk per epoch, is its knob (None = one device request\n"
+    "per read), as hdmlp_config_set_order and hdmlp_config_set_pool_reads.\n"
     "state: a dict from state_dict() to resume from (see load_state_dict).\n"
     "image=hdmlp.ImagePipeline(...): the loader decodes and augments every sample (an\n"
     "encoded image) on its own threads; batch.images is then one (n, H, W, C) numpy array\n"

@@ -1,0 +1,123 @@
+"""The pool order (order='pool'): exactly once, the C order, workers, ranks and resume."""
+import os
+import pickle
+import subprocess
+import threading
+
+import pytest
+
+import hdmlp
+from conftest import epoch_sequences
+
+MEM = "25%"
+BATCH = 32
+SEED = 11
+READS = 4  # K = 16 per chunk: units of 4 samples, so a chunk is read in 4 parts
+
+
+def pool_loader(path, epochs=2, **kw):
+    args = dict(seed=SEED, epochs=epochs, order="pool", pool_reads=READS)
+    args.update(kw)
+    return hdmlp.Loader(path, BATCH, MEM, **args)
+
+
+def test_pool_is_exactly_once_reads_once_and_is_the_c_order(small_ds, tmp_path):
+    ld = pool_loader(small_ds.path, epochs=3)
+    seqs = epoch_sequences(ld, 3)
+    for seq in seqs:
+        assert sorted(seq) == list(range(small_ds.n))
+    assert seqs[0] != seqs[1]
+    st = ld.stats()
+    assert st["order"] == 1 and st["pool_unit"] == 4
+    # one pass: every unit once per epoch (2000 samples in 125 chunks of 16: 500 units)
+    assert st["chunk_loads"] == 3 * 500
+    strict = epoch_sequences(hdmlp.Loader(small_ds.path, BATCH, MEM, seed=SEED, epochs=3), 3)
+    assert strict != seqs
+    # hdmlp-bench and the Python binding deliver the same order
+    ids = tmp_path / "ids.txt"
+    subprocess.run([os.environ["HDMLP_BENCH"], small_ds.path, "--memory",
+                    str(hdmlp.parse_memory(MEM, hdmlp.Dataset(small_ds.path).raw_bytes)),
+                    "--batch", str(BATCH), "--epochs", "3", "--seed", str(SEED), "--order",
+                    "pool", "--pool-reads", str(READS), "--ids", str(ids), "--quiet"],
+                   check=True, timeout=60)
+    assert [[int(x) for x in line.split()] for line in ids.read_text().splitlines()] == seqs
+    # relaxed=True is the pool order's former name
+    alias = hdmlp.Loader(small_ds.path, BATCH, MEM, seed=SEED, epochs=3, relaxed=True,
+                         pool_reads=READS)
+    assert epoch_sequences(alias, 3) == seqs
+
+
+def test_pool_arguments_are_checked(small_ds):
+    with pytest.raises(ValueError, match="order"):
+        hdmlp.Loader(small_ds.path, BATCH, MEM, order="shuffled")
+    for bad in (-1, 65537, 2.5, "4"):
+        with pytest.raises(ValueError, match="pool_reads"):
+            hdmlp.Loader(small_ds.path, BATCH, MEM, order="pool", pool_reads=bad)
+    with pytest.raises(ValueError, match="relaxed"):
+        hdmlp.Loader(small_ds.path, BATCH, MEM, order="strict", relaxed=True)
+
+
+@pytest.mark.parametrize("cut", [1, 40, 63, 100])
+def test_pool_resume_matches_an_uninterrupted_run(small_ds, cut):
+    ref = [i for seq in epoch_sequences(pool_loader(small_ds.path), 2) for i in seq]
+    ld = pool_loader(small_ds.path)
+    got = []
+    while len(got) < cut * BATCH and (b := ld.next_batch()) is not None:
+        got.extend(b.indices)
+    sd = pickle.loads(pickle.dumps(ld.state_dict()))
+    ld.close()
+    again = pool_loader(small_ds.path, state=sd)
+    rest = []
+    while again.epoch < 2:
+        for b in again:
+            rest.extend(b.indices)
+    assert got + rest == ref, f"cut {cut}"
+    # a state of the other order, or of another read unit, is refused by name
+    with pytest.raises(ValueError, match="order"):
+        hdmlp.Loader(small_ds.path, BATCH, MEM, seed=SEED, epochs=2, state=sd)
+    with pytest.raises(ValueError, match="pool read unit"):
+        pool_loader(small_ds.path, state=sd, pool_reads=2)
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_pool_ranks_exchange_and_deliver_each_sample_once(small_ds, world):
+    from test_resume import free_port
+    peers = [f"127.0.0.1:{free_port()}" for _ in range(world)]
+    out, errors = {}, []
+
+    def rank(r):
+        try:
+            with pool_loader(small_ds.path, rank=r, world=world, peers=peers, job_token=3,
+                             peer_timeout=20) as ld:
+                out[r] = epoch_sequences(ld, 2)
+        except BaseException as e:  # reported by the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=rank, args=(r,)) for r in range(world)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors
+    for e in range(2):
+        lens = {len(out[r][e]) for r in range(world)}
+        assert max(lens) - min(lens) <= 1  # equal shares (N % world ranks get one more)
+        assert sorted(i for r in range(world) for i in out[r][e]) == list(range(small_ds.n))
+
+
+@pytest.mark.parametrize("workers", [2, 4])
+def test_pool_through_dataloader_workers_is_the_no_worker_sequence(worker_ds, workers):
+    torch = pytest.importorskip("torch")
+    import hdmlp.torch as ht
+    kw = dict(seed=SEED, epochs=2, with_indices=True, order="pool", pool_reads=READS)
+    seqs = {}
+    for w in (0, workers):
+        ds = ht.HdmlpIterableDataset(worker_ds.path, BATCH, MEM, num_workers=w, **kw)
+        dl = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=w)
+        seqs[w] = []
+        for e in range(2):
+            ds.set_epoch(e)
+            seqs[w].append([i for _, _, idx in dl for i in idx.tolist()])
+    for seq in seqs[0]:
+        assert sorted(seq) == list(range(worker_ds.n))
+    assert seqs[workers] == seqs[0]
