@@ -122,7 +122,8 @@ static void *consume(void *arg)
     return NULL;
 }
 
-Test(forecast, equals_each_rank_of_a_three_rank_run, .timeout = 120)
+/* Three ranks over the in-process transport, each against its own forecast. */
+static void three_ranks(hdmlp_order order, uint32_t pool_reads)
 {
     char dir[512];
     cr_assert_eq(testds_mkdtemp("forecast3", dir, sizeof(dir)), 0);
@@ -137,6 +138,8 @@ Test(forecast, equals_each_rank_of_a_three_rank_run, .timeout = 120)
     hdmlp_stats fc[3];
     for (uint32_t r = 0; r < 3; r++) {
         hdmlp_config *cfg = config(ds, 0.3, HDMLP_REFILL_AUTO, 0);
+        hdmlp_config_set_order(cfg, order);
+        hdmlp_config_set_pool_reads(cfg, pool_reads);
         hdmlp_config_set_rank(cfg, r, 3);
         hdmlp_config_set_peers(cfg, peers, 3);
         cr_assert_eq(hdmlp_loader_forecast(ds, cfg, &fc[r], NULL, NULL, NULL), HDMLP_OK, "%s",
@@ -157,6 +160,57 @@ Test(forecast, equals_each_rank_of_a_three_rank_run, .timeout = 120)
         expect_same(&fc[r], &runs[r].st, what);
     }
     fakenet_free(hub);
+    hdmlp_dataset_close(ds);
+    testds_rm_rf(dir);
+}
+
+Test(forecast, equals_each_rank_of_a_three_rank_run, .timeout = 120)
+{
+    three_ranks(HDMLP_ORDER_STRICT, 0);
+}
+
+Test(forecast, equals_each_rank_of_a_three_rank_pool_run, .timeout = 120)
+{
+    three_ranks(HDMLP_ORDER_POOL, 4);
+}
+
+Test(forecast, equals_single_rank_pool_runs, .timeout = 120)
+{
+    char dir[512];
+    cr_assert_eq(testds_mkdtemp("forecastpool", dir, sizeof(dir)), 0);
+    const testds_spec spec = {4099, 32, 3, 8, 100, 3000, 1, 0, 7};
+    cr_assert_eq(testds_write(dir, &spec), HDMLP_OK, "%s", hdmlp_last_error());
+    hdmlp_dataset *ds = NULL;
+    cr_assert_eq(hdmlp_dataset_open(dir, &ds), HDMLP_OK);
+    const uint32_t reads[] = {0, 1, 3, 32};
+    const double fracs[] = {0.1, 0.3};
+    const uint64_t c = hdmlp_dataset_chunk_count(ds);
+    for (int r = 0; r < 4; r++) {
+        for (int f = 0; f < 2; f++) {
+            hdmlp_config *cfg = config(ds, fracs[f], HDMLP_REFILL_AUTO, f == 1);
+            hdmlp_config_set_order(cfg, HDMLP_ORDER_POOL);
+            hdmlp_config_set_pool_reads(cfg, reads[r]);
+            hdmlp_stats fc, actual;
+            uint64_t *loads = calloc(c, sizeof(uint64_t));
+            cr_assert_eq(hdmlp_loader_forecast(ds, cfg, &fc, loads, NULL, NULL), HDMLP_OK, "%s",
+                         hdmlp_last_error());
+            hdmlp_loader *ld = NULL;
+            cr_assert_eq(hdmlp_loader_create(ds, cfg, &ld), HDMLP_OK, "%s", hdmlp_last_error());
+            run_to_end(ld, &actual);
+            hdmlp_loader_free(ld);
+            char what[64];
+            snprintf(what, sizeof(what), "pool reads %u, memory %.1f", reads[r], fracs[f]);
+            expect_same(&fc, &actual, what);
+            /* one pass: every chunk's bytes once per epoch, in the same reads each epoch */
+            for (uint64_t i = 0; i < c; i++) {
+                cr_expect_eq(loads[i] % 3, 0, "%s: chunk %llu read %llu times in 3 epochs",
+                             what, (unsigned long long)i, (unsigned long long)loads[i]);
+            }
+            cr_expect_eq(actual.samples_filled, 3 * 4099ull, "%s", what);
+            free(loads);
+            hdmlp_config_free(cfg);
+        }
+    }
     hdmlp_dataset_close(ds);
     testds_rm_rf(dir);
 }

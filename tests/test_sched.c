@@ -6,6 +6,7 @@
 #include "loader_sched.h"
 
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -486,4 +487,100 @@ Test(sched, pool_order_is_exactly_once_and_reads_each_unit_once, .timeout = 60)
     free(whole.order);
     free(quarter.order);
     memds_free(&m);
+}
+
+/* Same-chunk distance of one epoch's delivered order (bench_random.h's definition): the mean
+ * |pos(a) - pos(b)| over pairs of samples of one chunk, over (n + 1) / 3. */
+static double same_chunk_distance(const uint64_t *order, uint64_t n, uint32_t k)
+{
+    const uint64_t c = (n + k - 1) / k;
+    uint64_t *count = calloc(c, sizeof(uint64_t));
+    double *sum = calloc(c, sizeof(double));
+    double dist = 0, pairs = 0;
+    for (uint64_t p = 0; p < n; p++) {
+        const uint64_t ch = order[p] / k;
+        dist += (double)count[ch] * (double)p - sum[ch];
+        pairs += (double)count[ch];
+        count[ch]++;
+        sum[ch] += (double)p;
+    }
+    free(count);
+    free(sum);
+    return pairs > 0 ? dist / pairs / ((double)(n + 1) / 3.0) : 1.0;
+}
+
+/* Pearson correlation of the samples' positions in two epochs. */
+static double position_correlation(const uint64_t *e0, const uint64_t *e1, uint64_t n)
+{
+    uint64_t *pos = malloc(n * sizeof(uint64_t));
+    for (uint64_t p = 0; p < n; p++) {
+        pos[e0[p]] = p;
+    }
+    const double mean = (double)(n - 1) / 2.0;
+    double sxy = 0, sxx = 0;
+    for (uint64_t p = 0; p < n; p++) {
+        const double x = (double)pos[e1[p]] - mean, y = (double)p - mean;
+        sxy += x * y;
+        sxx += x * x;
+    }
+    free(pos);
+    return sxy / sxx;
+}
+
+/* Over random (N, K, memory): the pool order is exactly once (run_sched_mode checks it), its
+ * one knob is monotone (more reads per chunk never mix less), its randomness stays within
+ * bounds a pool of that size allows, and consecutive epochs are unrelated. */
+Test(sched, pool_randomness_is_bounded_and_the_knob_is_monotone, .timeout = 120)
+{
+    const uint64_t seed = 20261127;
+    fmt_rng rng;
+    fmt_rng_seed(&rng, seed, 0);
+    printf("pool property seed %llu\n", (unsigned long long)seed);
+    const uint32_t ks[] = {8, 16, 32, 64};
+    for (int trial = 0; trial < 8; trial++) {
+        const uint32_t k = ks[trial % 4];
+        const uint64_t n = 4000 + fmt_rng_below(&rng, 16000);
+        const uint64_t c = (n + k - 1) / k;
+        const double f = 0.05 + 0.45 * (double)fmt_rng_below(&rng, 1000) / 1000.0;
+        const uint64_t a = (uint64_t)(f * (double)c) > 0 ? (uint64_t)(f * (double)c) : 1;
+        memds m;
+        memds_make(&m, n, k, size_1k);
+        double prev = 0;
+        for (uint32_t reads = 1; reads <= k; reads *= 2) {
+            const uint32_t unit = (k + reads - 1) / reads;
+            run_result r = run_sched_mode(&m.ix, a, HDMLP_POLICY_FILL_RATE, trial, 0, 4, unit);
+            double d = 0, corr = 0;
+            for (int e = 0; e < 4; e++) {
+                d += same_chunk_distance(r.order + e * n, n, k) / 4;
+            }
+            for (int e = 0; e < 3; e++) {
+                corr += position_correlation(r.order + e * n, r.order + (e + 1) * n, n) / 3;
+            }
+            printf("N %llu K %u pool %.3f reads %u: same-chunk distance %.3f, epoch "
+                   "correlation %+.3f\n",
+                   (unsigned long long)n, k, (double)a / (double)c, reads, d, corr);
+            /* Samples of one unit enter the pool together and leave it after about a pool's
+             * worth of draws (less at the epoch's end, where the pool drains): their mean
+             * distance is between 0.6 and 1 times min(1, 3 × pool fraction) of a
+             * permutation's. Samples of other units arrive at unrelated times. */
+            const double same_unit = (double)(unit - 1) / (double)(k - 1);
+            const double span = fmin(1.0, 3.0 * (double)a / (double)c);
+            const double lo = (1.0 - same_unit) + same_unit * 0.6 * span - 0.05;
+            const double hi = (1.0 - same_unit) + same_unit * span + 0.05;
+            cr_expect(d > lo && d < hi,
+                      "N %llu K %u reads %u: distance %.3f, not in %.3f..%.3f",
+                      (unsigned long long)n, k, reads, d, lo, hi);
+            cr_expect_geq(d, prev - 0.02,
+                          "K %u: %u reads mix less (%.3f) than half as many (%.3f)", k, reads,
+                          d, prev);
+            /* independent epochs: within ~4 standard errors of 0 (units are the draws) */
+            const double units = (double)c * (double)reads;
+            cr_expect_lt(fabs(corr), 4.0 / sqrt(units * 3.0) + 0.01, "K %u reads %u: %.3f", k,
+                         reads, corr);
+            prev = d;
+            free(r.order);
+        }
+        cr_expect_geq(prev, 0.9, "K %u: reading sample by sample is nearly a permutation", k);
+        memds_free(&m);
+    }
 }
