@@ -7,7 +7,7 @@
 #
 #   sudo tests/bench/peers_bench.sh [--build DIR] [--out DIR] [--work DIR] [--keep-data]
 #                                   [--small] [--count 8000] [--memory 25] [--rounds 2]
-#                                   [--regimes "A B"] [--pool-reads "2 4"]
+#                                   [--regimes "A B"] [--pool-reads "1 2 4 8"]
 #                                   [--fig-epochs 4] [--batch 32] [--contenders "NAME ..."]
 #
 # Data: COUNT files (default 8,000; --small 1,500) of lognormal sizes, mean 110,000 B
@@ -47,7 +47,7 @@ COUNT=8000
 MEM=25
 ROUNDS=2
 REGIMES="A B"
-POOL_READS="2 4"
+POOL_READS="1 2 4 8"
 FIG_EPOCHS=4
 ONLY=""
 BATCH=32
@@ -88,8 +88,10 @@ mkdir -p "$OUT/orders"
 
 # ---- what the loader offers so far ----------------------------------------------------------
 HAVE_ORDER=0 HAVE_POOL_READS=0 HAVE_ORDER_PY=0
-"$BENCH" --help 2>&1 | grep -q -- --order && HAVE_ORDER=1
-"$BENCH" --help 2>&1 | grep -q -- --pool-reads && HAVE_POOL_READS=1
+# (the help captured first: `prog | grep -q` fails under pipefail when prog gets SIGPIPE)
+HELP=$("$BENCH" --help 2>&1)
+case $HELP in *--order*) HAVE_ORDER=1 ;; esac
+case $HELP in *--pool-reads*) HAVE_POOL_READS=1 ;; esac
 [ "$TORCH_HDMLP" = 1 ] && "${DRIVER[@]}" has-order && HAVE_ORDER_PY=1
 [ "$HAVE_ORDER" = 1 ] ||
     log "NOTE: $BENCH has no --order yet: hdmlp-pool runs as --relaxed, hdmlp-strict with the default order"

@@ -21,8 +21,11 @@ perfile-order: the order loader_perfile.c requests (Fisher-Yates driven by split
 """
 import argparse
 import json
+import os
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 M64 = (1 << 64) - 1
 
@@ -44,9 +47,8 @@ def splitmix64_shuffle(n, seed):
 
 def write_log(path, epochs):
     if path:
-        with open(path, "w") as f:
-            for e in epochs:
-                f.write(" ".join(map(str, e)) + "\n")
+        from order_figures import write_ids
+        write_ids(path, epochs)
 
 
 def perfile_order(o):

@@ -338,9 +338,9 @@ def pick_impl(want):
 
 def write_log(path, epochs):
     if path:
-        with open(path, "w") as f:
-            for e in epochs:
-                f.write(" ".join(map(str, e)) + "\n")
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from order_figures import write_ids
+        write_ids(path, epochs)
 
 
 def read(o):

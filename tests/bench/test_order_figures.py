@@ -95,6 +95,15 @@ def test_recipe_order_is_once_per_epoch():
     assert abs(f["epoch_position_correlation"]) < 0.2
 
 
+def gen_tree(tmp_path, count, mean, classes, seed):
+    """tmp_path/tree: loader_gen.py's folder of class folders (files/) and list."""
+    tree = tmp_path / "tree"
+    subprocess.run([sys.executable, os.path.join(HERE, "loader_gen.py"), "tree", str(tree),
+                    "--count", str(count), "--mean", str(mean), "--classes", str(classes),
+                    "--seed", str(seed)], check=True)
+    return tree
+
+
 def build_dir():
     return os.environ.get("HDMLP_BUILD", os.path.join(HERE, "..", "..", "build"))
 
@@ -104,10 +113,7 @@ def test_agrees_with_hdmlp_bench(tmp_path):
     pack = os.path.join(build_dir(), "packer", "hdmlp-pack")
     if not (os.access(bench, os.X_OK) and os.access(pack, os.X_OK)):
         pytest.skip("no built hdmlp-bench / hdmlp-pack")
-    tree = tmp_path / "tree"
-    subprocess.run([sys.executable, os.path.join(HERE, "loader_gen.py"), "tree", str(tree),
-                    "--count", "400", "--mean", "8000", "--classes", "4", "--seed", "2"],
-                   check=True)
+    tree = gen_tree(tmp_path, 400, 8000, 4, 2)
     ds = tmp_path / "ds"
     subprocess.run([pack, "--chunk-size", "16", "--seed", "7", "--compress", "none", "--quiet",
                     "--force", "-o", str(ds), str(tree / "files")], check=True)
@@ -126,10 +132,7 @@ def test_agrees_with_hdmlp_bench(tmp_path):
 
 def test_recipe_read_delivers_the_generated_order(tmp_path):
     pytest.importorskip("torch")
-    tree = tmp_path / "tree"
-    subprocess.run([sys.executable, os.path.join(HERE, "loader_gen.py"), "tree", str(tree),
-                    "--count", "300", "--mean", "6000", "--classes", "5", "--seed", "4"],
-                   check=True)
+    tree = gen_tree(tmp_path, 300, 6000, 5, 4)
     shards = tmp_path / "shards"
     script = os.path.join(HERE, "shard_recipe.py")
     subprocess.run([sys.executable, script, "write", str(tree / "files"), str(shards)],
