@@ -159,7 +159,7 @@ typedef struct hdmlp_source_config hdmlp_source_config;
 
 /* A source configuration with defaults: no credentials (unsigned requests), region
  * us-east-1, AWS's endpoint, path-style addressing when an endpoint is set (auto), the
- * system CA store, timeouts connect 10 s / stall 15 s / request 120 s, 4 retries. A plain
+ * system CA store, timeouts connect 10 s / stall 10 s / request 120 s, 4 retries. A plain
  * value object: not thread-safe; may be freed once the dataset is open. */
 HDMLP_API int hdmlp_source_config_create(hdmlp_source_config **out);
 HDMLP_API void hdmlp_source_config_free(hdmlp_source_config *cfg);
@@ -181,12 +181,14 @@ HDMLP_API int hdmlp_source_config_set_credentials(hdmlp_source_config *cfg,
                                                   const char *secret_key,
                                                   const char *session_token);
 /* 1: http://endpoint/bucket/key (MinIO-like servers); 0: http://bucket.endpoint/key;
- * -1: path style exactly when an endpoint is set. */
+ * -1: path style when an endpoint is set, and at AWS's for a bucket name that is not a DNS
+ * label (dots, upper case: botocore's rule). */
 HDMLP_API int hdmlp_source_config_set_path_style(hdmlp_source_config *cfg, int path_style);
 /* PEM file of CA certificates for https (NULL: the system store). */
 HDMLP_API int hdmlp_source_config_set_ca_file(hdmlp_source_config *cfg, const char *path);
-/* connect_ms: connection set-up; stall_ms (>= 1000): a transfer moving no byte for this
- * long fails; request_ms: a whole request. A failure by timeout is retried like a 5xx. */
+/* connect_ms: connection set-up; stall_ms (>= 1000): the low-speed limit, a transfer moving
+ * under 1 KiB/s over this long fails; request_ms: the deadline of a request from its first
+ * attempt, retries included. A failure by timeout is retried like a 5xx. */
 HDMLP_API int hdmlp_source_config_set_timeouts(hdmlp_source_config *cfg, uint32_t connect_ms,
                                                uint32_t stall_ms, uint32_t request_ms);
 /* Further attempts after a retryable failure, 0..20 (backoff 50 ms doubling to 2 s). */

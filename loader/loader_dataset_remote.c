@@ -1,5 +1,6 @@
 /*
- * Datasets in object storage: the index fetched whole at open, every segment's size checked
+ * Datasets in object storage: the index fetched whole at open (again when it does not
+ * decode: an answer cut short without Content-Length), every segment's size checked
  * with HEAD requests (in flight together), and reads of the dataset's own (non-loader)
  * paths (hdmlp_dataset_read_sample, hdmlp_dataset_verify, SSD staging) through one shared
  * connection set. The loader's I/O threads read through their own (loader_worker.c).
@@ -26,19 +27,37 @@ int ds_remote_load(hdmlp_dataset *ds, const char *url, const hdmlp_source_config
     if (rc != HDMLP_OK) {
         return rc;
     }
+    /* An answer without Content-Length that the server cuts short looks complete to HTTP:
+     * an index that does not decode is fetched again (as many times as a failed request
+     * would be) before it is called corrupt. */
+    const uint32_t fetches = ds->store->cfg.retries + 1;
     uint8_t *buf = NULL;
     uint64_t len = 0;
-    rc = src_conn_get(ds->conn, FMT_INDEX_NAME, DS_INDEX_MAX, &buf, &len);
-    if (rc == HDMLP_E_NOTFOUND) {
-        return hd_err_wrap(rc, "%s: no index object: not an hdmlp dataset: ", url);
-    }
-    if (rc != HDMLP_OK) {
-        return rc;
-    }
-    if (len == 0) {
+    for (uint32_t f = 0; f < fetches; f++) {
         hd_free(buf);
-        return hd_err(HDMLP_E_CORRUPT, "%s/%s: empty object: not an hdmlp dataset", url,
-                      FMT_INDEX_NAME);
+        buf = NULL;
+        rc = src_conn_get(ds->conn, FMT_INDEX_NAME, DS_INDEX_MAX, &buf, &len);
+        if (rc == HDMLP_E_NOTFOUND) {
+            return hd_err_wrap(rc, "%s: no index object: not an hdmlp dataset: ", url);
+        }
+        if (rc != HDMLP_OK) {
+            return rc;
+        }
+        if (len == 0) {
+            hd_free(buf);
+            return hd_err(HDMLP_E_CORRUPT, "%s/%s: empty object: not an hdmlp dataset", url,
+                          FMT_INDEX_NAME);
+        }
+        fmt_index ix;
+        rc = fmt_index_decode(buf, (size_t)len, &ix);
+        if (rc != HDMLP_E_CORRUPT) {
+            break;
+        }
+        if (f + 1 == fetches) {
+            hd_free(buf);
+            return hd_err_wrap(rc, "%s/%s (the same in %u fetches): ", url, FMT_INDEX_NAME,
+                               fetches);
+        }
     }
     ds->index_map = buf;
     ds->index_size = (size_t)len;

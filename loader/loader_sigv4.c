@@ -88,7 +88,7 @@ static int put(char *buf, size_t cap, size_t *pos, const char *fmt, const char *
     return 0;
 }
 
-int sigv4_authorization(const sigv4_request *r, char *out, size_t cap)
+int sigv4_authorization(const sigv4_request *r, char *out, size_t cap, char canon_hash_out[65])
 {
     if (r == NULL || r->method == NULL || r->uri == NULL || r->query == NULL ||
         r->payload_hash == NULL || r->amz_date == NULL || strlen(r->amz_date) != 16 ||
@@ -129,6 +129,9 @@ int sigv4_authorization(const sigv4_request *r, char *out, size_t cap)
     char canon_hash[65];
     sigv4_sha256_hex(canon, cn, canon_hash);
     free(canon);
+    if (canon_hash_out != NULL) {
+        memcpy(canon_hash_out, canon_hash, sizeof(canon_hash));
+    }
 
     char date[9];
     memcpy(date, r->amz_date, 8);

@@ -31,9 +31,11 @@ typedef struct sigv4_request {
 void sigv4_sha256_hex(const void *data, size_t len, char out[65]);
 
 /* Writes the Authorization header value ("AWS4-HMAC-SHA256 Credential=..., SignedHeaders=...,
- * Signature=...") into out. Returns 0, or -1 when out (cap bytes) is too small, a field is
- * missing or there are more than 16 headers. Thread-safe. */
-int sigv4_authorization(const sigv4_request *r, char *out, size_t cap);
+ * Signature=...") into out and, when canon_hash is not NULL, the hex SHA-256 of the canonical
+ * request (the third line of the string to sign, which servers such as S3 return with a
+ * SignatureDoesNotMatch) into canon_hash. Returns 0, or -1 when out (cap bytes) is too
+ * small, a field is missing or there are more than 16 headers. Thread-safe. */
+int sigv4_authorization(const sigv4_request *r, char *out, size_t cap, char canon_hash[65]);
 
 /* URI-encodes s[0..n) as SigV4 wants (unreserved characters kept, '/' kept when keep_slash,
  * everything else %XX upper case) into out. Returns the length, or -1 if cap is too small. */

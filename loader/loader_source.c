@@ -54,7 +54,7 @@ int hdmlp_source_config_create(hdmlp_source_config **out)
     }
     (*out)->path_style = -1;
     (*out)->connect_ms = 10000;
-    (*out)->stall_ms = 15000;
+    (*out)->stall_ms = 10000;
     (*out)->request_ms = 120000;
     (*out)->retries = 4;
     (*out)->part_size = UINT64_C(64) << 20;
@@ -353,7 +353,10 @@ static int copy_config(hdmlp_source_config *dst, const hdmlp_source_config *src)
 }
 
 /* Splits "scheme://authority/rest" into base ("scheme://authority"), host (authority) and
- * rest (after the '/', may be empty). */
+ * rest (after the '/', may be empty). The authority is written the way libcurl writes the
+ * Host header, which is what gets signed: the host name in lower case (as botocore signs
+ * it; names are case-insensitive) and no port when it is the scheme's default
+ * (http://h:80 and https://h:443 send "Host: h"). */
 static int split_url(const char *url, char **base, char **host, const char **rest)
 {
     const char *p = strstr(url, "://");
@@ -362,22 +365,72 @@ static int split_url(const char *url, char **base, char **host, const char **res
     }
     const char *auth = p + 3;
     const char *slash = strchr(auth, '/');
-    const size_t alen = slash != NULL ? (size_t)(slash - auth) : strlen(auth);
-    if (alen == 0 || memchr(auth, '@', alen) != NULL || memchr(auth, '?', alen) != NULL) {
+    size_t alen = slash != NULL ? (size_t)(slash - auth) : strlen(auth);
+    if (alen == 0 || memchr(auth, '@', alen) != NULL || memchr(auth, '?', alen) != NULL ||
+        memchr(auth, '#', alen) != NULL) {
         return -1;
     }
-    const size_t blen = (size_t)(auth - url) + alen;
-    *base = hd_malloc(blen + 1);
-    *host = hd_malloc(alen + 1);
+    /* The port: after the last ':' that follows an IPv6 literal's ']'. */
+    const char *close = memchr(auth, ']', alen);
+    const char *from = close != NULL ? close : auth;
+    const char *colon = NULL;
+    for (const char *q = from; q < auth + alen; q++) {
+        if (*q == ':') {
+            colon = q;
+        }
+    }
+    size_t hlen = alen;
+    if (colon != NULL) {
+        const char *port = colon + 1;
+        const size_t plen = (size_t)(auth + alen - port);
+        for (size_t i = 0; i < plen; i++) {
+            if (port[i] < '0' || port[i] > '9') {
+                return -1;
+            }
+        }
+        const int http = (size_t)(p - url) == 4 && strncasecmp(url, "http", 4) == 0;
+        const int https = (size_t)(p - url) == 5 && strncasecmp(url, "https", 5) == 0;
+        if (plen == 0 || (http && plen == 2 && strncmp(port, "80", 2) == 0) ||
+            (https && plen == 3 && strncmp(port, "443", 3) == 0)) {
+            hlen = (size_t)(colon - auth); /* the default port: not written */
+        }
+    }
+    if (hlen == 0) {
+        return -1;
+    }
+    const size_t slen = (size_t)(auth - url);
+    *base = hd_malloc(slen + hlen + 1);
+    *host = hd_malloc(hlen + 1);
     if (*base == NULL || *host == NULL) {
         return -2;
     }
-    memcpy(*base, url, blen);
-    (*base)[blen] = '\0';
-    memcpy(*host, auth, alen);
-    (*host)[alen] = '\0';
+    for (size_t i = 0; i < hlen; i++) {
+        const char c = auth[i];
+        (*host)[i] = c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c;
+    }
+    (*host)[hlen] = '\0';
+    memcpy(*base, url, slen);
+    memcpy(*base + slen, *host, hlen + 1);
     *rest = slash != NULL ? slash + 1 : "";
     return 0;
+}
+
+/* 1 when bucket can be a DNS label under AWS's endpoint (virtual-hosted style), as botocore
+ * decides: 3..63 characters of [a-z0-9-], not starting or ending with '-', and no '.' (a
+ * dotted name cannot match the certificate *.s3.REGION.amazonaws.com). */
+static int dns_bucket(const char *bucket)
+{
+    const size_t n = strlen(bucket);
+    if (n < 3 || n > 63 || bucket[0] == '-' || bucket[n - 1] == '-') {
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const char c = bucket[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-')) {
+            return 0;
+        }
+    }
+    return 1;
 }
 
 /* path_prefix = "/" + lead + encode(key prefix) + "/" (no doubled slashes). */
@@ -430,7 +483,10 @@ static int store_parse(src_store *s, const char *url)
         const char *region = s->cfg.region != NULL ? s->cfg.region : "us-east-1";
         char endpoint[1024];
         const int custom = s->cfg.endpoint != NULL;
-        const int path_style = s->cfg.path_style >= 0 ? s->cfg.path_style : custom;
+        /* Auto: path style with a custom endpoint, and on AWS's for a bucket that cannot be
+         * a host name label (botocore's rule). */
+        const int path_style =
+            s->cfg.path_style >= 0 ? s->cfg.path_style : custom || !dns_bucket(bucket);
         if (custom) {
             snprintf(endpoint, sizeof(endpoint), "%s", s->cfg.endpoint);
         } else {

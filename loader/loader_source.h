@@ -23,8 +23,9 @@ struct hdmlp_source_config {
     char *ca_file;  /* NULL: the system's CA store */
     int path_style; /* -1 auto (path style with a custom endpoint), 0 or 1 */
     uint32_t connect_ms;
-    uint32_t stall_ms;   /* a transfer that moves no byte for this long fails (and retries) */
-    uint32_t request_ms; /* whole request limit */
+    uint32_t stall_ms;   /* low-speed limit: a transfer moving under 1 KiB/s over a window
+                          * this long fails (and is retried) */
+    uint32_t request_ms; /* deadline of a request, its retries included */
     uint32_t retries;    /* further attempts after a retryable failure */
     uint64_t part_size;  /* uploads: objects above it go in multipart parts of this size */
 };
@@ -64,10 +65,12 @@ typedef struct src_range {
 int src_conn_create(const src_store *s, unsigned depth, src_conn **out);
 void src_conn_free(src_conn *c);
 /* Reads every range exactly (len bytes each), `depth` at a time, retrying 5xx, 429,
- * timeouts, dropped connections and short bodies with backoff up to cfg.retries times.
- * Returns HDMLP_OK, or the first failure: HDMLP_E_NOTFOUND (404), HDMLP_E_IO (403, other
- * statuses, transport errors), HDMLP_E_TIMEOUT, HDMLP_E_CORRUPT (416: object shorter than
- * asked), with the URL in the detail. */
+ * timeouts, stalls, dropped connections, short bodies and answers for another range
+ * (Content-Range) with backoff up to cfg.retries times, within each read's deadline
+ * (cfg.request_ms from its first attempt). Returns HDMLP_OK, or the first failure:
+ * HDMLP_E_NOTFOUND (404), HDMLP_E_IO (403, other statuses, transport errors),
+ * HDMLP_E_TIMEOUT (stalls, deadline), HDMLP_E_CORRUPT (416 or a Content-Range ending the
+ * object inside the range: object shorter than asked), with the URL in the detail. */
 int src_conn_read(src_conn *c, const src_range *r, unsigned n);
 /* Sizes of n objects (HEAD requests in flight together) into sizes[]. */
 int src_conn_sizes(src_conn *c, const char *const *objects, uint64_t *sizes, unsigned n);

@@ -3,9 +3,11 @@
  * A batch of requests runs `depth` at a time over kept-alive connections (HTTP/2 streams
  * where the server offers it); each finished request is judged: done, retried after a
  * backoff (5xx, 429, timeouts, dropped connections, short bodies), or failed (403, 404,
- * 416, a body longer than asked, TLS and URL errors). s3:// requests carry a SigV4
- * Authorization header (loader_sigv4.c). Every request has a connect, stall and total time
- * limit and the retries are bounded, so no batch can hang. The operations (reads, HEAD,
+ * 416, a body longer than asked, TLS and URL errors). A ranged answer must carry the range
+ * asked for (Content-Range); another range is retried like a cut body. s3:// requests carry
+ * a SigV4 Authorization header (loader_sigv4.c) for exactly the path and Host sent (libcurl
+ * is told not to rewrite dot segments). Every request has a connect limit, a low-speed limit
+ * and a deadline that covers its retries, so no batch can hang. The operations (reads, HEAD,
  * PUT, multipart, ...) are in loader_source_ops.c.
  */
 #include "loader_source_xfer.h"
@@ -28,6 +30,10 @@ typedef unsigned long long ull;
 #define SRC_URL_MAX 4096u
 #define SRC_BACKOFF_MS 50.0
 #define SRC_BACKOFF_MAX_MS 2000.0
+/* The low-speed limit: a transfer moving fewer than this many bytes a second, over a window
+ * of the config's stall_ms, fails (and is retried): a server dripping a byte a second is as
+ * stuck as a silent one. */
+#define SRC_LOW_SPEED_BPS 1024.0
 
 static const char *method_name(int m)
 {
@@ -109,12 +115,35 @@ void src_conn_free(src_conn *c)
 uint64_t src_conn_requests(const src_conn *c) { return c != NULL ? c->requests : 0; }
 uint64_t src_conn_retries(const src_conn *c) { return c != NULL ? c->retries : 0; }
 
+/* Checks a 206's Content-Range against the range asked for: 0 the same, 1 another range
+ * (or none), 2 the object ends inside the range (shorter than the index says). */
+static int check_range(const xfer *x)
+{
+    ull a = 0, b = 0;
+    char total[32] = "";
+    if (sscanf(x->content_range, "bytes %llu-%llu/%31s", &a, &b, total) != 3) {
+        return 1;
+    }
+    const ull want_a = (ull)x->offset, want_b = (ull)(x->offset + x->len - 1);
+    if (a == want_a && b == want_b) {
+        return 0;
+    }
+    if (a == want_a && b < want_b && total[0] != '*' && strtoull(total, NULL, 10) == b + 1) {
+        return 2;
+    }
+    return 1;
+}
+
 static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
 {
     xfer *x = arg;
     const size_t n = size * nmemb;
     if (x->status == 0) {
         curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &x->status);
+    }
+    if (x->got == 0 && x->grow == NULL && x->len > 0 && x->status == 206 &&
+        (x->range_bad = check_range(x)) != 0) {
+        return 0; /* another range's bytes: never into dst */
     }
     if (x->status >= 300) {
         const size_t room = sizeof(x->errbody) - 1 - x->errbody_len;
@@ -154,8 +183,15 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
     return n;
 }
 
-/* Fails a transfer that moved no byte for stall_ms (curl's own low-speed check averages
- * over seconds, so a body that stops after a burst would be noticed late). */
+/* Bytes a low-speed window of x must move. */
+static curl_off_t window_bytes(const xfer *x)
+{
+    return (curl_off_t)(SRC_LOW_SPEED_BPS * x->stall_ms / 1000.0);
+}
+
+/* The low-speed limit: fails a transfer that moved fewer than window_bytes() in stall_ms.
+ * A window starts when the transfer does and again each time it has moved that much, so a
+ * body that stops after a burst is noticed stall_ms later (curl's own check averages). */
 static int on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
                        curl_off_t ulnow)
 {
@@ -163,7 +199,7 @@ static int on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off
     (void)dltotal;
     (void)ultotal;
     const double t = now_ms();
-    if (dlnow + ulnow != x->moved || x->moved_ms == 0.0) {
+    if (x->moved_ms == 0.0 || dlnow + ulnow - x->moved >= window_bytes(x)) {
         x->moved = dlnow + ulnow;
         x->moved_ms = t;
         return 0;
@@ -179,6 +215,22 @@ static size_t on_header(char *line, size_t size, size_t nmemb, void *arg)
 {
     xfer *x = arg;
     const size_t n = size * nmemb;
+    if (n > 5 && strncasecmp(line, "HTTP/", 5) == 0) {
+        x->content_range[0] = '\0'; /* a new answer (after a 100 Continue) */
+    }
+    if (n > 14 && strncasecmp(line, "Content-Range:", 14) == 0) {
+        size_t a = 14, b = n;
+        while (a < b && (line[a] == ' ' || line[a] == '\t')) {
+            a++;
+        }
+        while (b > a && (line[b - 1] == '\r' || line[b - 1] == '\n' || line[b - 1] == ' ')) {
+            b--;
+        }
+        if (b - a < sizeof(x->content_range)) {
+            memcpy(x->content_range, line + a, b - a);
+            x->content_range[b - a] = '\0';
+        }
+    }
     if (n > 5 && strncasecmp(line, "ETag:", 5) == 0) {
         size_t a = 5, b = n;
         while (a < b && (line[a] == ' ' || line[a] == '\t')) {
@@ -252,7 +304,7 @@ static int sign(const src_conn *c, xfer *x, const char *range)
                              s->cfg.access_key,
                              s->cfg.secret_key};
     char auth[1024], line[1200];
-    if (sigv4_authorization(&r, auth, sizeof(auth)) != 0) {
+    if (sigv4_authorization(&r, auth, sizeof(auth), x->canon) != 0) {
         return -1;
     }
     struct curl_slist *l = x->hdrs;
@@ -309,6 +361,14 @@ static int start(src_conn *c, xfer *x)
     x->moved_ms = 0.0;
     x->stalled = 0;
     x->stall_ms = (double)s->cfg.stall_ms;
+    x->range_bad = 0;
+    x->content_range[0] = '\0';
+    x->canon[0] = '\0';
+    const double t0 = now_ms();
+    if (x->deadline == 0.0) {
+        x->deadline = t0 + (double)s->cfg.request_ms;
+    }
+    const double left_ms = x->deadline - t0;
     curl_slist_free_all(x->hdrs);
     x->hdrs = NULL;
     char range[64];
@@ -341,7 +401,8 @@ static int start(src_conn *c, xfer *x)
     curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(e, CURLOPT_HEADERDATA, x);
     curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)s->cfg.connect_ms);
-    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)s->cfg.request_ms);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, left_ms >= 1.0 ? (long)left_ms : 1L);
+    curl_easy_setopt(e, CURLOPT_PATH_AS_IS, 1L); /* keys are literal: "a/../b" is sent so */
     curl_easy_setopt(e, CURLOPT_NOPROGRESS, 0L);
     curl_easy_setopt(e, CURLOPT_XFERINFOFUNCTION, on_progress);
     curl_easy_setopt(e, CURLOPT_XFERINFODATA, x);
@@ -419,10 +480,46 @@ static void s3_code(const xfer *x, char *out, size_t cap)
     }
 }
 
-/* Judges a finished attempt: 0 done, 1 retry, else a negative code (detail set). */
+/* The detail of a 403: a signature the server computed otherwise is not a credentials
+ * problem (the key id was found), so it is named as what it is, with the hash of the
+ * canonical request signed, which servers that explain the mismatch (S3's
+ * <CanonicalRequest>/<StringToSign>, a server's debug log) let one compare. */
+static int denied(const src_conn *c, const xfer *x, const char *url, long st, const char *s3)
+{
+    const char *what = method_name(x->method);
+    if (strstr(s3, "SignatureDoesNotMatch") != NULL) {
+        const src_store *s = c->s;
+        return hd_err(HDMLP_E_IO,
+                      "%s %s: %ld signature mismatch%s: the server computed another signature "
+                      "for this request (canonical request SHA-256 %s; region %s, Host %s): "
+                      "a wrong secret key, region or endpoint, or a proxy that changed the "
+                      "request",
+                      what, url, st, s3, x->canon[0] ? x->canon : "(none)",
+                      s->cfg.region != NULL ? s->cfg.region : "us-east-1", s->host);
+    }
+    if (strstr(s3, "RequestTimeTooSkewed") != NULL) {
+        return hd_err(HDMLP_E_IO,
+                      "%s %s: %ld access denied%s: this machine's clock differs from the "
+                      "server's by more than S3 allows (15 minutes)",
+                      what, url, st, s3);
+    }
+    return hd_err(HDMLP_E_IO, "%s %s: %ld access denied%s (check the credentials)", what, url,
+                  st, s3);
+}
+
+/* Judges a finished attempt: 0 done, 1 retry, else a negative code (detail set). last: 0
+ * when another attempt may follow, 1 when the attempts are used up, 2 when the request's
+ * deadline leaves no time for another. */
 static int judge(src_conn *c, xfer *x, CURLcode res, const char *url, int last)
 {
     const char *what = method_name(x->method);
+    char tries[96];
+    if (last == 2) {
+        snprintf(tries, sizeof(tries), "after %u attempts, at the request deadline of %u ms",
+                 x->attempt + 1, c->s->cfg.request_ms);
+    } else {
+        snprintf(tries, sizeof(tries), "after %u attempts", x->attempt + 1);
+    }
     char rng[64] = "";
     if (x->method == X_GET && x->len > 0) {
         snprintf(rng, sizeof(rng), " bytes %llu-%llu", (ull)x->offset,
@@ -438,18 +535,35 @@ static int judge(src_conn *c, xfer *x, CURLcode res, const char *url, int last)
                       what, url, rng, (ull)(x->grow != NULL ? x->max : x->len));
     }
     curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &x->status);
+    if (x->range_bad == 2) {
+        return hd_err(HDMLP_E_CORRUPT,
+                      "%s %s%s: the object ends inside the range (Content-Range: %s): it is "
+                      "shorter than the index says",
+                      what, url, rng, x->content_range);
+    }
+    if (x->range_bad == 1) {
+        if (!last) {
+            return 1; /* another range's bytes: ask again, as for a cut body */
+        }
+        return hd_err(HDMLP_E_IO,
+                      "%s %s%s: the server answered another range (Content-Range: %s) (%s)",
+                      what, url, rng, x->content_range[0] ? x->content_range : "none", tries);
+    }
     if (x->stalled) {
-        res = CURLE_OPERATION_TIMEDOUT;
-        snprintf(x->errbuf, sizeof(x->errbuf), "no byte moved for %.0f ms", x->stall_ms);
+        return last ? hd_err(HDMLP_E_TIMEOUT,
+                             "%s %s%s: stalled: fewer than %lld bytes moved in %.0f ms (the "
+                             "low-speed limit, %.0f bytes/s) (%s)",
+                             what, url, rng, (long long)window_bytes(x), x->stall_ms,
+                             SRC_LOW_SPEED_BPS, tries)
+                    : 1;
     }
     if (res != CURLE_OK) {
         if (retryable_curl(res) && !last) {
             return 1;
         }
         const int code = res == CURLE_OPERATION_TIMEDOUT ? HDMLP_E_TIMEOUT : HDMLP_E_IO;
-        return hd_err(code, "%s %s%s: %s%s%s (after %u attempts)", what, url, rng,
-                      curl_easy_strerror(res), x->errbuf[0] ? ": " : "", x->errbuf,
-                      x->attempt + 1);
+        return hd_err(code, "%s %s%s: %s%s%s (%s)", what, url, rng, curl_easy_strerror(res),
+                      x->errbuf[0] ? ": " : "", x->errbuf, tries);
     }
     const long st = x->status;
     char s3[96];
@@ -461,8 +575,7 @@ static int judge(src_conn *c, xfer *x, CURLcode res, const char *url, int last)
         return hd_err(HDMLP_E_NOTFOUND, "%s %s: 404 not found%s", what, url, s3);
     }
     if (st == 401 || st == 403) {
-        return hd_err(HDMLP_E_IO, "%s %s: %ld access denied%s (check the credentials)", what,
-                      url, st, s3);
+        return denied(c, x, url, st, s3);
     }
     if (st == 416) {
         return hd_err(HDMLP_E_CORRUPT,
@@ -474,8 +587,7 @@ static int judge(src_conn *c, xfer *x, CURLcode res, const char *url, int last)
         if (!last) {
             return 1;
         }
-        return hd_err(HDMLP_E_IO, "%s %s%s: HTTP %ld%s (after %u attempts)", what, url, rng, st,
-                      s3, x->attempt + 1);
+        return hd_err(HDMLP_E_IO, "%s %s%s: HTTP %ld%s (%s)", what, url, rng, st, s3, tries);
     }
     if (st < 200 || st >= 300) {
         return hd_err(HDMLP_E_IO, "%s %s%s: unexpected HTTP status %ld%s", what, url, rng, st,
@@ -499,8 +611,8 @@ static int judge(src_conn *c, xfer *x, CURLcode res, const char *url, int last)
             if (!last) {
                 return 1; /* a body cut short: ask again */
             }
-            return hd_err(HDMLP_E_IO, "GET %s%s: body cut short at %llu of %llu bytes", url,
-                          rng, (ull)x->got, (ull)x->len);
+            return hd_err(HDMLP_E_IO, "GET %s%s: body cut short at %llu of %llu bytes (%s)",
+                          url, rng, (ull)x->got, (ull)x->len, tries);
         }
     }
     if (x->method == X_GET && x->grow != NULL) {
@@ -510,12 +622,11 @@ static int judge(src_conn *c, xfer *x, CURLcode res, const char *url, int last)
             if (!last) {
                 return 1;
             }
-            return hd_err(HDMLP_E_IO, "GET %s: body cut short at %llu of %lld bytes", url,
-                          (ull)x->got, (long long)len);
+            return hd_err(HDMLP_E_IO, "GET %s: body cut short at %llu of %lld bytes (%s)", url,
+                          (ull)x->got, (long long)len, tries);
         }
         x->size = x->got;
     }
-    (void)c;
     return 0;
 }
 
@@ -561,19 +672,23 @@ int src_run(src_conn *c, xfer *xs, unsigned n)
             if (src_object_url(c->s, x->object, url, sizeof(url)) != 0) {
                 snprintf(url, sizeof(url), "%s", c->s->url);
             }
-            const int v = judge(c, x, res, url, x->attempt + 1 >= max_attempts);
+            double back = SRC_BACKOFF_MS * (double)(1u << (x->attempt < 6 ? x->attempt : 6));
+            back = back < SRC_BACKOFF_MAX_MS ? back : SRC_BACKOFF_MAX_MS;
+            back *= 0.5 + (double)(rand_r(&c->seed) % 1000) / 1000.0;
+            const double t_done = now_ms();
+            /* Another attempt needs its backoff and a little time before the deadline. */
+            const int last = x->attempt + 1 >= max_attempts       ? 1
+                             : t_done + back + 1.0 >= x->deadline ? 2
+                                                                  : 0;
+            const int v = judge(c, x, res, url, last);
             finish(c, x);
             active--;
             if (v == 0) {
                 x->done = 1;
                 left--;
             } else if (v == 1) {
-                double back =
-                    SRC_BACKOFF_MS * (double)(1u << (x->attempt < 6 ? x->attempt : 6));
-                back = back < SRC_BACKOFF_MAX_MS ? back : SRC_BACKOFF_MAX_MS;
-                back *= 0.5 + (double)(rand_r(&c->seed) % 1000) / 1000.0;
                 x->attempt++;
-                x->not_before = now_ms() + back;
+                x->not_before = t_done + back;
                 c->retries++;
             } else {
                 rc = v;

@@ -32,10 +32,15 @@ typedef struct xfer {
     size_t errbody_len;
     unsigned attempt;
     double not_before; /* ms on the monotonic clock */
-    double moved_ms;   /* when a byte last moved (stall detection) */
+    double moved_ms;   /* start of the current low-speed window (stall detection) */
     curl_off_t moved;  /* bytes moved by then, both ways */
     double stall_ms;
     int stalled;
+    double deadline;        /* ms on the monotonic clock: the request fails after it (retries
+                             * included); set at its first attempt */
+    int range_bad;          /* a 206 whose Content-Range is not the range asked for */
+    char content_range[96]; /* the answer's Content-Range ("" when none) */
+    char canon[65];         /* SHA-256 of the canonical request signed (s3://), or "" */
     int active, done;
     struct curl_slist *hdrs;
     CURL *easy;

@@ -18,7 +18,7 @@
 Test(objstore, s3_sigv4_exactly_once_local_order, .timeout = 120)
 {
     objstore_server s = {0};
-    const char *const args[] = {"--s3", NULL};
+    const char *const args[] = {"--s3", "--botocore-check", NULL};
     objstore_start_py(&s, args);
     hdmlp_source_config *c = objstore_s3_config(&s, "hdmlp/test/secret");
     hdmlp_dataset *ds = NULL;
@@ -31,6 +31,10 @@ Test(objstore, s3_sigv4_exactly_once_local_order, .timeout = 120)
                reqs = objstore_server_stat(&s, "requests");
     cr_assert_gt(reqs, 100);
     cr_assert_lt(conns * 5, reqs, "%ld connections for %ld requests", conns, reqs);
+    /* botocore's S3SigV4Auth signs each of them the same way. */
+    cr_assert_eq(objstore_server_stat(&s, "botocore_mismatch"), 0);
+    /* (reqs counts the two /_stats requests above) */
+    cr_assert_geq(objstore_server_stat(&s, "botocore_checked"), reqs - 2);
     /* A missing bucket or prefix: 404 naming the URL. */
     cr_assert_eq(hdmlp_dataset_open_source("s3://nobucket/ds", c, &ds), HDMLP_E_NOTFOUND);
     cr_assert(strstr(hdmlp_last_error(), "NoSuchBucket") != NULL, "%s", hdmlp_last_error());
@@ -148,7 +152,7 @@ Test(objstore, upload_multipart_then_read, .timeout = 120)
     objstore_cur = &objstore_big;
     objstore_mem_div = 2; /* large samples: 25 % holds too few chunks */
     objstore_server s = {0};
-    const char *const args[] = {"--s3", NULL};
+    const char *const args[] = {"--s3", "--botocore-check", NULL};
     objstore_start_py(&s, args);
     char dir[700];
     snprintf(dir, sizeof(dir), "%s/bucket/ds", s.dir);
@@ -207,6 +211,10 @@ Test(objstore, upload_multipart_then_read, .timeout = 120)
     hdmlp_source_config_free(c);
     snprintf(copy, sizeof(copy), "%s/bucket/other/index", s.dir);
     cr_assert_neq(access(copy, F_OK), 0, "no index after a failed upload");
+    /* PUT, multipart (POST ?uploads, PUT ?partNumber&uploadId, POST ?uploadId), DELETE,
+     * HEAD and GET: each signed as botocore signs it. */
+    cr_assert_eq(objstore_server_stat(&s, "botocore_mismatch"), 0);
+    cr_assert_gt(objstore_server_stat(&s, "botocore_checked"), 50);
     objstore_stop(&s);
     objstore_cur = &objstore_spec;
     objstore_mem_div = 4;

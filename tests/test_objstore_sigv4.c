@@ -33,7 +33,7 @@ static void sign_suite(const char *query, const char *want)
                              "AKIDEXAMPLE",
                              "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"};
     char auth[512];
-    cr_assert_eq(sigv4_authorization(&r, auth, sizeof(auth)), 0);
+    cr_assert_eq(sigv4_authorization(&r, auth, sizeof(auth), NULL), 0);
     char full[512];
     snprintf(full, sizeof(full),
              "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20150830/us-east-1/service/aws4_request, "
@@ -74,7 +74,10 @@ Test(sigv4, s3_get_object_example)
                              "AKIAIOSFODNN7EXAMPLE",
                              "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"};
     char auth[512];
-    cr_assert_eq(sigv4_authorization(&r, auth, sizeof(auth)), 0);
+    char canon[65];
+    cr_assert_eq(sigv4_authorization(&r, auth, sizeof(auth), canon), 0);
+    /* The documented canonical request's hash (the string to sign's third line). */
+    cr_assert_str_eq(canon, "7344ae5b7ee6c3e7e6b0fe0640412a37625d1fbfff95c48bbb2dc43964946972");
     cr_assert(strstr(auth, "SignedHeaders=host;range;x-amz-content-sha256;x-amz-date, ") !=
                   NULL,
               "%s", auth);
@@ -85,12 +88,12 @@ Test(sigv4, s3_get_object_example)
     sigv4_request bad = r;
     bad.secret_key = "wrong";
     char other[512];
-    cr_assert_eq(sigv4_authorization(&bad, other, sizeof(other)), 0);
+    cr_assert_eq(sigv4_authorization(&bad, other, sizeof(other), NULL), 0);
     cr_assert_str_neq(auth, other);
-    cr_assert_eq(sigv4_authorization(&r, other, 40), -1);
+    cr_assert_eq(sigv4_authorization(&r, other, 40, NULL), -1);
     bad = r;
     bad.amz_date = "2013";
-    cr_assert_eq(sigv4_authorization(&bad, other, sizeof(other)), -1);
+    cr_assert_eq(sigv4_authorization(&bad, other, sizeof(other), NULL), -1);
 }
 
 Test(sigv4, uri_encode)
@@ -149,6 +152,77 @@ Test(source, urls)
         cr_assert_null(s);
         cr_assert(strstr(hdmlp_last_error(), bad[i]) != NULL, "%s", hdmlp_last_error());
     }
+}
+
+/* The Host signed is the Host libcurl sends: no scheme-default port, the name in lower case
+ * (botocore's rule); other ports and IPv6 literals as written. */
+Test(source, host_as_sent)
+{
+    object_url("http://Example.COM:80/ds", NULL, "index", "http://example.com/ds/index",
+               "example.com");
+    object_url("https://h:443/ds", NULL, "index", "https://h/ds/index", "h");
+    object_url("http://h:443/ds", NULL, "index", "http://h:443/ds/index", "h:443");
+    object_url("https://h:80/ds", NULL, "index", "https://h:80/ds/index", "h:80");
+    object_url("http://[::1]:80/ds", NULL, "index", "http://[::1]/ds/index", "[::1]");
+    object_url("http://[::1]:8080/ds", NULL, "index", "http://[::1]:8080/ds/index",
+               "[::1]:8080");
+    object_url("http://h:/ds", NULL, "index", "http://h/ds/index", "h");
+    hdmlp_source_config *cfg = NULL;
+    cr_assert_eq(hdmlp_source_config_create(&cfg), HDMLP_OK);
+    cr_assert_eq(hdmlp_source_config_set_endpoint(cfg, "http://127.0.0.1:80"), HDMLP_OK);
+    object_url("s3://bucket/ds", cfg, "index", "http://127.0.0.1/bucket/ds/index", "127.0.0.1");
+    cr_assert_eq(hdmlp_source_config_set_endpoint(cfg, "https://LOCALHOST:443/"), HDMLP_OK);
+    cr_assert_eq(hdmlp_source_config_set_path_style(cfg, 0), HDMLP_OK);
+    object_url("s3://bucket/ds", cfg, "index", "https://bucket.localhost/ds/index",
+               "bucket.localhost");
+    hdmlp_source_config_free(cfg);
+    src_store *s = NULL;
+    cr_assert_eq(src_store_open("http://h:8x/ds", NULL, &s), HDMLP_E_INVAL);
+    cr_assert_null(s);
+}
+
+/* S3 keys are literal: dot segments stay in the URL and in the path signed. */
+Test(source, dot_segments_are_literal)
+{
+    hdmlp_source_config *cfg = NULL;
+    cr_assert_eq(hdmlp_source_config_create(&cfg), HDMLP_OK);
+    cr_assert_eq(hdmlp_source_config_set_endpoint(cfg, "http://127.0.0.1:9000"), HDMLP_OK);
+    object_url("s3://b/x/../y", cfg, "index", "http://127.0.0.1:9000/b/x/../y/index",
+               "127.0.0.1:9000");
+    object_url("s3://b/y/./set/", cfg, "segment-000000",
+               "http://127.0.0.1:9000/b/y/./set/segment-000000", "127.0.0.1:9000");
+    src_store *s = NULL;
+    cr_assert_eq(src_store_open("s3://b/x/../y", cfg, &s), HDMLP_OK);
+    char path[256];
+    cr_assert_eq(src_object_path(s, "index", path, sizeof(path)), 0);
+    cr_assert_str_eq(path, "/b/x/../y/index");
+    src_store_free(s);
+    hdmlp_source_config_free(cfg);
+}
+
+/* AWS's endpoint: virtual-hosted style only for buckets that are host name labels; a
+ * dotted (or upper-case, or short) name goes path style, as botocore does; an explicit
+ * choice stands. */
+Test(source, dotted_buckets_use_path_style_on_aws)
+{
+    hdmlp_source_config *cfg = NULL;
+    cr_assert_eq(hdmlp_source_config_create(&cfg), HDMLP_OK);
+    object_url("s3://my-bucket/ds", cfg, "index",
+               "https://my-bucket.s3.us-east-1.amazonaws.com/ds/index",
+               "my-bucket.s3.us-east-1.amazonaws.com");
+    object_url("s3://my.data.bucket/ds", cfg, "index",
+               "https://s3.us-east-1.amazonaws.com/my.data.bucket/ds/index",
+               "s3.us-east-1.amazonaws.com");
+    object_url("s3://MyBucket/ds", cfg, "index",
+               "https://s3.us-east-1.amazonaws.com/MyBucket/ds/index",
+               "s3.us-east-1.amazonaws.com");
+    object_url("s3://ab/ds", cfg, "index", "https://s3.us-east-1.amazonaws.com/ab/ds/index",
+               "s3.us-east-1.amazonaws.com");
+    cr_assert_eq(hdmlp_source_config_set_path_style(cfg, 0), HDMLP_OK);
+    object_url("s3://my.data.bucket/ds", cfg, "index",
+               "https://my.data.bucket.s3.us-east-1.amazonaws.com/ds/index",
+               "my.data.bucket.s3.us-east-1.amazonaws.com");
+    hdmlp_source_config_free(cfg);
 }
 
 Test(source, config_setters)

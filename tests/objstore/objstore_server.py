@@ -4,17 +4,32 @@
 Serves the files under --root over HTTP/1.1 with keep-alive: GET (one byte range or the
 whole object), HEAD and, with --s3, PUT, DELETE and multipart uploads (POST ?uploads,
 PUT ?partNumber&uploadId, POST ?uploadId, DELETE ?uploadId). With --s3 the first path
-element is the bucket (path-style addressing, as MinIO-like servers) and every request must carry a valid AWS
-Signature V4 for --access-key/--secret-key (checked independently of the C signer:
-recomputed here from the request as received); failures answer S3's XML errors (403
-SignatureDoesNotMatch, InvalidAccessKeyId, AccessDenied; 404 NoSuchBucket, NoSuchKey).
+element is the bucket (path-style addressing, as MinIO-like servers), or with --dns-name D
+a Host "BUCKET.D[:port]" names it (virtual-hosted style). Keys are literal, "." and ".."
+segments included (stored under escaped file names).
 
-Fault injection (for GETs of objects named segment-*): --fault KIND:PERIOD[,...] applies
-KIND to every PERIOD-th such request: 503 (Service Unavailable), drop (the connection
+With --s3 every request must carry a valid AWS Signature V4 for --access-key/--secret-key
+(checked independently of the C signer: recomputed here from the request as received), as
+strictly as S3 checks it: the credential scope's region must be --region (400
+AuthorizationHeaderMalformed), its date that of x-amz-date (400 AuthorizationHeaderMalformed),
+x-amz-date within 15 minutes of this machine's clock (403 RequestTimeTooSkewed),
+x-amz-content-sha256 present and the body's hash or UNSIGNED-PAYLOAD, every x-amz-* header
+sent signed (403 AccessDenied, "headers not signed"); other failures answer S3's XML errors
+(403 SignatureDoesNotMatch, InvalidAccessKeyId, AccessDenied; 404 NoSuchBucket, NoSuchKey).
+With --botocore-check each signed request is also signed by botocore's S3SigV4Auth on the
+same inputs (method, URL as received, the headers the client signed, body, keys, region,
+date); the counters botocore_checked and botocore_mismatch count them (a mismatch is
+printed on stderr).
+
+Fault injection (for GETs of objects named segment-*): --fault KIND:PERIOD[:LIMIT][,...]
+applies KIND to every PERIOD-th such request (at most LIMIT times when given): 503 (Service Unavailable), drop (the connection
 closes after half of the body), truncate (a Content-Length the body does not reach, then
-close), stall (sends half of the body then goes silent for --stall-seconds). --latency-ms
-delays every answer; --bandwidth caps the rate of all answers together (bytes/s). Counters
-of requests and faults are answered at GET /_stats as JSON. Prints "PORT <n>" once listening.
+close), stall (sends half of the body then goes silent for --stall-seconds), drip (sends
+the body a byte a second), badrange (a 206 with the bytes and Content-Range of a range one
+byte further on), and for GETs of objects named index: indexcut (no Content-Length, half of
+the body, then close). --latency-ms delays every answer; --bandwidth caps the rate of all
+answers together (bytes/s). Counters of requests and faults are answered at GET /_stats as
+JSON. --also-port P serves on 127.0.0.1:P too (e.g. 80). Prints "PORT <n>" once listening.
 """
 import argparse
 import datetime
@@ -37,6 +52,39 @@ class Server(socketserver.ThreadingMixIn, HTTPServer):
     daemon_threads = True
     allow_reuse_address = True
     request_queue_size = 256
+
+
+SKEW = datetime.timedelta(minutes=15)
+
+
+def escape_part(p):
+    """A key's path element as a file name: '%' and dot segments escaped, so that "x/../y"
+    is a key of its own, as in S3."""
+    p = p.replace("%", "%25")
+    return p.replace(".", "%2E") if p in (".", "..") else p
+
+
+def botocore_signature(method, url, headers, signed, body, access_key, secret_key, region,
+                       amz_date, token):
+    """botocore's S3SigV4Auth on the same inputs; returns its Authorization header."""
+    from botocore.auth import S3SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    class FixedDate(S3SigV4Auth):
+        def add_auth(self, request):
+            request.context["timestamp"] = amz_date
+            self._modify_request_before_signing(request)
+            canonical = self.canonical_request(request)
+            sts = self.string_to_sign(request, canonical)
+            self._inject_signature_to_request(request, self.signature(sts, request))
+
+    hdrs = {h: headers[h] for h in signed if h not in ("host", "x-amz-date",
+                                                         "x-amz-content-sha256",
+                                                         "x-amz-security-token")}
+    req = AWSRequest(method=method, url=url, data=body, headers=hdrs)
+    FixedDate(Credentials(access_key, secret_key, token), "s3", region).add_auth(req)
+    return req.headers["Authorization"]
 
 
 def sigv4_expected(method, raw_path, query, headers, signed, payload_hash, amz_date, scope,
@@ -130,25 +178,77 @@ class Handler(BaseHTTPRequestHandler):
         if "host" not in signed or "x-amz-date" not in signed:
             self.error(403, "AccessDenied", "host and x-amz-date must be signed")
             return False
-        payload = hdrs.get("x-amz-content-sha256", "")
+        scope_date, region = scope.split("/")[0:2]
+        if region != o.region:
+            self.count("rejected_region")
+            self.error(400, "AuthorizationHeaderMalformed",
+                       f"the region '{region}' is wrong; expecting '{o.region}'")
+            return False
+        amz_date = hdrs.get("x-amz-date", "")
+        try:
+            when = datetime.datetime.strptime(amz_date, "%Y%m%dT%H%M%SZ")
+        except ValueError:
+            self.error(403, "AccessDenied", "x-amz-date is not YYYYMMDDTHHMMSSZ")
+            return False
+        if scope_date != amz_date[:8]:
+            self.count("rejected_scope_date")
+            self.error(400, "AuthorizationHeaderMalformed",
+                       "Invalid credential date. Date is not the same as X-Amz-Date.")
+            return False
+        if abs(when - datetime.datetime.utcnow()) > SKEW:
+            self.count("rejected_skew")
+            self.error(403, "RequestTimeTooSkewed",
+                       "The difference between the request time and the current time is "
+                       "too large.")
+            return False
+        unsigned = sorted(h for h in hdrs if h.startswith("x-amz-") and h not in signed)
+        if unsigned:
+            self.count("rejected_unsigned")
+            self.error(403, "AccessDenied", "There were headers present in the request which "
+                       "were not signed: " + ", ".join(unsigned))
+            return False
+        if "x-amz-content-sha256" not in hdrs:
+            self.error(400, "InvalidRequest",
+                       "Missing required header for this request: x-amz-content-sha256")
+            return False
+        payload = hdrs["x-amz-content-sha256"]
         if payload != "UNSIGNED-PAYLOAD" and payload != hashlib.sha256(body).hexdigest():
             self.error(400, "XAmzContentSHA256Mismatch", "payload hash does not match")
             return False
         raw_path, _, query = self.path.partition("?")
         want = sigv4_expected(self.command, raw_path, query, hdrs, signed, payload,
-                              hdrs.get("x-amz-date", ""), scope, o.secret_key)
+                              amz_date, scope, o.secret_key)
         if not hmac.compare_digest(want, sig):
             self.count("bad_signatures")
             self.error(403, "SignatureDoesNotMatch", "The request signature does not match")
             return False
+        if o.botocore_check:
+            self.botocore_check(hdrs, signed, body, amz_date)
         return True
+
+    def botocore_check(self, hdrs, signed, body, amz_date):
+        o = self.server.opts
+        url = f"http://{hdrs.get('host', '')}{self.path}"
+        theirs = botocore_signature(self.command, url, hdrs, signed, body, o.access_key,
+                                    o.secret_key, o.region, amz_date,
+                                    hdrs.get("x-amz-security-token"))
+        self.count("botocore_checked")
+        if theirs != self.headers.get("Authorization"):
+            self.count("botocore_mismatch")
+            print(f"botocore signs {self.command} {url} otherwise:\n ours     "
+                  f"{self.headers.get('Authorization')}\n botocore {theirs}",
+                  file=sys.stderr, flush=True)
 
     def local_path(self):
         raw_path = self.path.partition("?")[0]
         parts = [urllib.parse.unquote(p) for p in raw_path.split("/") if p]
-        if any(p in (".", "..") for p in parts):
-            return None, None
         o = self.server.opts
+        host = self.headers.get("Host", "").rsplit(":", 1)[0].lower()
+        if o.s3 and o.dns_name and host.endswith("." + o.dns_name):
+            parts.insert(0, host[:-len(o.dns_name) - 1])  # virtual-hosted style
+        if not o.s3 and any(p in (".", "..") for p in parts):
+            return None, None
+        parts = [escape_part(p) for p in parts]
         if o.s3:
             if not parts or not os.path.isdir(os.path.join(o.root, parts[0])):
                 return None, "NoSuchBucket"
@@ -195,12 +295,30 @@ class Handler(BaseHTTPRequestHandler):
             status = 206
         length = end - start + 1
         fault = None
-        if self.command == "GET" and os.path.basename(path).startswith("segment-"):
-            k = self.count("segment_gets")
-            for kind, period in self.server.faults:
-                if k % period == 0:
+        base = os.path.basename(path)
+        if self.command == "GET" and (base.startswith("segment-") or base == "index"):
+            k = self.count("segment_gets" if base != "index" else "index_gets")
+            for i, (kind, period, limit) in enumerate(self.server.faults):
+                if (kind == "indexcut") == (base == "index") and k % period == 0:
+                    if limit and self.count(f"fault_{i}_applied") > limit:
+                        continue
                     fault = kind
                     break
+        if fault == "badrange" and status == 206 and size > length:
+            shift = 1 if end + 1 < size else -1
+            start, end = start + shift, end + shift
+            self.count("fault_badrange")
+        if fault == "indexcut":
+            self.count("fault_indexcut")
+            with open(path, "rb") as f:
+                data = f.read()
+            self.send_response(200)
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(data[:len(data) // 2])
+            self.wfile.flush()
+            self.close_connection = True
+            return
         if fault == "503":
             self.count("fault_503")
             self.error(503, "SlowDown", "Please reduce your request rate.")
@@ -216,7 +334,7 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if self.command == "HEAD":
             return
-        if self.server.opts.bandwidth <= 0 and fault is None:
+        if self.server.opts.bandwidth <= 0 and fault in (None, "badrange"):
             # The kernel copies the file: the server's own speed stays out of the figures.
             with open(path, "rb") as f:
                 sent = 0
@@ -231,6 +349,17 @@ class Handler(BaseHTTPRequestHandler):
         with open(path, "rb") as f:
             f.seek(start)
             data = f.read(length)
+        if fault == "drip":
+            self.count("fault_drip")
+            try:
+                for i in range(len(data)):
+                    self.wfile.write(data[i:i + 1])
+                    self.wfile.flush()
+                    time.sleep(1.0)
+            except OSError:
+                pass
+            self.close_connection = True
+            return
         if fault in ("drop", "truncate", "stall"):
             self.count("fault_" + fault)
             half = data[:len(data) // 2] if fault != "truncate" else data
@@ -358,7 +487,13 @@ def main():
     ap.add_argument("--latency-ms", type=float, default=0.0)
     ap.add_argument("--bandwidth", type=float, default=0.0)
     ap.add_argument("--stall-seconds", type=float, default=30.0)
+    ap.add_argument("--region", default="us-east-1")
+    ap.add_argument("--dns-name", default="")
+    ap.add_argument("--botocore-check", action="store_true")
+    ap.add_argument("--also-port", type=int, default=0)
     o = ap.parse_args()
+    if o.botocore_check:
+        import botocore.auth  # noqa: F401  (fails here, at start, when botocore is missing)
     srv = Server(("127.0.0.1", o.port), Handler)
     srv.opts = o
     srv.lock = threading.Lock()
@@ -366,9 +501,15 @@ def main():
     srv.link_free = 0.0
     srv.faults = []
     for item in filter(None, o.fault.split(",")):
-        kind, period = item.split(":")
-        assert kind in ("503", "drop", "truncate", "stall"), kind
-        srv.faults.append((kind, int(period)))
+        kind, period, limit = (item + ":0").split(":")[:3]
+        assert kind in ("503", "drop", "truncate", "stall", "drip", "badrange",
+                        "indexcut"), kind
+        srv.faults.append((kind, int(period), int(limit)))
+    if o.also_port:
+        extra = Server(("127.0.0.1", o.also_port), Handler)
+        extra.__dict__.update({k: getattr(srv, k) for k in ("opts", "lock", "stats",
+                                                           "link_free", "faults")})
+        threading.Thread(target=extra.serve_forever, daemon=True).start()
     print(f"PORT {srv.server_address[1]}", flush=True)
     try:
         srv.serve_forever()

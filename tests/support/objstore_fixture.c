@@ -68,6 +68,19 @@ static int free_port(void)
     return ntohs(a.sin_port);
 }
 
+int objstore_port_free(int port)
+{
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    const int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    const int ok = bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+    close(fd);
+    return ok;
+}
+
 static int can_connect(int port)
 {
     const int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -108,7 +121,9 @@ void objstore_start_py(objstore_server *s, const char *const *extra)
     cr_assert_eq(pipe(p), 0);
     char script[600];
     snprintf(script, sizeof(script), "%s/tests/objstore/objstore_server.py", HDMLP_SOURCE_DIR);
-    const char *argv[24] = {"python3", script, "--root", s->dir};
+    /* Debian's python3 (its python3-botocore for --botocore-check), else the one on PATH. */
+    const char *py = access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
+    const char *argv[24] = {py, script, "--root", s->dir};
     int n = 4;
     for (int i = 0; extra != NULL && extra[i] != NULL && n < 22; i++) {
         argv[n++] = extra[i];
@@ -120,7 +135,7 @@ void objstore_start_py(objstore_server *s, const char *const *extra)
         prctl(PR_SET_PDEATHSIG, SIGTERM); /* a failed test takes its server with it */
         dup2(p[1], 1);
         close(p[0]);
-        execvp("python3", (char *const *)argv);
+        execvp(py, (char *const *)argv);
         _exit(127);
     }
     close(p[1]);

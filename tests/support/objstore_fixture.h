@@ -35,6 +35,8 @@ void objstore_start_py(objstore_server *s, const char *const *extra);
 void objstore_start_nginx(objstore_server *s, int *tls_port);
 /* Stops the server and removes its root. */
 void objstore_stop(objstore_server *s);
+/* 1 when nothing listens on 127.0.0.1:port and this process may bind it. */
+int objstore_port_free(int port);
 /* A counter of objstore_server.py's /_stats (0 when absent). */
 long objstore_server_stat(const objstore_server *s, const char *key);
 /* A source config for s's S3 endpoint with the test key and `secret`. */
