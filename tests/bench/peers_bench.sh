@@ -18,8 +18,8 @@
 # in total).
 # Cell (bench_lib.sh): memory limit = MEMORY % of the data + 64 MiB + the contender's own
 # processes (Python contenders: the cell's peak on a 200-file warm set in an unlimited cell,
-# less the loader's budget in use or the shuffle buffers, + 32 MiB, measured first; C
-# programs: 0), so every contender has the same room for data
+# less the loader's budget in use or the shuffle buffers, hdmlp.torch's shared arena resized
+# to the full data set's largest samples, + 32 MiB, measured first; C programs: 0), so every contender has the same room for data
 # and page cache; read throttle of the data's disk: regime A = 150 read ops/s + 400 MB/s,
 # B = 400 MB/s. Before each run caches are dropped and the same contender runs once
 # outside the cell on the warm set (programs and Python modules cached, data cold); a
@@ -188,11 +188,19 @@ for name in $NAMES; do
     PREWARM_NAME=$name
     cell_run "calibrate-$name" $((8 << 30)) 0 0 -- "${CMD[@]}" ||
         die "calibration run of $name failed: $(tail -3 "$OUT/logs/calibrate-$name.err")"
-    # the cell's peak less the loader's budget in use (hdmlp) or the shuffle buffers (recipe)
+    # the cell's peak less the loader's budget in use (hdmlp) or the shuffle buffers
+    # (recipe); hdmlp.torch's arena as it will be on the full data set, not the warm one's
+    arena=0
+    case $name in torch-*)
+        arena=$("${DRIVER[@]}" arena "$WORK/ds" --workers "$WORKERS" --batch "$BATCH") ||
+            die "cannot size hdmlp.torch's arena" ;;
+    esac
     peak=$("$PY" -c 'import json, sys
 c, r = json.loads(sys.argv[1]), json.loads(sys.argv[2] or "{}")
-print(c["peak_memory"] - int(r.get("peak_memory_bytes") or r.get("buffer_bytes_est") or 0))' \
-        "$CELL_JSON" "$(last_json "$OUT/logs/calibrate-$name.out")") || die "no calibration result for $name"
+print(c["peak_memory"] - int(r.get("peak_memory_bytes") or r.get("buffer_bytes_est") or 0)
+      - int(r.get("plane_arena_bytes") or 0) + int(sys.argv[3]))' \
+        "$CELL_JSON" "$(last_json "$OUT/logs/calibrate-$name.out")" "$arena") ||
+        die "no calibration result for $name"
     OWN[$name]=$((peak + (32 << 20)))
     log "$name: own processes $((peak >> 20)) MiB on the warm set (allowance $((OWN[$name] >> 20)) MiB)"
 done

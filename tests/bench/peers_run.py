@@ -6,6 +6,7 @@
                  [--storage-cost OP_US,BYTES_PER_S] [--log FILE]
     peers_run.py perfile-order --list LIST --seed S [--epochs 4] [--log FILE]
     peers_run.py has-order       # exit 0 when hdmlp.Loader takes order= (else 1)
+    peers_run.py arena DATASET [--workers 2] [--batch 32]   # bytes of hdmlp.torch's arena
 
 hdmlp-torch: hdmlp.torch.HdmlpIterableDataset(DATASET, batch_size, memory, seed,
   with_indices=True, order=..., pool_reads=...) iterated by hdmlp.torch.DataLoader
@@ -15,6 +16,9 @@ hdmlp-torch: hdmlp.torch.HdmlpIterableDataset(DATASET, batch_size, memory, seed,
   to relaxed=True and 'strict' to the default, and the JSON says so ("order_used").
   Prints one JSON line: epoch seconds (from the epoch's first next() to its last batch,
   worker and data-plane start-up included in epoch 0), samples, bytes, the loader's stats.
+arena: the shared-memory arena hdmlp.torch's data plane makes for W workers over DATASET
+  (on top of the loader's budget; it grows with the largest samples, so a warm set of
+  smaller files under-states it).
 perfile-order: the order loader_perfile.c requests (Fisher-Yates driven by splitmix64
   seeded S; epoch e uses seed S + e, one program run per epoch), as positions in LIST (the
   files' creation order, their storage order on disk), written to --log. No I/O.
@@ -72,6 +76,12 @@ def has_order():
     return True
 
 
+def arena(o):
+    import hdmlp.torch as ht
+    ds = ht.HdmlpIterableDataset(o.dataset, batch_size=o.batch, memory="100%", seed=0)
+    print(ds._plane_spec(o.workers)["arena"])
+
+
 def hdmlp_torch(o):
     import torch
     import hdmlp.torch as ht
@@ -122,7 +132,8 @@ def hdmlp_torch(o):
            "order_log": o.log, "stall_seconds": dl.stall_seconds}
     out.update({k: st.get(k) for k in ("bytes_read", "read_ops", "chunk_loads",
                                         "whole_refills", "ranged_refills", "peak_memory_bytes",
-                                        "direct_io", "source_op_ns", "source_bytes_per_s")})
+                                        "direct_io", "source_op_ns", "source_bytes_per_s",
+                                        "plane_arena_bytes")})
     print(json.dumps(out), flush=True)
 
 
@@ -146,11 +157,17 @@ def main():
     f.add_argument("--epochs", type=int, default=4)
     f.add_argument("--log", default=None)
     sub.add_parser("has-order")
+    a = sub.add_parser("arena")
+    a.add_argument("dataset")
+    a.add_argument("--workers", type=int, default=2)
+    a.add_argument("--batch", type=int, default=32)
     o = p.parse_args()
     if o.mode == "hdmlp-torch":
         hdmlp_torch(o)
     elif o.mode == "perfile-order":
         perfile_order(o)
+    elif o.mode == "arena":
+        arena(o)
     else:
         sys.exit(0 if has_order() else 1)
 
