@@ -245,9 +245,14 @@ typedef enum hdmlp_engine {
     HDMLP_ENGINE_IO_URING = 2
 } hdmlp_engine;
 
+/* How the strict order refills (the delivered order is the same for every policy). */
 typedef enum hdmlp_policy {
-    HDMLP_POLICY_FILL_RATE = 0, /* refill the chunk with the best fill rate (default) */
-    HDMLP_POLICY_RANDOM = 1     /* refill a random eligible chunk (ablation) */
+    HDMLP_POLICY_FILL_RATE = 0, /* refill the chunk with the best fill rate (Brand) */
+    HDMLP_POLICY_RANDOM = 1,    /* refill a random eligible chunk (ablation) */
+    /* the order is known in advance: a miss reads the window of its chunk (at most one
+     * device request) holding the most samples due soon, and keeps them in any free slot
+     * until they are asked for; each sample is read once per epoch */
+    HDMLP_POLICY_CLAIRVOYANT = 2
 } hdmlp_policy;
 
 typedef enum hdmlp_refill {

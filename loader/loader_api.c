@@ -202,6 +202,7 @@ int loader_create_with(hdmlp_dataset *ds, const hdmlp_config *cfg,
                                  .slot_cap_bytes = ld->slot_cap,
                                  .order = cfg->order,
                                  .pool_unit = sz.pool_unit,
+                                 .window_bytes = loader_read_window(&ld->cfg),
                                  .rank = cfg->rank,
                                  .world = cfg->world};
         rc = sched_create(ld->ix, &sp, &ld->sch);

@@ -265,8 +265,10 @@ int hdmlp_config_set_lookahead(hdmlp_config *cfg, uint64_t requests)
 int hdmlp_config_set_policy(hdmlp_config *cfg, hdmlp_policy policy)
 {
     CHECK_CFG(cfg);
-    if (policy != HDMLP_POLICY_FILL_RATE && policy != HDMLP_POLICY_RANDOM) {
-        return hd_err(HDMLP_E_INVAL, "policy: %d is not fill-rate or random", (int)policy);
+    if (policy != HDMLP_POLICY_FILL_RATE && policy != HDMLP_POLICY_RANDOM &&
+        policy != HDMLP_POLICY_CLAIRVOYANT) {
+        return hd_err(HDMLP_E_INVAL, "policy: %d is not fill-rate, random or clairvoyant",
+                      (int)policy);
     }
     cfg->policy = policy;
     return HDMLP_OK;

@@ -48,6 +48,7 @@ static int forecast_init(forecast *f, const fmt_index *ix, const struct hdmlp_co
                        .slot_cap_bytes = sz->slot_cap,
                        .order = cfg->order,
                        .pool_unit = sz->pool_unit,
+                       .window_bytes = loader_read_window(cfg),
                        .world = cfg->world};
     for (uint32_t o = 0; o < cfg->world; o++) {
         sp.rank = o;

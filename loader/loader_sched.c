@@ -36,9 +36,11 @@ int sched_create(const fmt_index *ix, const sched_params *p, sched **out)
     if (p->order != HDMLP_ORDER_STRICT && p->order != HDMLP_ORDER_POOL) {
         return hd_err(HDMLP_E_INVAL, "scheduler: unknown order %d", (int)p->order);
     }
-    if (p->order == HDMLP_ORDER_POOL &&
-        (p->pool_unit == 0 || p->pool_unit > ix->h.chunk_size || p->world == 0 ||
-         p->rank >= p->world || p->abstract_chunks % p->world != 0)) {
+    const int owner = p->order == HDMLP_ORDER_POOL || p->policy == HDMLP_POLICY_CLAIRVOYANT;
+    if ((p->order == HDMLP_ORDER_POOL &&
+         (p->pool_unit == 0 || p->pool_unit > ix->h.chunk_size)) ||
+        (owner &&
+         (p->world == 0 || p->rank >= p->world || p->abstract_chunks % p->world != 0))) {
         return hd_err(HDMLP_E_INVAL,
                       "scheduler: pool unit %u (chunk size %u), rank %u of %u, %llu groups",
                       p->pool_unit, ix->h.chunk_size, p->rank, p->world,
@@ -75,9 +77,16 @@ int sched_create(const fmt_index *ix, const sched_params *p, sched **out)
     s->size = hd_malloc(s->n * sizeof(uint64_t));
     s->load = hd_malloc(s->k * sizeof(uint32_t));
     s->place = hd_malloc(s->k * sizeof(uint64_t));
+    if (owner) {
+        s->owned_slots = (s->a / p->world) * s->k;
+        s->free_ids = hd_malloc(s->owned_slots * sizeof(uint64_t));
+    }
     if (!s->unfilled || !s->empty || !s->slot || !s->left || !s->group || !s->ord ||
         !s->order || !s->fill || !s->size || !s->load || !s->place ||
-        (p->order == HDMLP_ORDER_POOL && pool_create(s) != HDMLP_OK)) {
+        (owner && s->free_ids == NULL) ||
+        (p->order == HDMLP_ORDER_POOL && pool_create(s) != HDMLP_OK) ||
+        (p->order == HDMLP_ORDER_STRICT && p->policy == HDMLP_POLICY_CLAIRVOYANT &&
+         due_create(s) != HDMLP_OK)) {
         sched_free(s);
         return hd_err(HDMLP_E_NOMEM, "scheduler: out of memory for %llu samples",
                       (unsigned long long)s->n);
@@ -119,6 +128,8 @@ void sched_free(sched *s)
     hd_free(s->load);
     hd_free(s->place);
     pool_free(s);
+    due_free(s);
+    hd_free(s->free_ids);
     hd_free(s);
 }
 
@@ -135,6 +146,19 @@ hdmlp_refill sched_load_mode(const sched *s, uint64_t chunk, uint32_t n,
 
 uint64_t sched_slot_count(const sched *s) { return s->a * s->k; }
 
+void sched_free_all_owned(sched *s)
+{
+    s->n_free = 0;
+    for (uint64_t g = s->a; g-- > 0;) {
+        if (!sched_owns(s, g)) {
+            continue;
+        }
+        for (uint32_t t = s->k; t-- > 0;) {
+            s->free_ids[s->n_free++] = g * s->k + t;
+        }
+    }
+}
+
 uint64_t sched_slots_occupied(const sched *s) { return s->occupied; }
 uint64_t sched_slot_bytes(const sched *s) { return s->slot_bytes; }
 
@@ -148,6 +172,10 @@ int sched_begin_epoch(sched *s, uint64_t epoch)
     }
     if (s->p.order == HDMLP_ORDER_POOL) {
         pool_begin_epoch(s, epoch);
+        return HDMLP_OK;
+    }
+    if (s->p.policy == HDMLP_POLICY_CLAIRVOYANT) {
+        due_begin_epoch(s, epoch);
         return HDMLP_OK;
     }
     fmt_rng rng;
@@ -263,6 +291,9 @@ int sched_request(sched *s, uint64_t x, sched_step *out)
     const uint64_t g = s->group[c];
     if (s->p.order == HDMLP_ORDER_POOL) {
         return pool_request(s, x, out);
+    }
+    if (s->p.policy == HDMLP_POLICY_CLAIRVOYANT) {
+        return due_request(s, x, out);
     }
     const uint32_t t = (uint32_t)(x - c * s->k);
     const uint64_t loc = g * s->k + t;

@@ -14,6 +14,17 @@
  * byte cap on valid slots: other slots are filled in increasing slot order while the cap holds.
  * Valid slots are never evicted.
  *
+ * Policy clairvoyant (strict order): the order is known in advance, so a read keeps what
+ * will be asked for soon. Every sample's position in the epoch is computed when the epoch
+ * begins. A request whose sample is held is a hit. Otherwise its chunk is read: of the
+ * windows of consecutive samples that contain the requested one and span at most
+ * window_bytes of storage, the one holding most samples that are neither read nor delivered
+ * this epoch and whose positions lie within the horizon (1.5 times what the owner can hold,
+ * in the owner's share of positions); ties go to the shortest, then the first. Those samples
+ * are kept, soonest first, in any free slot of the owner's groups while the slots and the
+ * byte cap allow; the rest of the chunk waits for a later read. Each sample is read once
+ * per epoch, the delivered order is the request order, and nothing held is evicted.
+ *
  * Pool order (DESIGN.md §4, "The frontier"): one pass. The owner's chunks are cut into read
  * units of pool_unit consecutive samples (the last of a chunk may be shorter); each epoch
  * they are read in a seeded random order, their samples join a pool held in the slots of the
@@ -39,8 +50,9 @@ typedef struct sched_params {
     uint64_t seed;
     uint64_t slot_cap_bytes; /* cap on raw bytes held in valid slots; 0 = none */
     hdmlp_order order;
-    uint32_t pool_unit;   /* pool: samples per read unit, 1..K */
-    uint32_t rank, world; /* pool: the owner (groups g with g % world == rank) */
+    uint32_t pool_unit;    /* pool: samples per read unit, 1..K */
+    uint64_t window_bytes; /* clairvoyant: the largest read (stored bytes); 0 = a chunk */
+    uint32_t rank, world;  /* pool, clairvoyant: the owner (groups g, g % world == rank) */
 } sched_params;
 
 typedef struct sched_step {

@@ -4,8 +4,6 @@
 
 #include <string.h>
 
-static int owned(const sched *s, uint64_t g) { return g % s->p.world == s->p.rank; }
-
 int pool_create(sched *s)
 {
     s->parts = (s->k + s->p.pool_unit - 1) / s->p.pool_unit;
@@ -13,12 +11,10 @@ int pool_create(sched *s)
     for (uint64_t g = s->p.rank; g < s->a; g += s->p.world) {
         chunks += sched_group_chunks(s, g);
     }
-    s->owned_slots = (s->a / s->p.world) * s->k;
     const uint64_t units = chunks * s->parts;
     s->units = hd_malloc((units != 0 ? units : 1) * sizeof(uint64_t));
     s->live = hd_malloc(s->owned_slots * sizeof(uint64_t));
-    s->free_ids = hd_malloc(s->owned_slots * sizeof(uint64_t));
-    if (s->units == NULL || s->live == NULL || s->free_ids == NULL) {
+    if (s->units == NULL || s->live == NULL) {
         return HDMLP_E_NOMEM; /* sched_create reports it */
     }
     return HDMLP_OK;
@@ -28,12 +24,10 @@ void pool_free(sched *s)
 {
     hd_free(s->units);
     hd_free(s->live);
-    hd_free(s->free_ids);
 }
 
 /* The epoch's units in a seeded order, and every owned slot free (the pool drained at the
- * end of the last epoch: sched_begin_epoch checked it). The stack pops slot ids in
- * increasing order. */
+ * end of the last epoch: sched_begin_epoch checked it). */
 void pool_begin_epoch(sched *s, uint64_t epoch)
 {
     fmt_rng rng;
@@ -53,15 +47,7 @@ void pool_begin_epoch(sched *s, uint64_t epoch)
     s->next_unit = 0;
     fmt_rng_shuffle_u64(&rng, s->units, n);
     s->n_live = 0;
-    s->n_free = 0;
-    for (uint64_t g = s->a; g-- > 0;) {
-        if (!owned(s, g)) {
-            continue;
-        }
-        for (uint32_t t = s->k; t-- > 0;) {
-            s->free_ids[s->n_free++] = g * s->k + t;
-        }
-    }
+    sched_free_all_owned(s);
 }
 
 /* Reads the next unit into the pool when it has room (or is empty). Returns 1 if it did. */
@@ -106,7 +92,7 @@ int pool_request(sched *s, uint64_t x, sched_step *out)
 {
     memset(out, 0, sizeof(*out));
     const uint64_t g = s->group[sched_chunk_of(s, x)];
-    if (!owned(s, g)) {
+    if (!sched_owns(s, g)) {
         return hd_err(HDMLP_E_STATE,
                       "scheduler: sample %llu belongs to rank %llu's pool, not %u's",
                       (unsigned long long)x, (unsigned long long)(g % s->p.world), s->p.rank);

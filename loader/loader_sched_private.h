@@ -56,6 +56,13 @@ struct sched {
     uint64_t *free_ids; /* a stack of free slot ids of the owner's groups, n_free of them */
     uint64_t n_free;
     uint64_t owned_slots; /* slots of the owner's groups */
+
+    /* strict, policy clairvoyant (loader_sched_due.c); free_ids above holds its free slots */
+    uint64_t *due;     /* N: each sample's position in the epoch */
+    uint64_t *held_at; /* N: the slot id holding the sample, or NIL */
+    uint64_t horizon;  /* positions ahead whose samples a read may keep */
+    uint64_t hold_cap; /* samples it may keep (one owned slot stays free for the delivered) */
+    uint32_t *elig;    /* K: scratch, in-chunk slots a read may keep */
 };
 
 static inline uint64_t sched_group_first_chunk(const sched *s, uint64_t g)
@@ -74,6 +81,17 @@ static inline uint32_t sched_chunk_samples(const sched *s, uint64_t c)
     const uint64_t left = s->n - first;
     return left < s->k ? (uint32_t)left : s->k;
 }
+
+static inline int sched_owns(const sched *s, uint64_t g) { return g % s->p.world == s->p.rank; }
+
+/* Fills free_ids with every slot id of the owner's groups, popping in increasing order. */
+void sched_free_all_owned(sched *s);
+
+/* loader_sched_due.c */
+int due_create(sched *s);
+void due_free(sched *s);
+void due_begin_epoch(sched *s, uint64_t epoch);
+int due_request(sched *s, uint64_t x, sched_step *out);
 
 /* loader_sched_pool.c */
 int pool_create(sched *s);

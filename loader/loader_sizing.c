@@ -47,6 +47,12 @@ uint32_t loader_pool_unit(const fmt_index *ix, const struct hdmlp_config *cfg)
     return r >= k ? 1u : (uint32_t)((k + r - 1) / r);
 }
 
+uint64_t loader_read_window(const struct hdmlp_config *cfg)
+{
+    const uint64_t request = cfg->max_request ? cfg->max_request : LOADER_POOL_REQUEST_DEFAULT;
+    return request > 4 * FMT_ALIGN ? request - 2 * FMT_ALIGN : request;
+}
+
 /* Sizes abstract memory; HDMLP_E_RANGE naming the minimum if the budget is too small. */
 /* Sum of the m largest raw sample sizes (a min-heap of the m largest seen); UINT64_MAX when
  * out of memory. */

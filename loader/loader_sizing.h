@@ -36,6 +36,11 @@ uint64_t loader_aligned_chunk_bytes(const fmt_index *ix);
  * (cfg->max_request, or LOADER_POOL_REQUEST_DEFAULT when 0). */
 uint32_t loader_pool_unit(const fmt_index *ix, const struct hdmlp_config *cfg);
 
+/* The clairvoyant policy's largest read: one device request (cfg->max_request, or
+ * LOADER_POOL_REQUEST_DEFAULT when 0) less two alignment blocks, so a direct read of it
+ * widened to 4 KiB boundaries stays one request. */
+uint64_t loader_read_window(const struct hdmlp_config *cfg);
+
 /* HDMLP_E_RANGE naming the minimum budget when cfg->memory is too small. */
 int loader_size(const fmt_index *ix, const struct hdmlp_config *cfg, loader_sizing *out);
 

@@ -584,3 +584,67 @@ Test(sched, pool_randomness_is_bounded_and_the_knob_is_monotone, .timeout = 120)
         memds_free(&m);
     }
 }
+
+/* Policy clairvoyant: the delivered order is the request order itself, each sample is read
+ * exactly once per epoch, reads stay within the window, the byte cap holds, and it needs
+ * fewer reads than the fill rate's refills at the same memory. */
+Test(sched, clairvoyant_delivers_the_permutation_reading_each_sample_once, .timeout = 60)
+{
+    memds m;
+    memds_make(&m, 20000, 64, size_varied);
+    const uint64_t n = 20000, a = 78; /* 25 % of the chunks */
+    const uint64_t cap = 78 * 64 * 1600, window = 20 * 1600;
+    for (int capped = 0; capped < 2; capped++) {
+        sched *s = NULL;
+        const sched_params p = {.abstract_chunks = a,
+                                .policy = HDMLP_POLICY_CLAIRVOYANT,
+                                .seed = 3,
+                                .slot_cap_bytes = capped ? cap : 0,
+                                .window_bytes = capped ? window : 0,
+                                .rank = 0,
+                                .world = 1};
+        cr_assert_eq(sched_create(&m.ix, &p, &s), HDMLP_OK, "%s", hdmlp_last_error());
+        uint64_t *perm = malloc(n * sizeof(uint64_t));
+        uint64_t loads = 0, read = 0;
+        for (uint64_t e = 0; e < 2; e++) {
+            cr_assert_eq(sched_begin_epoch(s, e), HDMLP_OK);
+            sampler_epoch(3, e, n, perm);
+            for (uint64_t i = 0; i < n; i++) {
+                sched_step st;
+                cr_assert_eq(sched_request(s, perm[i], &st), HDMLP_OK, "%s",
+                             hdmlp_last_error());
+                cr_assert_eq(st.sample, perm[i]);
+                if (!st.hit) {
+                    loads++;
+                    read += st.n_load;
+                    const uint64_t c = st.chunk;
+                    for (uint32_t j = 1; j < st.n_load; j++) {
+                        cr_assert_lt(st.load_slot[j - 1], st.load_slot[j]);
+                    }
+                    if (capped) {
+                        const uint8_t *lo =
+                            m.ix.samples + (c * 64 + st.load_slot[0]) * FMT_SAMPLE_REC_LEN;
+                        const uint8_t *hi =
+                            m.ix.samples +
+                            (c * 64 + st.load_slot[st.n_load - 1]) * FMT_SAMPLE_REC_LEN;
+                        cr_assert_leq(fmt_ld64(hi) + fmt_ld64(hi + 8) - fmt_ld64(lo), window);
+                        cr_assert_leq(sched_slot_bytes(s), cap);
+                    }
+                }
+            }
+            cr_assert_eq(sched_slots_occupied(s), 0);
+        }
+        cr_assert_eq(read, 2 * n, "each sample is read once per epoch");
+        run_result fr = run_sched(&m.ix, a, HDMLP_POLICY_FILL_RATE, 3, p.slot_cap_bytes, 2);
+        printf("reads in 2 epochs (%s): clairvoyant %llu, fill-rate %llu\n",
+               capped ? "window and byte cap" : "no cap", (unsigned long long)loads,
+               (unsigned long long)fr.loads);
+        if (!capped) {
+            cr_assert_lt(loads, fr.loads);
+        }
+        free(fr.order);
+        free(perm);
+        sched_free(s);
+    }
+    memds_free(&m);
+}

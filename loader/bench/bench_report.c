@@ -9,7 +9,7 @@
 #include <string.h>
 
 const char *const bench_engine_names[3] = {"auto", "pread", "io_uring"};
-const char *const bench_policy_names[2] = {"fill-rate", "random"};
+const char *const bench_policy_names[3] = {"fill-rate", "random", "clairvoyant"};
 const char *const bench_order_names[2] = {"strict", "pool"};
 const char *const bench_refill_names[3] = {"auto", "whole", "ranges"};
 
