@@ -8,7 +8,8 @@
 #   sudo tests/bench/peers_bench.sh [--build DIR] [--out DIR] [--work DIR] [--keep-data]
 #                                   [--small] [--count 8000] [--memory 25] [--rounds 2]
 #                                   [--regimes "A B"] [--pool-reads "1 2 4 8"]
-#                                   [--fig-epochs 4] [--batch 32] [--contenders "NAME ..."]
+#                                   [--fig-epochs 4] [--batch 32] [--py-margin 128]
+#                                   [--contenders "NAME ..."]
 #
 # Data: COUNT files (default 8,000; --small 1,500) of lognormal sizes, mean 110,000 B
 # (sigma 0.6), in 100 class folders (loader_gen.py; --small: batch 8), packed with hdmlp-pack K = 64
@@ -19,7 +20,9 @@
 # Cell (bench_lib.sh): memory limit = MEMORY % of the data + 64 MiB + the contender's own
 # processes (Python contenders: the cell's peak on a 200-file warm set in an unlimited cell,
 # less the loader's budget in use or the shuffle buffers, hdmlp.torch's shared arena resized
-# to the full data set's largest samples, + 32 MiB, measured first; C programs: 0), so every contender has the same room for data
+# to the full data set's largest samples, + PY_MARGIN MiB (128: a full epoch's 250 batches
+# through the main process grow its heap beyond the warm set's; with 32 MiB hdmlp.torch
+# strict was OOM-killed), measured first; C programs: 0), so every contender has the same room for data
 # and page cache; read throttle of the data's disk: regime A = 150 read ops/s + 400 MB/s,
 # B = 400 MB/s. Before each run caches are dropped and the same contender runs once
 # outside the cell on the warm set (programs and Python modules cached, data cold); a
@@ -52,6 +55,7 @@ FIG_EPOCHS=4
 ONLY=""
 BATCH=32
 WORKERS=2
+PY_MARGIN=128
 while [ $# -gt 0 ]; do
     case $1 in
     --count) COUNT=${2:?}; shift 2 ;;
@@ -62,6 +66,7 @@ while [ $# -gt 0 ]; do
     --fig-epochs) FIG_EPOCHS=${2:?}; shift 2 ;;
     --contenders) ONLY=${2:?}; shift 2 ;;
     --batch) BATCH=${2:?}; shift 2 ;;
+    --py-margin) PY_MARGIN=${2:?}; shift 2 ;;
     *) bench_option "$@"; shift "$BENCH_SHIFT" ;;
     esac
 done
@@ -201,7 +206,7 @@ print(c["peak_memory"] - int(r.get("peak_memory_bytes") or r.get("buffer_bytes_e
       - int(r.get("plane_arena_bytes") or 0) + int(sys.argv[3]))' \
         "$CELL_JSON" "$(last_json "$OUT/logs/calibrate-$name.out")" "$arena") ||
         die "no calibration result for $name"
-    OWN[$name]=$((peak + (32 << 20)))
+    OWN[$name]=$((peak + (PY_MARGIN << 20)))
     log "$name: own processes $((peak >> 20)) MiB on the warm set (allowance $((OWN[$name] >> 20)) MiB)"
 done
 
