@@ -14,6 +14,7 @@ PKGS=(
   dataset-fashion-mnist
   fio gnuplot-nox e2fsprogs util-linux
   libcurl4-openssl-dev libssl-dev nginx-light
+  ceph-mon ceph-osd radosgw awscli python3-botocore
 )
 
 missing=()

@@ -3,7 +3,8 @@
 
 Serves the files under --root over HTTP/1.1 with keep-alive: GET (one byte range or the
 whole object), HEAD and, with --s3, PUT, DELETE and multipart uploads (POST ?uploads,
-PUT ?partNumber&uploadId, POST ?uploadId, DELETE ?uploadId). With --s3 the first path
+PUT ?partNumber&uploadId, POST ?uploadId, DELETE ?uploadId) and one-page ListObjectsV2
+(GET /bucket?list-type=2&prefix=P). With --s3 the first path
 element is the bucket (path-style addressing, as MinIO-like servers), or with --dns-name D
 a Host "BUCKET.D[:port]" names it (virtual-hosted style). Keys are literal, "." and ".."
 segments included (stored under escaped file names).
@@ -62,6 +63,11 @@ def escape_part(p):
     is a key of its own, as in S3."""
     p = p.replace("%", "%25")
     return p.replace(".", "%2E") if p in (".", "..") else p
+
+
+def unescape_part(p):
+    p = {"%2E": ".", "%2E%2E": ".."}.get(p, p)
+    return p.replace("%25", "%")
 
 
 def botocore_signature(method, url, headers, signed, body, access_key, secret_key, region,
@@ -275,6 +281,10 @@ class Handler(BaseHTTPRequestHandler):
         if path is None:
             self.error(404, err or "NoSuchKey", "no such bucket" if err else "bad key")
             return
+        query = urllib.parse.parse_qs(self.path.partition("?")[2], keep_blank_values=True)
+        if self.server.opts.s3 and "list-type" in query and os.path.isdir(path):
+            self.list_objects(path, query.get("prefix", [""])[0])
+            return
         if not os.path.isfile(path):
             self.error(404, "NoSuchKey", "The specified key does not exist.")
             return
@@ -371,6 +381,29 @@ class Handler(BaseHTTPRequestHandler):
             return
         self.write_body(data)
         self.count("bytes_sent_" + ("206" if status == 206 else "200"))
+
+    def list_objects(self, bucket_dir, prefix):
+        """ListObjectsV2 (one page): the keys under prefix, sizes."""
+        items = []
+        for d, dirs, files in os.walk(bucket_dir):
+            dirs.sort()
+            rel = os.path.relpath(d, bucket_dir)
+            parts = [] if rel == "." else [unescape_part(p) for p in rel.split(os.sep)]
+            for f in sorted(files):
+                key = "/".join(parts + [unescape_part(f)])
+                if key.startswith(prefix) and not f.endswith(".part"):
+                    items.append((key, os.path.getsize(os.path.join(d, f))))
+        esc = lambda t: t.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+        body = ('<?xml version="1.0" encoding="UTF-8"?>\n<ListBucketResult>'
+                f"<Prefix>{esc(prefix)}</Prefix><KeyCount>{len(items)}</KeyCount>"
+                "<IsTruncated>false</IsTruncated>" +
+                "".join(f"<Contents><Key>{esc(k)}</Key><Size>{n}</Size></Contents>"
+                        for k, n in sorted(items)) + "</ListBucketResult>").encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/xml")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
 
     def writable(self):
         """Reads the body, checks the signature; returns (body, path, query) or None."""
