@@ -117,6 +117,8 @@ Test(remote, pack_upload_reads_back_with_botocore, .timeout = 180)
             cr_assert_eq(testds_write_file(path, buf, n), 0);
         }
     }
+    /* The same seed and creation time: byte-identical packs (hdmlp-pack's contract). */
+    setenv("SOURCE_DATE_EPOCH", "1700000000", 1);
     char url[256];
     url_of(url, sizeof(url), "packed");
     snprintf(cmd, sizeof(cmd), "'%s' --seed 7 --chunk-size 16 -o '%s' '%s' >/dev/null",

@@ -23,6 +23,15 @@ cleanup() {
     rm -rf "$run"
 }
 trap cleanup EXIT
+trap 'exit 143' TERM INT HUP
+# Should this script be killed outright (ctest's timeout), a watchdog stops the daemons.
+suite_pid=$$
+(
+    trap '' TERM INT HUP
+    while kill -0 "$suite_pid" 2>/dev/null; do sleep 2; done
+    bash "$root/.ci/radosgw.sh" stop "$run/rgw" >/dev/null 2>&1 || true
+    rm -rf "$run"
+) </dev/null >/dev/null 2>&1 &
 
 # Debian's awscli: a pyenv `aws` earlier on PATH may be another version or none.
 aws=/usr/bin/aws
