@@ -36,6 +36,8 @@
 # reads the order loader_perfile requests (seed 1 + epoch: one run per epoch).
 # Until hdmlp-bench has --order (and hdmlp.Loader order=), 'pool' runs as --relaxed
 # (relaxed=True) and the --pool-reads points are skipped, with a log line saying so.
+# The hdmlp build's checksum is compared at the end (OUT/build_check.json): another build
+# into the same tree during a run mixes versions, and the report says so.
 # Writes OUT/results.jsonl, OUT/results.json, OUT/table.md, OUT/frontier.png (gnuplot),
 # OUT/orders/*.ids, OUT/logs/ (peers_report.py OUT re-renders). Needs root and writable
 # cgroup v1 memory and blkio controllers (else SKIP, exit 0), torch (else SKIP).
@@ -210,6 +212,12 @@ print(c["peak_memory"] - int(r.get("peak_memory_bytes") or r.get("buffer_bytes_e
     log "$name: own processes $((peak >> 20)) MiB on the warm set (allowance $((OWN[$name] >> 20)) MiB)"
 done
 
+# build_sum: a checksum of the hdmlp binaries and libraries in use (another build into the
+# same tree during the run would mix versions; checked again at the end)
+build_sum() {
+    cat "$BENCH" "$BUILD"/libhdmlp.so "$BUILD"/python/hdmlp/*.so 2>/dev/null | md5sum | cut -d' ' -f1
+}
+BUILD_SUM=$(build_sum)
 RES=$OUT/results.jsonl
 : >"$RES"
 impl=$("$PY" -c 'import webdataset' 2>/dev/null && echo webdataset || echo tarfile)
@@ -265,4 +273,10 @@ for round in $(seq 1 "$ROUNDS"); do
         done
     done
 done
+changed=false
+if [ "$(build_sum)" != "$BUILD_SUM" ]; then
+    changed=true
+    log "WARNING: the hdmlp build changed during the run (another build into $BUILD): the runs mix versions"
+fi
+echo "{\"build_sum_start\": \"$BUILD_SUM\", \"build_sum_end\": \"$(build_sum)\", \"build_changed\": $changed, \"git_end\": \"$(git_rev)\"}" >"$OUT/build_check.json"
 "$PY" "$HERE/peers_report.py" "$OUT" || die "peers_report.py failed"

@@ -13,7 +13,9 @@ hdmlp.torch's from creating the epoch's iterator with worker start-up, loader_pe
 from the first open), the ratio to the recipe's, samples/s, the operations and bytes the
 disk served to the cell (blkio), bytes per operation, the cell's peak memory (page cache
 included) and limit; then the four figures of the contender's order and whether each cell
-run's epoch 0 delivered the same order as the figures run ("order same": yes/no per round).
+run's epoch 0 delivered the same order as the figures run ("order same": yes/no per round),
+what ran (mode) and the machine's 1-minute load average after the runs (median; 2 cores:
+above ~2 other jobs shared the CPUs, which slows the Python contenders most).
 """
 import json
 import os
@@ -25,10 +27,11 @@ import sys
 def load(out):
     rows = [json.loads(line) for line in open(os.path.join(out, "results.jsonl")) if line.strip()]
     meta = {}
-    p = os.path.join(out, "meta.json")
-    if os.path.exists(p):
-        with open(p) as f:
-            meta = json.load(f)
+    for name in ("meta.json", "build_check.json"):
+        p = os.path.join(out, name)
+        if os.path.exists(p):
+            with open(p) as f:
+                meta.update(json.load(f))
     return rows, meta
 
 
@@ -66,6 +69,17 @@ def order_same(out, name, regime, rnd):
     if not a or not b:
         return None
     return a == b
+
+
+def mode_of(res):
+    """What ran: hdmlp-bench's order/policy/pool_reads, hdmlp.torch's order, the recipe's
+    implementation."""
+    cfg = res.get("config")
+    if isinstance(cfg, dict):
+        if cfg.get("order") == "pool":
+            return f"pool, reads {cfg.get('pool_reads') or 'auto'}"
+        return f"{cfg.get('order', 'strict')}, {cfg.get('policy', '?')}"
+    return res.get("order_used") or res.get("recipe") or ""
 
 
 def med(xs):
@@ -111,7 +125,8 @@ def summarise(out, rows, meta):
                 "oom_kills": sum(r["cell"].get("oom_kills", 0) for r in rs),
                 "failed_rounds": sum(1 for r in rs if r["cell"]["rc"] != 0),
                 "order_same": [order_same(out, name, regime, r["round"]) for r in rs],
-                "order_used": res0.get("order_used") or res0.get("recipe"),
+                "mode": mode_of(res0),
+                "load": med([float(r["load"].split()[0]) for r in rs if r.get("load")]),
                 "figures": f,
             })
     for regime in regimes:
@@ -137,13 +152,16 @@ def table(summary, meta):
         notes.append("hdmlp-bench had no --order: hdmlp-pool ran as --relaxed")
     if not meta.get("have_order_py", 1):
         notes.append("hdmlp.Loader had no order=: torch-pool ran with relaxed=True")
+    if meta.get("build_changed"):
+        notes.append("the hdmlp build CHANGED during the run (another build into the same "
+                     "tree): rounds may mix library versions (see 'order same')")
     if notes:
         lines.append("NOTE: " + "; ".join(notes) + ".")
     lines.append("")
     lines.append("| regime | contender | cold epoch s | vs recipe | samples/s | dev reads | "
                  "dev MB | MB/read | peak / limit MiB | same-chunk dist | epoch corr | "
-                 "spearman | neighbours | order same |")
-    lines.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+                 "spearman | neighbours | order same | mode | load |")
+    lines.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---:|")
     for s in summary:
         f = s["figures"]
         rounds = " / ".join(fmt(x, ".2f", "fail") for x in s["epoch_seconds_rounds"])
@@ -158,7 +176,8 @@ def table(summary, meta):
             f"{fmt(f.get('same_chunk_distance'), '.3f')} | "
             f"{fmt(f.get('epoch_position_correlation'), '+.3f')} | "
             f"{fmt(f.get('spearman_storage'), '+.3f')} | "
-            f"{fmt(f.get('neighbour_fraction'), '.3f')} | {same} |")
+            f"{fmt(f.get('neighbour_fraction'), '.3f')} | {same} | {s['mode']} | "
+            f"{fmt(s['load'], '.1f')} |")
     bad = [s for s in summary if s["failed_rounds"] or s["oom_kills"]]
     for s in bad:
         lines.append(f"\n{s['regime']} {s['name']}: {s['failed_rounds']} failed rounds, "
