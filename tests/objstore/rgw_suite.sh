@@ -91,9 +91,14 @@ fi
 
 # ---- radosgw ----------------------------------------------------------------------------
 t0=$(date +%s.%N)
+# A second try on new ports: a port picked free can be taken by a parallel test first.
 if ! bash "$root/.ci/radosgw.sh" start "$run/rgw" >"$run/rgw.env"; then
-    echo "rgw_suite: FAIL: radosgw could not start (see above); it is part of the suite" >&2
-    exit 1
+    bash "$root/.ci/radosgw.sh" stop "$run/rgw" || true
+    echo "rgw_suite: radosgw did not start; trying once more on other ports" >&2
+    if ! bash "$root/.ci/radosgw.sh" start "$run/rgw" >"$run/rgw.env"; then
+        echo "rgw_suite: FAIL: radosgw could not start (see above); it is part of the suite" >&2
+        exit 1
+    fi
 fi
 echo "==== radosgw up in $(elapsed "$t0") s"
 # shellcheck disable=SC1091
