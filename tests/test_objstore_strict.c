@@ -4,10 +4,13 @@
  * botocore the same way; a region other than the server's refused with S3's error; an
  * endpoint naming its scheme's default port, virtual-hosted style and keys with dot
  * segments signed as sent; answers for another range retried; an index cut short without
- * Content-Length fetched again; a server dripping a byte a second failed within a minute
- * with the default limits, naming the URL and the stall. Part of the test_objstore binary.
+ * Content-Length fetched again; an object ending inside the range asked for named as
+ * shorter than the index says, at once; a server dripping a byte a second failed within a
+ * minute with the default limits, naming the URL and the stall. Part of the test_objstore
+ * binary.
  */
 #include "hdmlp.h"
+#include "loader_source.h"
 #include "support/objstore_fixture.h"
 #include "support/testds.h"
 
@@ -241,5 +244,37 @@ Test(objstore_strict, request_deadline_covers_the_retries, .timeout = 60)
     cr_assert(strstr(hdmlp_last_error(), "deadline of 3000 ms") != NULL, "%s",
               hdmlp_last_error());
     hdmlp_dataset_close(ds);
+    objstore_stop(&s);
+}
+
+/* A 206 whose Content-Range ends the object inside the range asked for: the object is
+ * shorter than the index says (HDMLP_E_CORRUPT at once, not retried as a cut body). */
+Test(objstore_strict, object_ending_inside_the_range_is_corrupt, .timeout = 60)
+{
+    objstore_server s = {0};
+    objstore_start_py(&s, NULL);
+    char url[128];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/bucket/ds", s.port);
+    src_store *st = NULL;
+    src_conn *c = NULL;
+    cr_assert_eq(src_store_open(url, NULL, &st), HDMLP_OK, "%s", hdmlp_last_error());
+    cr_assert_eq(src_conn_create(st, 2, &c), HDMLP_OK, "%s", hdmlp_last_error());
+    const char *name = "segment-000000";
+    uint64_t size = 0;
+    cr_assert_eq(src_conn_sizes(c, &name, &size, 1), HDMLP_OK, "%s", hdmlp_last_error());
+    cr_assert_gt(size, 200);
+    uint8_t buf[100];
+    const src_range inside = {name, size - 100, 100, buf};
+    cr_assert_eq(src_conn_read(c, &inside, 1), HDMLP_OK, "%s", hdmlp_last_error());
+    const src_range past = {name, size - 10, 100, buf};
+    const uint64_t before = src_conn_requests(c);
+    cr_assert_eq(src_conn_read(c, &past, 1), HDMLP_E_CORRUPT);
+    cr_assert(strstr(hdmlp_last_error(), "ends inside the range") != NULL, "%s",
+              hdmlp_last_error());
+    cr_assert(strstr(hdmlp_last_error(), "Content-Range: bytes ") != NULL, "%s",
+              hdmlp_last_error());
+    cr_assert_eq(src_conn_requests(c) - before, 1, "not retried");
+    src_conn_free(c);
+    src_store_free(st);
     objstore_stop(&s);
 }
