@@ -245,13 +245,20 @@ typedef enum hdmlp_engine {
     HDMLP_ENGINE_IO_URING = 2
 } hdmlp_engine;
 
-/* How the strict order refills (the delivered order is the same for every policy). */
+/* How the strict order refills.
+ *   fill-rate (default): the Brand protocol's refill (the chunk filling most empty slots of
+ *       its abstract chunk); a hit delivers the sample in the requested slot, which may be
+ *       another chunk's, so a chunk's samples arrive a little closer together than in a
+ *       permutation (same-chunk distance ~0.8 at 25 % memory). random: an ablation.
+ *   clairvoyant: the order is known in advance, so a miss reads the window of its chunk
+ *       (at most one device request) holding the most samples due soon and keeps them in
+ *       any free slot until they are asked for; each sample is read once per epoch, and the
+ *       delivered order is the epoch's uniformly random permutation itself. Fewer reads than
+ *       fill-rate with large chunks on operation-bound storage; with small chunks and the
+ *       learnt cost model it can read more (README, "Orders"). */
 typedef enum hdmlp_policy {
-    HDMLP_POLICY_FILL_RATE = 0, /* refill the chunk with the best fill rate (Brand) */
-    HDMLP_POLICY_RANDOM = 1,    /* refill a random eligible chunk (ablation) */
-    /* the order is known in advance: a miss reads the window of its chunk (at most one
-     * device request) holding the most samples due soon, and keeps them in any free slot
-     * until they are asked for; each sample is read once per epoch */
+    HDMLP_POLICY_FILL_RATE = 0,
+    HDMLP_POLICY_RANDOM = 1,
     HDMLP_POLICY_CLAIRVOYANT = 2
 } hdmlp_policy;
 

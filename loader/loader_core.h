@@ -69,6 +69,7 @@ typedef struct ld_job {
     /* Auto refill with a learnt model: the model's observation count when the plan was
      * made, and whether it was an exploration (its shape is then kept). */
     int explored;
+    int span; /* read as a span (refill_span_cost), a shape `auto` alone does not consider */
     uint64_t planned_at;
 } ld_job;
 

@@ -119,27 +119,48 @@ static int ring_push(struct hdmlp_loader *ld, const ld_item *item)
     return HDMLP_OK;
 }
 
-/* Auto refill with a learnt model: the plan the model prefers, or (cost_explore) the
- * other one when the model cannot tell them apart and the exploration budget allows. */
-static hdmlp_refill plan_explore(struct hdmlp_loader *ld, uint64_t chunk, const uint32_t *slots,
-                                 uint32_t n, int *explored)
+/* Auto refill with a learnt model: the cheapest of three shapes under the model's cautious
+ * prices — whole (preferred within 1 %: it also verifies the chunk header), ranges merged
+ * where the gap costs less than a request, and the span (every gap read, in as few requests
+ * as the device takes) — or, with `explore` (cost_explore), the next cheapest when the model
+ * cannot tell them apart and the exploration budget allows. Reads of one shape only (single
+ * samples, say) cannot tell an operation's cost from a byte's; the span is the cheap other
+ * shape that teaches it. Sets *span; returns the mode to build with. */
+static hdmlp_refill plan_shape_choice(struct hdmlp_loader *ld, uint64_t chunk,
+                                      const uint32_t *slots, uint32_t n, int explore,
+                                      int *explored, int *span)
 {
-    refill_shape whole, ranges;
+    refill_shape sh[3];
+    const refill_cost sc = refill_span_cost(&ld->cost);
     refill_plan_shape(ld->ix, chunk, slots, n, HDMLP_REFILL_WHOLE, &ld->cost, ld->cfg.direct,
-                      &whole);
+                      &sh[0]);
     refill_plan_shape(ld->ix, chunk, slots, n, HDMLP_REFILL_RANGES, &ld->cost, ld->cfg.direct,
-                      &ranges);
-    const int prefer_whole = refill_prefers_whole(&ld->cost, &whole, &ranges);
-    const refill_shape *c = prefer_whole ? &whole : &ranges;
-    const refill_shape *o = prefer_whole ? &ranges : &whole;
-    if (cost_explore(&ld->explorer, &ld->src_model, c->requests, (double)c->buf_len,
-                     o->requests, (double)o->buf_len)) {
-        ld->st.cost_explorations++;
-        *explored = 1;
-        return prefer_whole ? HDMLP_REFILL_RANGES : HDMLP_REFILL_WHOLE;
+                      &sh[1]);
+    refill_plan_shape(ld->ix, chunk, slots, n, HDMLP_REFILL_RANGES, &sc, ld->cfg.direct,
+                      &sh[2]);
+    double c[3];
+    for (int i = 0; i < 3; i++) {
+        c[i] = refill_shape_cost(&ld->cost, &sh[i]);
+    }
+    c[0] /= 1.01;
+    int best = 0;
+    for (int i = 1; i < 3; i++) {
+        best = c[i] < c[best] ? i : best;
+    }
+    int other = best == 0 ? 1 : 0;
+    for (int i = 0; i < 3; i++) {
+        other = i != best && c[i] < c[other] ? i : other;
     }
     *explored = 0;
-    return prefer_whole ? HDMLP_REFILL_WHOLE : HDMLP_REFILL_RANGES;
+    if (explore &&
+        cost_explore(&ld->explorer, &ld->src_model, sh[best].requests, (double)sh[best].buf_len,
+                     sh[other].requests, (double)sh[other].buf_len)) {
+        ld->st.cost_explorations++;
+        *explored = 1;
+        best = other;
+    }
+    *span = best == 2;
+    return best == 0 ? HDMLP_REFILL_WHOLE : HDMLP_REFILL_RANGES;
 }
 
 /* The jobs plan_job let the learnt model shape (the others read whole or as configured). */
@@ -149,18 +170,27 @@ static int plan_learnt(const struct hdmlp_loader *ld, const ld_job *job)
            ld->cfg.order == HDMLP_ORDER_STRICT && !job->first_load && job->n > 0;
 }
 
+/* Builds job->plan in `mode` (as a span when job->span). */
+static int plan_build(struct hdmlp_loader *ld, ld_job *job, hdmlp_refill mode, refill_plan *out)
+{
+    const refill_cost sc = refill_span_cost(&ld->cost);
+    return refill_plan_build(ld->ix, job->chunk, job->slots, job->n, mode,
+                             job->span ? &sc : &ld->cost, ld->cfg.direct, out);
+}
+
 void plan_refresh(struct hdmlp_loader *ld, ld_job *job)
 {
     if (!plan_learnt(ld, job) || job->planned_at == ld->src_model.observations) {
         return;
     }
     /* An exploration keeps its shape (it was paid for); otherwise the model picks again. */
-    const hdmlp_refill mode = !job->explored    ? HDMLP_REFILL_AUTO
-                              : job->plan.whole ? HDMLP_REFILL_WHOLE
-                                                : HDMLP_REFILL_RANGES;
+    hdmlp_refill mode = job->plan.whole ? HDMLP_REFILL_WHOLE : HDMLP_REFILL_RANGES;
+    if (!job->explored) {
+        int explored;
+        mode = plan_shape_choice(ld, job->chunk, job->slots, job->n, 0, &explored, &job->span);
+    }
     refill_plan plan;
-    if (refill_plan_build(ld->ix, job->chunk, job->slots, job->n, mode, &ld->cost,
-                          ld->cfg.direct, &plan) != HDMLP_OK) {
+    if (plan_build(ld, job, mode, &plan) != HDMLP_OK) {
         return; /* out of memory: the plan it has still reads the right samples */
     }
     refill_plan_free(&job->plan);
@@ -233,12 +263,11 @@ int plan_job(struct hdmlp_loader *ld, uint64_t chunk, const uint32_t *slots, uin
     hdmlp_refill mode = job->first_load ? HDMLP_REFILL_WHOLE
                                         : sched_load_mode(ld->sch, chunk, n, ld->cfg.refill);
     if (plan_learnt(ld, job)) {
-        mode = plan_explore(ld, chunk, job->slots, n, &job->explored);
+        mode = plan_shape_choice(ld, chunk, job->slots, n, 1, &job->explored, &job->span);
         job->planned_at = ld->src_model.observations;
     }
     job->epoch = ld->plan_epoch;
-    const int rc = refill_plan_build(ld->ix, chunk, job->slots, n, mode, &ld->cost,
-                                     ld->cfg.direct, &job->plan);
+    const int rc = plan_build(ld, job, mode, &job->plan);
     if (rc != HDMLP_OK) {
         for (uint32_t i = 0; i < n; i++) {
             sample_free(job->samples[i]);
@@ -337,7 +366,11 @@ static int admit_pending(struct hdmlp_loader *ld)
     uint64_t need = 0;
     if (!st->hit) {
         need = job_bytes(job);
-        if (ld->charged + need > ld->plan_limit) {
+        /* Peers' prefetches held for later positions have their own part of the budget
+         * (plan_limit leaves the remote cap out): counting them here too would let them
+         * take planning's room, and when the slots are full, as the pool and clairvoyant
+         * keep them, the position the consumer waits for could never be planned. */
+        if (ld->charged - ld->remote_charged + need > ld->plan_limit) {
             return 0;
         }
         /* What is read goes to its slots; the delivered sample is then taken from its own. */

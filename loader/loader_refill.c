@@ -21,6 +21,19 @@ static double plan_cost(const refill_cost *cost, uint64_t ops, uint64_t bytes)
     return (double)ops * op_price(cost) + (double)bytes * byte_price(cost);
 }
 
+double refill_shape_cost(const refill_cost *cost, const refill_shape *s)
+{
+    return plan_cost(cost, s->requests, s->buf_len);
+}
+
+refill_cost refill_span_cost(const refill_cost *cost)
+{
+    refill_cost s = *cost;
+    s.op_us = 1e12;
+    s.op_us_doubt = 0.0;
+    return s;
+}
+
 int refill_prefers_whole(const refill_cost *cost, const refill_shape *whole,
                          const refill_shape *ranges)
 {

@@ -62,6 +62,12 @@ typedef struct refill_shape {
 void refill_plan_shape(const fmt_index *ix, uint64_t chunk, const uint32_t *slots, uint32_t n,
                        hdmlp_refill mode, const refill_cost *cost, int direct,
                        refill_shape *out);
+/* What a shape costs under `cost`'s cautious prices (us). */
+double refill_shape_cost(const refill_cost *cost, const refill_shape *s);
+/* `cost` with reads priced so high that ranges merge wherever that saves a device request:
+ * the span shape (the samples read in as few requests as the device's largest request
+ * allows, gaps included). */
+refill_cost refill_span_cost(const refill_cost *cost);
 /* The `auto` rule on two shapes of one refill: 1 when whole costs at most 1 % more than
  * ranges under `cost` (whole also verifies the chunk header). */
 int refill_prefers_whole(const refill_cost *cost, const refill_shape *whole,

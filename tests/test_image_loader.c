@@ -69,6 +69,44 @@ Test(image_loader, same_batches_as_without_the_pipeline_exactly_once)
     hdmlp_dataset_close(ds);
 }
 
+/* The pool order through the pipeline: the same samples in the same batches as the plain
+ * loader in the pool order, each once per epoch. */
+Test(image_loader, pool_order_same_batches_as_without_the_pipeline)
+{
+    hdmlp_dataset *ds = image_dataset(90, 48, 40, 0, NULL);
+    static run raw, img;
+    hdmlp_config *cfg = config(10, 2);
+    cr_assert_eq(hdmlp_config_set_order(cfg, HDMLP_ORDER_POOL), HDMLP_OK);
+    cr_assert_eq(hdmlp_config_set_pool_reads(cfg, 2), HDMLP_OK);
+    hdmlp_loader *a = loader(ds, cfg, NULL);
+    cr_assert_eq(drain(a, &raw, 0), HDMLP_END);
+    hdmlp_loader_free(a);
+    hdmlp_image_config *ic = image_config(32, 32);
+    hdmlp_loader *b = loader(ds, cfg, ic);
+    cr_assert_eq(drain(b, &img, 1), HDMLP_END, "%s", hdmlp_last_error());
+    cr_assert_eq(img.n, 180);
+    cr_assert_arr_eq(img.idx, raw.idx, sizeof(uint64_t) * 180);
+    cr_assert_arr_eq(img.batch_end, raw.batch_end, sizeof(uint32_t) * raw.batches);
+    for (int e = 0; e < 2; e++) {
+        uint8_t seen[90] = {0};
+        for (int i = 0; i < 90; i++) {
+            seen[img.idx[e * 90 + i]]++;
+        }
+        for (int i = 0; i < 90; i++) {
+            cr_assert_eq(seen[i], 1, "epoch %d sample %d", e, i);
+        }
+    }
+    hdmlp_stats st;
+    cr_assert_eq(hdmlp_loader_stats(b, &st), HDMLP_OK);
+    cr_assert_eq(st.order, 1);
+    cr_assert_eq(st.images_decoded, 180);
+    cr_assert_leq(st.peak_memory_bytes, st.memory_budget);
+    hdmlp_loader_free(b);
+    hdmlp_image_config_free(ic);
+    hdmlp_config_free(cfg);
+    hdmlp_dataset_close(ds);
+}
+
 Test(image_loader, pixels_equal_the_libraries_decode)
 {
     /* VAL with crop fraction 1 on images of exactly the output size: the identity, so each

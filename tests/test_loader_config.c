@@ -163,14 +163,34 @@ Test(config, lookahead_accepts_any_count_rejects_null_config)
     hdmlp_config_free(cfg);
 }
 
-Test(config, policy_accepts_fill_rate_and_random_rejects_others)
+Test(config, policy_accepts_fill_rate_random_and_clairvoyant_rejects_others)
 {
     hdmlp_config *cfg = NULL;
     cr_assert_eq(hdmlp_config_create(&cfg), HDMLP_OK);
     EXPECT_OK(hdmlp_config_set_policy(cfg, HDMLP_POLICY_FILL_RATE));
     EXPECT_OK(hdmlp_config_set_policy(cfg, HDMLP_POLICY_RANDOM));
-    EXPECT_INVAL(hdmlp_config_set_policy(cfg, (hdmlp_policy)2), "policy");
+    EXPECT_OK(hdmlp_config_set_policy(cfg, HDMLP_POLICY_CLAIRVOYANT));
+    EXPECT_INVAL(hdmlp_config_set_policy(cfg, (hdmlp_policy)3), "policy");
     EXPECT_INVAL(hdmlp_config_set_policy(cfg, (hdmlp_policy)-1), "policy");
+    hdmlp_config_free(cfg);
+}
+
+Test(config, order_and_pool_reads_are_range_checked)
+{
+    hdmlp_config *cfg = NULL;
+    cr_assert_eq(hdmlp_config_create(&cfg), HDMLP_OK);
+    EXPECT_OK(hdmlp_config_set_order(cfg, HDMLP_ORDER_STRICT));
+    EXPECT_OK(hdmlp_config_set_order(cfg, HDMLP_ORDER_POOL));
+    EXPECT_INVAL(hdmlp_config_set_order(cfg, (hdmlp_order)2), "order");
+    EXPECT_INVAL(hdmlp_config_set_order(cfg, (hdmlp_order)-1), "order");
+    EXPECT_OK(hdmlp_config_set_pool_reads(cfg, 0));
+    EXPECT_OK(hdmlp_config_set_pool_reads(cfg, HDMLP_POOL_READS_MAX));
+    EXPECT_INVAL(hdmlp_config_set_pool_reads(cfg, HDMLP_POOL_READS_MAX + 1), "pool_reads");
+    EXPECT_INVAL(hdmlp_config_set_order(NULL, HDMLP_ORDER_POOL), "config");
+    EXPECT_INVAL(hdmlp_config_set_pool_reads(NULL, 1), "config");
+    /* relaxed is the pool order's former name */
+    EXPECT_OK(hdmlp_config_set_relaxed(cfg, 1));
+    EXPECT_INVAL(hdmlp_config_set_relaxed(cfg, 2), "relaxed");
     hdmlp_config_free(cfg);
 }
 

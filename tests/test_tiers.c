@@ -22,6 +22,9 @@ typedef struct run_result {
     int rc;
 } run_result;
 
+/* The order of the runs below (the pool order reads each chunk in 4 parts). */
+static hdmlp_order run_order = HDMLP_ORDER_STRICT;
+
 /* Runs `epochs` epochs, checking exactly-once and every sample's bytes. */
 static run_result run(hdmlp_dataset *ds, double memory_frac, uint64_t ram, const char *ssd,
                       uint64_t ssd_cap, uint64_t epochs)
@@ -34,6 +37,8 @@ static run_result run(hdmlp_dataset *ds, double memory_frac, uint64_t ram, const
     hdmlp_config_set_seed(cfg, 3);
     hdmlp_config_set_ram_cache(cfg, ram);
     hdmlp_config_set_ssd_cache(cfg, ssd, ssd_cap);
+    hdmlp_config_set_order(cfg, run_order);
+    hdmlp_config_set_pool_reads(cfg, 4);
     hdmlp_loader *ld = NULL;
     run_result r;
     memset(&r, 0, sizeof(r));
@@ -123,7 +128,7 @@ Test(tiers, dataset_that_fits_is_read_from_the_source_once_per_run, .timeout = 1
     testds_rm_rf(dir);
 }
 
-Test(tiers, ssd_cache_is_staged_then_reused_by_the_next_run, .timeout = 120)
+static void ssd_staged_then_reused(void)
 {
     char dir[512], ssd[600];
     hdmlp_dataset *ds = make(dir, sizeof(dir));
@@ -143,6 +148,17 @@ Test(tiers, ssd_cache_is_staged_then_reused_by_the_next_run, .timeout = 120)
     testds_rm_rf(ssd);
     hdmlp_dataset_close(ds);
     testds_rm_rf(dir);
+}
+
+Test(tiers, ssd_cache_is_staged_then_reused_by_the_next_run, .timeout = 120)
+{
+    ssd_staged_then_reused();
+}
+
+Test(tiers, pool_order_stages_and_reuses_the_ssd_cache, .timeout = 120)
+{
+    run_order = HDMLP_ORDER_POOL;
+    ssd_staged_then_reused();
 }
 
 static uint64_t cache_files(const char *ssd, uint64_t *tmp_files)

@@ -19,7 +19,7 @@ void bench_usage(FILE *f)
           "  --seed S             seed of the delivery order (default 0)\n"
           "  --threads T          I/O worker threads, 1..64 (default 2)\n"
           "  --engine E           auto | pread | io_uring (default auto)\n"
-          "  --policy P           fill-rate | random | clairvoyant (default fill-rate)\n"
+          "  --policy P           fill-rate | clairvoyant | random (default fill-rate)\n"
           "  --refill R           whole | ranges | auto (default auto)\n"
           "  --order O            strict | pool (default strict): a uniformly random\n"
           "                       permutation each epoch, or one pass with a pool\n"

@@ -169,7 +169,7 @@ int py_loader_configure(py_state *st, hdmlp_dataset *ds, hdmlp_config *cfg, PyOb
     static const char *const engines[] = {"auto", "pread", "io_uring"};
     static const char *const on_corrupt[] = {"fail", "skip"};
     uint64_t rank = 0, world = 1, lookahead = 0;
-    int refill = 0, policy = 0, engine = 0, corrupt = 0;
+    int refill = 0, policy = -1, engine = 0, corrupt = 0; /* policy -1: the library's */
 
     if (py_arg_u64(st, a[0], "batch_size", &p->batch_size) < 0 ||
         py_arg_memory(st, a[1], hdmlp_dataset_raw_bytes(ds), &p->memory) < 0 ||
@@ -225,7 +225,8 @@ int py_loader_configure(py_state *st, hdmlp_dataset *ds, hdmlp_config *cfg, PyOb
         set_or_raise(st, hdmlp_config_set_engine(cfg, (hdmlp_engine)engine), "engine") < 0 ||
         set_or_raise(st, hdmlp_config_set_direct_io(cfg, direct), "direct_io") < 0 ||
         set_or_raise(st, hdmlp_config_set_lookahead(cfg, lookahead), "lookahead") < 0 ||
-        set_or_raise(st, hdmlp_config_set_policy(cfg, (hdmlp_policy)policy), "policy") < 0 ||
+        (policy >= 0 &&
+         set_or_raise(st, hdmlp_config_set_policy(cfg, (hdmlp_policy)policy), "policy") < 0) ||
         set_or_raise(st, hdmlp_config_set_refill(cfg, (hdmlp_refill)refill), "refill") < 0 ||
         set_or_raise(
             st,

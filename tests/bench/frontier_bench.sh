@@ -1,7 +1,8 @@
 #!/bin/bash
-# Randomness-I/O frontier (issue 6, "Measure"): bytes read / bytes delivered against the
-# randomness figures (same_chunk_distance, epoch_position_correlation) for the strict
-# protocol (K in {4, 16, 64}; refill whole, ranges and auto), relaxed mode, and a true
+# Randomness-I/O frontier: read operations and bytes read / bytes delivered against the
+# randomness figures (same_chunk_distance, epoch_position_correlation) for the strict order
+# (K in {4, 16, 64}; policy clairvoyant and fill-rate, refill auto with regime A's and B's
+# cost, fill-rate whole), the pool order at 1, 2, 4 and 8 reads per chunk, and a true
 # permutation read per file, at one memory ratio. See tests/bench/README.md.
 #
 #   tests/bench/frontier_bench.sh [--build DIR] [--out DIR] [--work DIR] [--small]
@@ -32,7 +33,7 @@ while [ $# -gt 0 ]; do
 done
 
 bench_tools
-bench_need_option --relaxed
+bench_need_option --order
 bench_need_numpy
 bench_dirs
 bench_traps :
@@ -61,16 +62,16 @@ run() {
 }
 COST_A="--op-us 6667 --bandwidth 400MB"
 COST_B="--op-us 100 --bandwidth 400MB"
+# shellcheck disable=SC2086
 for k in $KS; do
-    run strict-whole "$k" --refill whole
-    run strict-ranges "$k" --refill ranges
-    # shellcheck disable=SC2086
-    run strict-auto-A "$k" --refill auto $COST_A
-    # shellcheck disable=SC2086
-    run strict-auto-B "$k" --refill auto $COST_B
-    run relaxed-whole "$k" --relaxed --refill whole
-    # shellcheck disable=SC2086
-    run relaxed-auto-B "$k" --relaxed --refill auto $COST_B
+    run strict-A "$k" --policy clairvoyant $COST_A
+    run strict-B "$k" --policy clairvoyant $COST_B
+    run fill-rate-A "$k" --policy fill-rate $COST_A
+    run fill-rate-B "$k" --policy fill-rate $COST_B
+    run fill-rate-whole "$k" --policy fill-rate --refill whole
+    for r in 1 2 4 8; do
+        run "pool-r$r" "$k" --order pool --pool-reads "$r" $COST_A
+    done
 done
 
 cat >"$OUT/meta.json" <<EOF

@@ -102,8 +102,10 @@ def main():
               "distance of same-chunk pairs / that of a permutation (1.0 = as random, lower = "
               "clustered in time); epoch_pos_corr: Pearson r of a sample's positions in "
               "consecutive epochs; loads/ch: chunk loads / chunks / epochs; ops/smp: read "
-              "operations per delivered sample; slots: A*K/N. strict-auto-A/-B: refill auto "
-              "with regime A's (6667 us/op, 400 MB/s) or B's (100 us/op) cost model. "
+              "operations per delivered sample; slots: A*K/N. strict-A/-B: strict order, policy "
+              "clairvoyant (the default), refill auto with regime A's (6667 us/op, 400 MB/s) "
+              "or B's (100 us/op) cost model; fill-rate-*: the Brand protocol's refill; "
+              "pool-rR: the pool order at R reads per chunk per epoch, regime A's cost. "
               "permutation-per-file: computed (numpy), read amplification 1.0 by definition."]
     text = "\n".join(lines) + "\n"
     with open(os.path.join(out, "table.txt"), "w") as fh:
@@ -112,20 +114,20 @@ def main():
     plots = []
     if shutil.which("gnuplot"):
         series = []
-        styles = {"strict-whole": 7, "strict-ranges": 5, "strict-auto-A": 9, "strict-auto-B": 11,
-                  "relaxed-whole": 13, "relaxed-auto-B": 4}
+        styles = {"strict-A": 7, "strict-B": 5, "fill-rate-A": 9, "fill-rate-B": 11,
+                  "fill-rate-whole": 13, "pool-r1": 4, "pool-r2": 6, "pool-r4": 8, "pool-r8": 10}
         for mode in sorted({r["mode"] for r in rows}):
             dat = os.path.join(out, f"frontier_{mode}.dat")
             with open(dat, "w") as fh:
                 for r in sorted((x for x in rows if x["mode"] == mode and x["ok"]),
                                 key=lambda x: x["k"]):
-                    fh.write(f"{r['same_chunk_distance']} {r['read_amplification']} K={r['k']}\n")
+                    fh.write(f"{r['same_chunk_distance']} {r['ops_per_sample']} K={r['k']}\n")
             series.append(f"'{dat}' using 1:2 with linespoints pt {styles.get(mode, 1)} ps 1.6 "
                           f"title '{mode}', '{dat}' using 1:2:3 with labels offset 1.2,0.6 "
                           "font ',8' notitle")
         dat = os.path.join(out, "frontier_permutation.dat")
         with open(dat, "w") as fh:
-            fh.write("1.0 1.0 permutation\n")
+            fh.write("1.0 1.0 permutation\n")  # one read per sample
         series.append(f"'{dat}' using 1:2 with points pt 3 ps 2.5 lc rgb 'black' "
                       "title 'true permutation, per file (1.0, 1.0)'")
         script = (f"set terminal pngcairo size 900,600\nset output '{out}/frontier.png'\n"
@@ -133,8 +135,8 @@ def main():
                   f"set title 'Randomness vs I/O: {n} samples ~110 KiB, memory "
                   f"{meta['memory_pct']} %, {epochs} epochs'\n"
                   "set xlabel 'same_chunk_distance (1.0 = as random as a permutation)'\n"
-                  "set ylabel 'bytes read / bytes delivered'\nset logscale y\n"
-                  "set xrange [0:1.1]\nset yrange [0.9:12]\nset grid\nset key top left\n"
+                  "set ylabel 'read operations per delivered sample'\nset logscale y\n"
+                  "set xrange [0:1.1]\nset yrange [0.005:2]\nset grid\nset key top left\n"
                   f"plot {', '.join(series)}\n")
         gp = os.path.join(out, "frontier.gp")
         with open(gp, "w") as fh:

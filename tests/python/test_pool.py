@@ -8,6 +8,7 @@ import pytest
 
 import hdmlp
 from conftest import epoch_sequences
+from test_objstore import s3  # noqa: F401  (the S3 server fixture)
 
 MEM = "25%"
 BATCH = 32
@@ -121,3 +122,13 @@ def test_pool_through_dataloader_workers_is_the_no_worker_sequence(worker_ds, wo
     for seq in seqs[0]:
         assert sorted(seq) == list(range(worker_ds.n))
     assert seqs[workers] == seqs[0]
+
+
+def test_pool_over_s3_is_the_local_pool_order(s3, small_ds):
+    kw = dict(batch_size=32, memory=small_ds.raw_bytes // 4, seed=5, epochs=2, order="pool",
+              pool_reads=READS)
+    remote = epoch_sequences(hdmlp.Loader(hdmlp.Dataset("s3://bucket/small"), **kw), 2)
+    local = epoch_sequences(hdmlp.Loader(small_ds.path, **kw), 2)
+    assert remote == local
+    for seq in remote:
+        assert sorted(seq) == list(range(small_ds.n))
