@@ -36,8 +36,9 @@
 # reads the order loader_perfile requests (seed 1 + epoch: one run per epoch).
 # Until hdmlp-bench has --order (and hdmlp.Loader order=), 'pool' runs as --relaxed
 # (relaxed=True) and the --pool-reads points are skipped, with a log line saying so.
-# The hdmlp build's checksum is compared at the end (OUT/build_check.json): another build
-# into the same tree during a run mixes versions, and the report says so.
+# The run uses a snapshot of the build taken at its start (WORK/snapshot: hdmlp-bench,
+# hdmlp-pack, libhdmlp through LD_LIBRARY_PATH, the Python package), so that other builds
+# into the same tree do not mix versions; OUT/build_check.json has its checksum.
 # Writes OUT/results.jsonl, OUT/results.json, OUT/table.md, OUT/frontier.png (gnuplot),
 # OUT/orders/*.ids, OUT/logs/ (peers_report.py OUT re-renders). Needs root and writable
 # cgroup v1 memory and blkio controllers (else SKIP, exit 0), torch (else SKIP).
@@ -83,11 +84,36 @@ bench_traps :
 cell_init "peers_bench$$"
 cell_disk "$WORK"
 "$PY" -c 'import torch' 2>/dev/null || skip "$PY cannot import torch (the recipe and hdmlp.torch need it)"
-export PYTHONPATH="$BUILD/python${PYTHONPATH:+:$PYTHONPATH}"
+
+# snapshot: the run uses a copy of the build (hdmlp-bench, hdmlp-pack, libhdmlp, the Python
+# package) taken when two checksums a second apart agree, so that another build into the
+# same tree during the run neither mixes versions nor breaks a probe halfway
+build_sum() {
+    cat "$BUILD/loader/hdmlp-bench" "$BUILD/packer/hdmlp-pack" "$BUILD"/libhdmlp*.so* \
+        "$BUILD"/python/hdmlp/* 2>/dev/null | md5sum | cut -d' ' -f1
+}
+SNAP=$WORK/snapshot
+for try in 1 2 3 4 5 6 7 8 9 10; do
+    s1=$(build_sum)
+    rm -rf "$SNAP" && mkdir -p "$SNAP/bin" "$SNAP/lib" "$SNAP/python" || die "cannot create $SNAP"
+    cp -a "$BUILD/loader/hdmlp-bench" "$BUILD/packer/hdmlp-pack" "$SNAP/bin/" &&
+        cp -a "$BUILD"/libhdmlp*.so* "$SNAP/lib/" && cp -a "$BUILD/python/hdmlp" "$SNAP/python/" ||
+        die "cannot copy the build"
+    sleep 1
+    [ "$s1" = "$(build_sum)" ] && LD_LIBRARY_PATH="$SNAP/lib" "$SNAP/bin/hdmlp-bench" --help >/dev/null 2>&1 && break
+    log "the build in $BUILD is changing (try $try): snapshot again in 5 s"
+    sleep 5
+done
+[ "$s1" = "$(build_sum)" ] || die "the build in $BUILD kept changing: no consistent snapshot"
+BUILD_SUM=$s1
+BENCH=$SNAP/bin/hdmlp-bench
+PACK=$SNAP/bin/hdmlp-pack
+export LD_LIBRARY_PATH="$SNAP/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export PYTHONPATH="$SNAP/python${PYTHONPATH:+:$PYTHONPATH}"
 TORCH_HDMLP=1
 "$PY" -c 'import hdmlp.torch' 2>/dev/null || {
     TORCH_HDMLP=0
-    log "WARNING: $PY cannot import hdmlp.torch from $BUILD/python: the hdmlp.torch contenders are left out"
+    log "WARNING: $PY cannot import hdmlp.torch from $SNAP/python: the hdmlp.torch contenders are left out"
 }
 RECIPE=("$PY" "$HERE/shard_recipe.py")
 DRIVER=("$PY" -W ignore::UserWarning "$HERE/peers_run.py")
@@ -212,12 +238,6 @@ print(c["peak_memory"] - int(r.get("peak_memory_bytes") or r.get("buffer_bytes_e
     log "$name: own processes $((peak >> 20)) MiB on the warm set (allowance $((OWN[$name] >> 20)) MiB)"
 done
 
-# build_sum: a checksum of the hdmlp binaries and libraries in use (another build into the
-# same tree during the run would mix versions; checked again at the end)
-build_sum() {
-    cat "$BENCH" "$BUILD"/libhdmlp.so "$BUILD"/python/hdmlp/*.so 2>/dev/null | md5sum | cut -d' ' -f1
-}
-BUILD_SUM=$(build_sum)
 RES=$OUT/results.jsonl
 : >"$RES"
 impl=$("$PY" -c 'import webdataset' 2>/dev/null && echo webdataset || echo tarfile)
@@ -276,7 +296,7 @@ done
 changed=false
 if [ "$(build_sum)" != "$BUILD_SUM" ]; then
     changed=true
-    log "WARNING: the hdmlp build changed during the run (another build into $BUILD): the runs mix versions"
+    log "note: the build in $BUILD changed during the run; this run used the snapshot taken at its start"
 fi
-echo "{\"build_sum_start\": \"$BUILD_SUM\", \"build_sum_end\": \"$(build_sum)\", \"build_changed\": $changed, \"git_end\": \"$(git_rev)\"}" >"$OUT/build_check.json"
+echo "{\"build_sum\": \"$BUILD_SUM\", \"build_changed_since\": $changed, \"git_end\": \"$(git_rev)\"}" >"$OUT/build_check.json"
 "$PY" "$HERE/peers_report.py" "$OUT" || die "peers_report.py failed"
