@@ -64,8 +64,8 @@ COST_A="--op-us 6667 --bandwidth 400MB"
 COST_B="--op-us 100 --bandwidth 400MB"
 # shellcheck disable=SC2086
 for k in $KS; do
-    run strict-A "$k" --policy clairvoyant $COST_A
-    run strict-B "$k" --policy clairvoyant $COST_B
+    run clairvoyant-A "$k" --policy clairvoyant $COST_A
+    run clairvoyant-B "$k" --policy clairvoyant $COST_B
     run fill-rate-A "$k" --policy fill-rate $COST_A
     run fill-rate-B "$k" --policy fill-rate $COST_B
     run fill-rate-whole "$k" --policy fill-rate --refill whole

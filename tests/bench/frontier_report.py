@@ -102,9 +102,10 @@ def main():
               "distance of same-chunk pairs / that of a permutation (1.0 = as random, lower = "
               "clustered in time); epoch_pos_corr: Pearson r of a sample's positions in "
               "consecutive epochs; loads/ch: chunk loads / chunks / epochs; ops/smp: read "
-              "operations per delivered sample; slots: A*K/N. strict-A/-B: strict order, policy "
-              "clairvoyant (the default), refill auto with regime A's (6667 us/op, 400 MB/s) "
-              "or B's (100 us/op) cost model; fill-rate-*: the Brand protocol's refill; "
+              "operations per delivered sample; slots: A*K/N. fill-rate-A/-B: the strict order with "
+              "the Brand protocol's refill (the default), refill auto with regime A's (6667 "
+              "us/op, 400 MB/s) or B's (100 us/op) cost model; clairvoyant-*: the strict order, "
+              "policy clairvoyant; "
               "pool-rR: the pool order at R reads per chunk per epoch, regime A's cost. "
               "permutation-per-file: computed (numpy), read amplification 1.0 by definition."]
     text = "\n".join(lines) + "\n"
@@ -114,7 +115,7 @@ def main():
     plots = []
     if shutil.which("gnuplot"):
         series = []
-        styles = {"strict-A": 7, "strict-B": 5, "fill-rate-A": 9, "fill-rate-B": 11,
+        styles = {"clairvoyant-A": 7, "clairvoyant-B": 5, "fill-rate-A": 9, "fill-rate-B": 11,
                   "fill-rate-whole": 13, "pool-r1": 4, "pool-r2": 6, "pool-r4": 8, "pool-r8": 10}
         for mode in sorted({r["mode"] for r in rows}):
             dat = os.path.join(out, f"frontier_{mode}.dat")
