@@ -17,7 +17,8 @@
 # dataset-fashion-mnist, python3-torch, python3-numpy and python3-matplotlib for the plot.
 # No root.
 # Output: OUT/runs.jsonl, OUT/bench.jsonl, OUT/config.json, OUT/log.txt;
-# RESULTS/fidelity.md and RESULTS/fidelity.png (default RESULTS = OUT).
+# RESULTS/fidelity.md and RESULTS/fidelity.png (default RESULTS = OUT) and, when RESULTS is
+# another directory, copies of the four as RESULTS/fidelity_runs.jsonl etc.
 set -eu
 set -o pipefail
 
@@ -53,4 +54,10 @@ if [ -n "$BLAS" ]; then
 fi
 PYTHONPATH=$BUILD/python nice -n 10 /usr/bin/python3 "$HERE/fidelity_bench.py" --build "$BUILD" \
     --out "$OUT" "${EXTRA[@]}" 2>&1 | tee "$OUT/log.txt"
+if [ "$(cd "$RESULTS" && pwd)" != "$(cd "$OUT" && pwd)" ]; then
+    # the raw files beside the tables, as fidelity_report.py reads them back
+    for f in runs.jsonl bench.jsonl config.json log.txt; do
+        cp "$OUT/$f" "$RESULTS/fidelity_$f"
+    done
+fi
 /usr/bin/python3 "$HERE/fidelity_report.py" "$OUT" --md "$RESULTS/fidelity.md" "${PNG[@]}"
