@@ -31,9 +31,10 @@ read: torch.utils.data.IterableDataset over the shards, iterated by torch's Data
   line: epoch seconds (from creating the epoch's iterator, worker start-up included, to its
   last batch), samples/s, bytes, the buffer size, the shards, which implementation ran.
   --impl webdataset (the default when `import webdataset` works) builds the same pipeline
-  with the webdataset package (WebDataset(shardshuffle, detshuffle).shuffle(bufsize,
-  initial)); its order then follows webdataset's own seeding and only the tarfile
-  implementation's order equals --order-only's.
+  with the webdataset package (1.0.2: WebDataset(shardshuffle, detshuffle, seed)
+  .shuffle(bufsize, initial, seed), made anew per epoch); its order then follows
+  webdataset's own seeding and only the tarfile implementation's order equals
+  --order-only's.
   --order-only: no data read; the delivered order of the same seeds and buffer logic,
   computed from recipe.json's sizes (recipe_order()), written to --log, and the JSON line.
 
@@ -272,7 +273,7 @@ def tar_samples(path, key_pos):
         yield data, label, key_pos[cur_key]
 
 
-def make_dataset(meta, root, bufsize, initial, seed):
+def make_dataset(meta, root, bufsize, initial, seed, epoch):
     import torch
     from torch.utils.data import IterableDataset, get_worker_info
 
@@ -295,23 +296,35 @@ def make_dataset(meta, root, bufsize, initial, seed):
                                                    buffer_rng(seed, self.epoch, w)):
                 yield torch.frombuffer(bytearray(data), dtype=torch.uint8), label, pos
 
-    return ShardStream()
+    ds = ShardStream()
+    ds.set_epoch(epoch)
+    return ds
 
 
-def make_webdataset(meta, root, bufsize, initial, seed):
-    """The same recipe with the webdataset package (its own seeding of the shuffles)."""
-    import torch
+class _ToItem:
+    """webdataset sample dict -> (uint8 tensor, label, storage position); picklable."""
+
+    def __init__(self, key_pos):
+        self.key_pos = key_pos
+
+    def __call__(self, sample):
+        import torch
+        return (torch.frombuffer(bytearray(sample["bin"]), dtype=torch.uint8),
+                int(sample["cls"]), self.key_pos[sample["__key__"]])
+
+
+def make_webdataset(meta, root, bufsize, initial, seed, epoch):
+    """The same recipe with the webdataset package (1.0.2's API): WebDataset(urls,
+    shardshuffle=<all shards>, detshuffle=True, seed) .shuffle(bufsize, initial, seed).
+    Made anew each epoch with seed + epoch: non-persistent workers get a fresh copy, so
+    webdataset's own epoch counter would repeat epoch 0's order. Its shuffles are seeded
+    by webdataset, not as --order-only computes them."""
     import webdataset as wds
     urls = [os.path.join(root, s["name"]) for s in meta["shards"]]
     key_pos = {k: p for p, k in enumerate(meta["keys"])}
-
-    def to_item(sample):
-        data = sample["bin"]
-        return (torch.frombuffer(bytearray(data), dtype=torch.uint8), int(sample["cls"]),
-                key_pos[sample["__key__"]])
-
-    ds = wds.WebDataset(urls, shardshuffle=True, detshuffle=True)
-    return ds.shuffle(bufsize, initial=initial).map(to_item)
+    s = seed * 1_000_003 + epoch
+    ds = wds.WebDataset(urls, shardshuffle=len(urls), detshuffle=True, seed=s)
+    return ds.shuffle(bufsize, initial=initial, seed=s).map(_ToItem(key_pos))
 
 
 def collate(items):
@@ -372,14 +385,12 @@ def read(o):
     torch.set_num_threads(1)
     impl = pick_impl(o.impl)
     maker = make_webdataset if impl == "webdataset" else make_dataset
-    ds = maker(meta, o.dir, bufsize, o.initial, o.seed)
     epochs_pos = []
     epoch_seconds = []
     nbytes = 0
     t_all = time.monotonic()
     for e in range(o.start_epoch, o.start_epoch + o.epochs):
-        if hasattr(ds, "set_epoch"):
-            ds.set_epoch(e)
+        ds = maker(meta, o.dir, bufsize, o.initial, o.seed, e)
         dl = DataLoader(ds, batch_size=o.batch, num_workers=o.workers, collate_fn=collate,
                         persistent_workers=False)
         pos = []
@@ -389,7 +400,7 @@ def read(o):
             pos.extend(p.tolist())
         epoch_seconds.append(time.monotonic() - t0)
         epochs_pos.append(pos)
-        del dl
+        del dl, ds
     seconds = time.monotonic() - t_all
     write_log(o.log, epochs_pos)
     samples = sum(len(e) for e in epochs_pos)
