@@ -9,7 +9,7 @@
 #                                   [--small] [--count 8000] [--memory 25] [--rounds 2]
 #                                   [--regimes "A B"] [--pool-reads "1 2 4 8"]
 #                                   [--fig-epochs 4] [--batch 32] [--py-margin 128]
-#                                   [--contenders "NAME ..."]
+#                                   [--webdataset-src DIR] [--contenders "NAME ..."]
 #
 # Data: COUNT files (default 8,000; --small 1,500) of lognormal sizes, mean 110,000 B
 # (sigma 0.6), in 100 class folders (loader_gen.py; --small: batch 8), packed with hdmlp-pack K = 64
@@ -34,6 +34,9 @@
 # does not depend on storage speed; each cell run's epoch 0 is compared with it): hdmlp-bench
 # --ids, the indices hdmlp.torch delivers, the positions the recipe logs, and for per-file
 # reads the order loader_perfile requests (seed 1 + epoch: one run per epoch).
+# --webdataset-src DIR (a directory holding the webdataset package, e.g. its source tree's
+# src/, with braceexpand and yaml importable) adds "recipe-wds": the same recipe through
+# the webdataset package itself (shard_recipe.py --impl webdataset with DIR on PYTHONPATH).
 # Until hdmlp-bench has --order (and hdmlp.Loader order=), 'pool' runs as --relaxed
 # (relaxed=True) and the --pool-reads points are skipped, with a log line saying so.
 # The run uses a snapshot of the build taken at its start (WORK/snapshot: hdmlp-bench,
@@ -59,6 +62,7 @@ ONLY=""
 BATCH=32
 WORKERS=2
 PY_MARGIN=128
+WDS_SRC=""
 while [ $# -gt 0 ]; do
     case $1 in
     --count) COUNT=${2:?}; shift 2 ;;
@@ -70,6 +74,7 @@ while [ $# -gt 0 ]; do
     --contenders) ONLY=${2:?}; shift 2 ;;
     --batch) BATCH=${2:?}; shift 2 ;;
     --py-margin) PY_MARGIN=${2:?}; shift 2 ;;
+    --webdataset-src) WDS_SRC=${2:?}; shift 2 ;;
     *) bench_option "$@"; shift "$BENCH_SHIFT" ;;
     esac
 done
@@ -162,6 +167,11 @@ if [ "$HAVE_POOL_READS" = 1 ]; then
     for r in $POOL_READS; do NAMES+=" hdmlp-pool-r$r"; done
 fi
 [ "$TORCH_HDMLP" = 1 ] && NAMES+=" torch-strict torch-pool"
+if [ -n "$WDS_SRC" ]; then
+    PYTHONPATH="$WDS_SRC" "$PY" -c 'import webdataset' 2>/dev/null ||
+        die "--webdataset-src $WDS_SRC: cannot import webdataset from there"
+    NAMES="recipe recipe-wds ${NAMES#recipe }"
+fi
 if [ -n "$ONLY" ]; then
     sel=""
     for n in $NAMES; do case " $ONLY " in *" $n "*) sel+=" $n" ;; esac; done
@@ -189,6 +199,10 @@ command_for() {
     recipe)
         CMD=("${RECIPE[@]}" read "$sh" --memory "$budget" --workers "$WORKERS" --batch "$BATCH"
             --seed 1 --epochs "$epochs" --log "$logf") ;;
+    recipe-wds)
+        CMD=(env "PYTHONPATH=$WDS_SRC:$PYTHONPATH" "${RECIPE[@]}" read "$sh" --memory "$budget"
+            --workers "$WORKERS" --batch "$BATCH" --seed 1 --epochs "$epochs" --log "$logf"
+            --impl webdataset) ;;
     perfile-c)
         CMD=("$PERFILE" --list "$tree/list.tsv" --root "$tree/files" --threads 2 --seed 1) ;;
     hdmlp-*)
@@ -200,7 +214,7 @@ command_for() {
             --batch "$BATCH" --seed 1 --epochs "$epochs" --order "${name#torch-}" --log "$logf") ;;
     esac
 }
-is_python() { case $1 in recipe | torch-*) return 0 ;; esac; return 1; }
+is_python() { case $1 in recipe* | torch-*) return 0 ;; esac; return 1; }
 
 PREWARM_NAME=""
 # prewarm CMD...: (cell_run) the same contender on the warm set, outside the cell
