@@ -552,7 +552,8 @@ def default_orders(task):
     orders = ["permutation", f"strict-{DEFAULT_K}-{DEFAULT_MEM}", f"pool-{DEFAULT_K}-{DEFAULT_MEM}",
               f"pool-{DEFAULT_K}-{DEFAULT_MEM}-r1", f"pool-{DEFAULT_K}-{DEFAULT_MEM}-r8",
               f"recipe-{DEFAULT_MEM}", f"strict-{DEFAULT_K}-10", f"pool-{DEFAULT_K}-10",
-              "recipe-10", "strict-256-10", "pool-256-10", "sequential"]
+              f"pool-{DEFAULT_K}-10-r8", "recipe-10", "strict-256-10", "pool-256-10",
+              "pool-256-10-r32", "sequential"]
     if not TASKS[task][1]:
         orders.append("file-order")
     return orders

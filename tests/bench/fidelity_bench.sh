@@ -52,8 +52,10 @@ if [ -n "$BLAS" ]; then
     [ -e "$BLAS/libblas.so.3" ] || { echo "fidelity_bench.sh: no libblas.so.3 in $BLAS" >&2; exit 2; }
     export LD_LIBRARY_PATH=$BLAS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} OPENBLAS_NUM_THREADS=1
 fi
+TEE=(tee "$OUT/log.txt")
+for a in "${EXTRA[@]}"; do [ "$a" = --resume ] && TEE=(tee -a "$OUT/log.txt"); done
 PYTHONPATH=$BUILD/python nice -n 10 /usr/bin/python3 "$HERE/fidelity_bench.py" --build "$BUILD" \
-    --out "$OUT" "${EXTRA[@]}" 2>&1 | tee "$OUT/log.txt"
+    --out "$OUT" "${EXTRA[@]}" 2>&1 | "${TEE[@]}"
 if [ "$(cd "$RESULTS" && pwd)" != "$(cd "$OUT" && pwd)" ]; then
     # the raw files beside the tables, as fidelity_report.py reads them back
     for f in runs.jsonl bench.jsonl config.json log.txt; do

@@ -64,11 +64,16 @@ def load(out):
     return runs, lines("bench.jsonl"), config
 
 
-def group(runs):
-    """{task: {order: [runs in seed order]}}, tasks and orders in the order they ran."""
+def group(runs, config=None):
+    """{task: {order: [runs in seed order]}}, tasks and orders in the order they ran (orders
+    as config's orders_of lists them, when it does: a --resume run appends new orders)."""
     out = {}
     for r in sorted(runs, key=lambda r: r["seed"]):
         out.setdefault(r["task"], {}).setdefault(r["order"], []).append(r)
+    listed = (config or {}).get("orders_of", {})
+    for task, orders in out.items():
+        rank = {o: i for i, o in enumerate(listed.get(task, []))}
+        out[task] = dict(sorted(orders.items(), key=lambda kv: rank.get(kv[0], len(rank))))
     return out
 
 
@@ -373,7 +378,7 @@ def main():
     ap.add_argument("--png", default=None, help="plot file (needs matplotlib)")
     args = ap.parse_args()
     runs, bench, config = load(args.out)
-    grouped = group(runs)
+    grouped = group(runs, config)
     seconds = sum(r["seconds"] for r in runs)
     seeds = sorted({r["seed"] for r in runs})
     samples = config.get("samples", {})
