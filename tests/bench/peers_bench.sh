@@ -163,6 +163,7 @@ cc -std=c11 -D_GNU_SOURCE -O2 -pthread "$HERE/loader_perfile.c" -o "$PERFILE" ||
 
 # ---- contenders -----------------------------------------------------------------------------
 NAMES="recipe perfile-c hdmlp-strict hdmlp-pool"
+"$BENCH" --help 2>&1 | grep -c clairvoyant >/dev/null && NAMES+=" hdmlp-clairvoyant"
 if [ "$HAVE_POOL_READS" = 1 ]; then
     for r in $POOL_READS; do NAMES+=" hdmlp-pool-r$r"; done
 fi
@@ -183,6 +184,7 @@ fi
 hd_order() {
     case $1 in
     hdmlp-strict) [ "$HAVE_ORDER" = 1 ] && echo "--order strict" ;;
+    hdmlp-clairvoyant) echo "--order strict --policy clairvoyant" ;;
     hdmlp-pool) if [ "$HAVE_ORDER" = 1 ]; then echo "--order pool"; else echo "--relaxed"; fi ;;
     hdmlp-pool-r*) echo "--order pool --pool-reads ${1#hdmlp-pool-r}" ;;
     esac
