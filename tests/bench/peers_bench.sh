@@ -163,7 +163,12 @@ cc -std=c11 -D_GNU_SOURCE -O2 -pthread "$HERE/loader_perfile.c" -o "$PERFILE" ||
 
 # ---- contenders -----------------------------------------------------------------------------
 NAMES="recipe perfile-c hdmlp-strict hdmlp-pool"
-"$BENCH" --help 2>&1 | grep -c clairvoyant >/dev/null && NAMES+=" hdmlp-clairvoyant"
+if "$BENCH" --help 2>&1 | grep -c clairvoyant >/dev/null; then
+    NAMES+=" hdmlp-clairvoyant"
+    # the strict order with regime A's cost model set by hand (no learning): what the
+    # protocols read once the model is right, without the first epoch's learning
+    [ -n "$ONLY" ] && NAMES+=" hdmlp-strict-costA hdmlp-clairvoyant-costA"
+fi
 if [ "$HAVE_POOL_READS" = 1 ]; then
     for r in $POOL_READS; do NAMES+=" hdmlp-pool-r$r"; done
 fi
@@ -180,11 +185,14 @@ if [ -n "$ONLY" ]; then
 fi
 [ -n "$NAMES" ] || die "no contender left (--contenders '$ONLY')"
 
+COST_A="--op-us 6667 --bandwidth 400MB --no-cost-learning"
 # hd_order NAME: hdmlp-bench's order options for NAME
 hd_order() {
     case $1 in
     hdmlp-strict) [ "$HAVE_ORDER" = 1 ] && echo "--order strict" ;;
     hdmlp-clairvoyant) echo "--order strict --policy clairvoyant" ;;
+    hdmlp-strict-costA) echo "--order strict $COST_A" ;;
+    hdmlp-clairvoyant-costA) echo "--order strict --policy clairvoyant $COST_A" ;;
     hdmlp-pool) if [ "$HAVE_ORDER" = 1 ]; then echo "--order pool"; else echo "--relaxed"; fi ;;
     hdmlp-pool-r*) echo "--order pool --pool-reads ${1#hdmlp-pool-r}" ;;
     esac
