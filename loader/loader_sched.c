@@ -146,6 +146,18 @@ hdmlp_refill sched_load_mode(const sched *s, uint64_t chunk, uint32_t n,
 
 uint64_t sched_slot_count(const sched *s) { return s->a * s->k; }
 
+void sched_mark_all_unfilled(sched *s)
+{
+    for (uint64_t c = 0; c < s->c; c++) {
+        uint64_t *u = s->unfilled + c * s->w;
+        const uint32_t m = sched_chunk_samples(s, c);
+        memset(u, 0, s->w * sizeof(uint64_t));
+        for (uint32_t t = 0; t < m; t++) {
+            u[t / 64] |= 1ull << (t % 64);
+        }
+    }
+}
+
 void sched_free_all_owned(sched *s)
 {
     s->n_free = 0;
@@ -181,14 +193,7 @@ int sched_begin_epoch(sched *s, uint64_t epoch)
     fmt_rng rng;
     fmt_rng_seed(&rng, s->p.seed, ~epoch);
     fmt_rng_seed(&s->pick, s->p.seed, ~epoch ^ 0x5049434bull); /* "PICK" */
-    for (uint64_t c = 0; c < s->c; c++) {
-        uint64_t *u = s->unfilled + c * s->w;
-        const uint32_t m = sched_chunk_samples(s, c);
-        memset(u, 0, s->w * sizeof(uint64_t));
-        for (uint32_t t = 0; t < m; t++) {
-            u[t / 64] |= 1ull << (t % 64);
-        }
-    }
+    sched_mark_all_unfilled(s);
     for (uint64_t g = 0; g < s->a; g++) {
         const uint64_t first = sched_group_first_chunk(s, g);
         const uint64_t count = sched_group_chunks(s, g);

@@ -65,14 +65,7 @@ void due_begin_epoch(sched *s, uint64_t epoch)
 {
     sampler_epoch(s->p.seed, epoch, s->n, s->due);
     invert(s->due, s->n);
-    for (uint64_t c = 0; c < s->c; c++) {
-        uint64_t *u = s->unfilled + c * s->w;
-        const uint32_t m = sched_chunk_samples(s, c);
-        memset(u, 0, s->w * sizeof(uint64_t));
-        for (uint32_t t = 0; t < m; t++) {
-            u[t / 64] |= 1ull << (t % 64);
-        }
-    }
+    sched_mark_all_unfilled(s);
     sched_free_all_owned(s);
 }
 

@@ -84,6 +84,9 @@ static inline uint32_t sched_chunk_samples(const sched *s, uint64_t c)
 
 static inline int sched_owns(const sched *s, uint64_t g) { return g % s->p.world == s->p.rank; }
 
+/* Sets every existing sample's unfilled bit (an epoch's start). */
+void sched_mark_all_unfilled(sched *s);
+
 /* Fills free_ids with every slot id of the owner's groups, popping in increasing order. */
 void sched_free_all_owned(sched *s);
 

@@ -24,6 +24,20 @@
 
 TestSuite(image_loader, .fini = cleanup, .timeout = 120);
 
+/* Each of the 90 samples once in each of the run's 2 epochs. */
+static void expect_each_once(const run *r)
+{
+    for (int e = 0; e < 2; e++) {
+        uint8_t seen[90] = {0};
+        for (int i = 0; i < 90; i++) {
+            seen[r->idx[e * 90 + i]]++;
+        }
+        for (int i = 0; i < 90; i++) {
+            cr_assert_eq(seen[i], 1, "epoch %d sample %d", e, i);
+        }
+    }
+}
+
 Test(image_loader, same_batches_as_without_the_pipeline_exactly_once)
 {
     hdmlp_dataset *ds = image_dataset(90, 48, 40, 0, NULL);
@@ -39,15 +53,7 @@ Test(image_loader, same_batches_as_without_the_pipeline_exactly_once)
     cr_assert_eq(img.batches, raw.batches);
     cr_assert_arr_eq(img.idx, raw.idx, sizeof(uint64_t) * 180);
     cr_assert_arr_eq(img.batch_end, raw.batch_end, sizeof(uint32_t) * raw.batches);
-    for (int e = 0; e < 2; e++) {
-        uint8_t seen[90] = {0};
-        for (int i = 0; i < 90; i++) {
-            seen[img.idx[e * 90 + i]]++;
-        }
-        for (int i = 0; i < 90; i++) {
-            cr_assert_eq(seen[i], 1, "epoch %d sample %d", e, i);
-        }
-    }
+    expect_each_once(&img);
     /* epochs crop differently */
     int same = 0;
     for (int i = 0; i < 90; i++) {
@@ -87,15 +93,7 @@ Test(image_loader, pool_order_same_batches_as_without_the_pipeline)
     cr_assert_eq(img.n, 180);
     cr_assert_arr_eq(img.idx, raw.idx, sizeof(uint64_t) * 180);
     cr_assert_arr_eq(img.batch_end, raw.batch_end, sizeof(uint32_t) * raw.batches);
-    for (int e = 0; e < 2; e++) {
-        uint8_t seen[90] = {0};
-        for (int i = 0; i < 90; i++) {
-            seen[img.idx[e * 90 + i]]++;
-        }
-        for (int i = 0; i < 90; i++) {
-            cr_assert_eq(seen[i], 1, "epoch %d sample %d", e, i);
-        }
-    }
+    expect_each_once(&img);
     hdmlp_stats st;
     cr_assert_eq(hdmlp_loader_stats(b, &st), HDMLP_OK);
     cr_assert_eq(st.order, 1);
