@@ -373,12 +373,15 @@ static int admit_pending(struct hdmlp_loader *ld)
         if (ld->charged - ld->remote_charged + need > ld->plan_limit) {
             return 0;
         }
-        /* What is read goes to its slots; the delivered sample is then taken from its own. */
-        for (uint32_t i = 0; i < job->n; i++) {
-            ld->slot_buf[st->load_place[i]] = job->samples[i];
+    }
+    /* The delivered sample comes from its slot, or is one of those read (which go to their
+     * slots below, once the decision is recorded). */
+    delivered = ld->slot_buf[st->slot];
+    for (uint32_t i = 0; !st->hit && i < job->n; i++) {
+        if (st->load_place[i] == st->slot) {
+            delivered = job->samples[i];
         }
     }
-    delivered = ld->slot_buf[st->slot];
     const uint64_t group = st->slot / k;
     const uint32_t slot = (uint32_t)(st->slot % k);
     int rc;
@@ -394,6 +397,9 @@ static int admit_pending(struct hdmlp_loader *ld)
         return rc;
     }
     ld->st.requests++;
+    for (uint32_t i = 0; !st->hit && i < job->n; i++) {
+        ld->slot_buf[st->load_place[i]] = job->samples[i];
+    }
     ld->slot_buf[st->slot] = NULL;
     if (st->hit) {
         ld->st.hits++;

@@ -29,7 +29,7 @@ typedef struct bench_opts {
     double compute_ms;
     int drop_last;
     hdmlp_order order;
-    uint64_t pool_reads; /* 0 = auto */
+    uint64_t pool_reads;    /* 0 = auto */
     int skip_corrupt;       /* --on-corrupt skip */
     const char *state_file; /* --state FILE (per rank: FILE.<rank> when world > 1) */
     uint64_t resume_after;  /* --resume-after N batches (0 = run to the end) */
