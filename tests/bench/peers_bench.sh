@@ -37,8 +37,6 @@
 # --webdataset-src DIR (a directory holding the webdataset package, e.g. its source tree's
 # src/, with braceexpand and yaml importable) adds "recipe-wds": the same recipe through
 # the webdataset package itself (shard_recipe.py --impl webdataset with DIR on PYTHONPATH).
-# Until hdmlp-bench has --order (and hdmlp.Loader order=), 'pool' runs as --relaxed
-# (relaxed=True) and the --pool-reads points are skipped, with a log line saying so.
 # The run uses a snapshot of the build taken at its start (WORK/snapshot: hdmlp-bench,
 # hdmlp-pack, libhdmlp through LD_LIBRARY_PATH, the Python package), so that other builds
 # into the same tree do not mix versions; OUT/build_check.json has its checksum.
@@ -124,18 +122,11 @@ RECIPE=("$PY" "$HERE/shard_recipe.py")
 DRIVER=("$PY" -W ignore::UserWarning "$HERE/peers_run.py")
 mkdir -p "$OUT/orders"
 
-# ---- what the loader offers so far ----------------------------------------------------------
-HAVE_ORDER=0 HAVE_POOL_READS=0 HAVE_ORDER_PY=0
 # (the help captured first: `prog | grep -q` fails under pipefail when prog gets SIGPIPE)
 HELP=$("$BENCH" --help 2>&1)
-case $HELP in *--order*) HAVE_ORDER=1 ;; esac
-case $HELP in *--pool-reads*) HAVE_POOL_READS=1 ;; esac
-[ "$TORCH_HDMLP" = 1 ] && "${DRIVER[@]}" has-order && HAVE_ORDER_PY=1
-[ "$HAVE_ORDER" = 1 ] ||
-    log "NOTE: $BENCH has no --order yet: hdmlp-pool runs as --relaxed, hdmlp-strict with the default order"
-[ "$HAVE_POOL_READS" = 1 ] || log "NOTE: $BENCH has no --pool-reads yet: the pool-reads points are skipped"
-[ "$TORCH_HDMLP" = 0 ] || [ "$HAVE_ORDER_PY" = 1 ] ||
-    log "NOTE: hdmlp.Loader takes no order= yet: torch-pool runs with relaxed=True"
+case $HELP in *--pool-reads*clairvoyant* | *clairvoyant*--pool-reads*) ;;
+*) die "$BENCH has no --order/--pool-reads/--policy clairvoyant: build the current tree" ;;
+esac
 
 # ---- data -----------------------------------------------------------------------------------
 gen_tree tree "$COUNT" 110000 0.6 11
@@ -162,16 +153,11 @@ cc -std=c11 -D_GNU_SOURCE -O2 -pthread "$HERE/loader_perfile.c" -o "$PERFILE" ||
     die "cannot build loader_perfile"
 
 # ---- contenders -----------------------------------------------------------------------------
-NAMES="recipe perfile-c hdmlp-strict hdmlp-pool"
-if "$BENCH" --help 2>&1 | grep -c clairvoyant >/dev/null; then
-    NAMES+=" hdmlp-clairvoyant"
-    # the strict order with regime A's cost model set by hand (no learning): what the
-    # protocols read once the model is right, without the first epoch's learning
-    [ -n "$ONLY" ] && NAMES+=" hdmlp-strict-costA hdmlp-clairvoyant-costA"
-fi
-if [ "$HAVE_POOL_READS" = 1 ]; then
-    for r in $POOL_READS; do NAMES+=" hdmlp-pool-r$r"; done
-fi
+NAMES="recipe perfile-c hdmlp-strict hdmlp-pool hdmlp-clairvoyant"
+for r in $POOL_READS; do NAMES+=" hdmlp-pool-r$r"; done
+# the strict order with regime A's cost model set by hand (no learning): what the protocols
+# read once the model is right, without the first epoch's learning (only when named)
+[ -n "$ONLY" ] && NAMES+=" hdmlp-strict-costA hdmlp-clairvoyant-costA"
 [ "$TORCH_HDMLP" = 1 ] && NAMES+=" torch-strict torch-pool"
 if [ -n "$WDS_SRC" ]; then
     PYTHONPATH="$WDS_SRC" "$PY" -c 'import webdataset' 2>/dev/null ||
@@ -189,11 +175,11 @@ COST_A="--op-us 6667 --bandwidth 400MB --no-cost-learning"
 # hd_order NAME: hdmlp-bench's order options for NAME
 hd_order() {
     case $1 in
-    hdmlp-strict) [ "$HAVE_ORDER" = 1 ] && echo "--order strict" ;;
+    hdmlp-strict) echo "--order strict" ;;
     hdmlp-clairvoyant) echo "--order strict --policy clairvoyant" ;;
     hdmlp-strict-costA) echo "--order strict $COST_A" ;;
     hdmlp-clairvoyant-costA) echo "--order strict --policy clairvoyant $COST_A" ;;
-    hdmlp-pool) if [ "$HAVE_ORDER" = 1 ]; then echo "--order pool"; else echo "--relaxed"; fi ;;
+    hdmlp-pool) echo "--order pool" ;;
     hdmlp-pool-r*) echo "--order pool --pool-reads ${1#hdmlp-pool-r}" ;;
     esac
 }
@@ -269,7 +255,7 @@ cat >"$OUT/meta.json" <<EOF
 {$(meta_host), "git": "$(git_rev)", "bench": "$BENCH",
  "count": $N, "bytes": $BYTES, "k": 64, "memory_pct": $MEM, "batch": $BATCH,
  "workers": $WORKERS, "rounds": $ROUNDS, "regimes": "$REGIMES", "fig_epochs": $FIG_EPOCHS,
- "have_order": $HAVE_ORDER, "have_pool_reads": $HAVE_POOL_READS, "have_order_py": $HAVE_ORDER_PY,
+
  "recipe_impl": "$impl", "contenders": "$NAMES",
  "sizes": $(cat "$WORK/tree/sizes.json"), "shards": $(cat "$OUT/logs/shards-shards.json" 2>/dev/null || echo null)}
 EOF

@@ -148,10 +148,6 @@ def table(summary, meta):
                  f"rounds in brackets), recipe implementation: {impl}; git "
                  f"{meta.get('git', '?')}, {meta.get('date', '?')}")
     notes = []
-    if not meta.get("have_order", 1):
-        notes.append("hdmlp-bench had no --order: hdmlp-pool ran as --relaxed")
-    if not meta.get("have_order_py", 1):
-        notes.append("hdmlp.Loader had no order=: torch-pool ran with relaxed=True")
     if meta.get("build_changed"):  # runs before the snapshot (build_check.json then)
         notes.append("the hdmlp build CHANGED during the run (another build into the same "
                      "tree): rounds may mix library versions (see 'order same')")

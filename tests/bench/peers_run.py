@@ -5,15 +5,13 @@
                  [--seed 1] [--order strict|pool] [--pool-reads R]
                  [--storage-cost OP_US,BYTES_PER_S] [--log FILE]
     peers_run.py perfile-order --list LIST --seed S [--epochs 4] [--log FILE]
-    peers_run.py has-order       # exit 0 when hdmlp.Loader takes order= (else 1)
     peers_run.py arena DATASET [--workers 2] [--batch 32]   # bytes of hdmlp.torch's arena
 
 hdmlp-torch: hdmlp.torch.HdmlpIterableDataset(DATASET, batch_size, memory, seed,
   with_indices=True, order=..., pool_reads=...) iterated by hdmlp.torch.DataLoader
   (batch_size=None, num_workers=W, persistent_workers=W > 0): raw bytes, no transform. The
   indices are the samples' storage positions in the pack; they go to --log, one line per
-  epoch (order_figures.py). When hdmlp.Loader does not take order= yet, 'pool' falls back
-  to relaxed=True and 'strict' to the default, and the JSON says so ("order_used").
+  epoch (order_figures.py).
   Prints one JSON line: epoch seconds (from the epoch's first next() to its last batch,
   worker and data-plane start-up included in epoch 0), samples, bytes, the loader's stats.
 arena: the shared-memory arena hdmlp.torch's data plane makes for W workers over DATASET
@@ -63,19 +61,6 @@ def perfile_order(o):
     print(json.dumps({"samples": n, "epochs": o.epochs, "seed": o.seed, "order_log": o.log}))
 
 
-def has_order():
-    """True when hdmlp.Loader parses an order= keyword (an unknown keyword is a TypeError
-    raised before anything else is checked)."""
-    import hdmlp
-    try:
-        hdmlp.Loader(None, 1, 1, order="strict")
-    except TypeError as e:
-        return "order" not in str(e)
-    except Exception:  # noqa: BLE001 - parsed order=, failed on the rest
-        return True
-    return True
-
-
 def arena(o):
     import hdmlp.torch as ht
     ds = ht.HdmlpIterableDataset(o.dataset, batch_size=o.batch, memory="100%", seed=0)
@@ -90,17 +75,10 @@ def hdmlp_torch(o):
     if o.storage_cost:
         op_us, bps = o.storage_cost.split(",")
         kw["storage_cost"] = (float(op_us), float(bps))
-    if has_order():
-        used = o.order
-        kw["order"] = o.order
-        if o.order == "pool":
-            kw["pool_reads"] = o.pool_reads
-    else:
-        used = "relaxed (fallback: no order=)" if o.order == "pool" else "strict (default)"
-        if o.order == "pool":
-            kw["relaxed"] = True
-        print(f"peers_run: hdmlp.Loader takes no order= yet: {o.order} runs as {used}",
-              file=sys.stderr)
+    used = o.order
+    kw["order"] = o.order
+    if o.order == "pool":
+        kw["pool_reads"] = o.pool_reads
     ds = ht.HdmlpIterableDataset(o.dataset, batch_size=o.batch, memory=o.memory, seed=o.seed,
                                  with_indices=True, epochs=o.epochs, **kw)
     dl = ht.DataLoader(ds, batch_size=None, num_workers=o.workers,
@@ -156,7 +134,6 @@ def main():
     f.add_argument("--seed", type=int, default=1)
     f.add_argument("--epochs", type=int, default=4)
     f.add_argument("--log", default=None)
-    sub.add_parser("has-order")
     a = sub.add_parser("arena")
     a.add_argument("dataset")
     a.add_argument("--workers", type=int, default=2)
@@ -166,10 +143,8 @@ def main():
         hdmlp_torch(o)
     elif o.mode == "perfile-order":
         perfile_order(o)
-    elif o.mode == "arena":
-        arena(o)
     else:
-        sys.exit(0 if has_order() else 1)
+        arena(o)
 
 
 if __name__ == "__main__":
