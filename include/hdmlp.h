@@ -255,7 +255,7 @@ typedef enum hdmlp_engine {
  *       any free slot until they are asked for; each sample is read once per epoch, and the
  *       delivered order is the epoch's uniformly random permutation itself. Fewer reads than
  *       fill-rate with large chunks on operation-bound storage; with small chunks and the
- *       learnt cost model it can read more (README, "Orders"). */
+ *       learnt cost model it can read more (README, "Strict or one pass"). */
 typedef enum hdmlp_policy {
     HDMLP_POLICY_FILL_RATE = 0,
     HDMLP_POLICY_RANDOM = 1,
@@ -353,7 +353,7 @@ HDMLP_API int hdmlp_config_set_order(hdmlp_config *cfg, hdmlp_order order);
  * 0 (the default) = auto: units as large as one request of the dataset's device takes
  * (its max_sectors_kb; 4 MiB for object storage and devices that do not say), so a read
  * costs one device operation, as a whole chunk at least does. Resolved at create (stats
- * pool_unit). */
+ * pool_unit); the unit shapes the order, so set r to get one order on different storage. */
 #define HDMLP_POOL_READS_MAX 65536u
 HDMLP_API int hdmlp_config_set_pool_reads(hdmlp_config *cfg, uint32_t reads);
 /* Former name of the pool order: 1 = HDMLP_ORDER_POOL, 0 = HDMLP_ORDER_STRICT. */
