@@ -616,6 +616,9 @@ class _Ragged:
         return (_unpack, (_ByValue(self.flat), [(n,) for n in self.sizes]))
 
 
+_UNSET = object()
+
+
 class DataLoader(torch.utils.data.DataLoader):
     """torch.utils.data.DataLoader that counts the batches it yields, so that an
     HdmlpIterableDataset's state_dict() is the position training reached even when
@@ -625,6 +628,21 @@ class DataLoader(torch.utils.data.DataLoader):
 
     stall_seconds = 0.0  # time the training loop waited for batches, over all iterations
     batches_yielded = 0
+
+    def __init__(self, dataset, batch_size=_UNSET, *args, **kwargs):
+        # An HdmlpIterableDataset yields whole batches: torch's default batch_size=1 would
+        # silently add a dimension. None is the default here, and anything else an error.
+        if isinstance(dataset, HdmlpIterableDataset):
+            if batch_size is _UNSET:
+                batch_size = None
+            elif batch_size is not None:
+                raise ValueError(
+                    f"hdmlp.torch.DataLoader: batch_size={batch_size!r}, but the dataset "
+                    f"already yields batches of {dataset.batch_size}; leave batch_size out "
+                    "(or pass None) and set the batch size on HdmlpIterableDataset")
+        elif batch_size is _UNSET:
+            batch_size = 1  # torch's own default
+        super().__init__(dataset, batch_size, *args, **kwargs)
 
     def __iter__(self):
         ds = self.dataset

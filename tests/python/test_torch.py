@@ -285,3 +285,15 @@ def test_pickles_for_spawned_workers(small_ds):
     clone = pickle.loads(pickle.dumps(ds))
     a = [i for _, _, idx in clone for i in idx.tolist()]
     assert sorted(a) == list(range(small_ds.n))
+
+
+def test_dataloader_batch_size_defaults_to_none_and_refuses_another(worker_ds):
+    ds = ht.HdmlpIterableDataset(worker_ds.path, 16, MEM, seed=5, epochs=1, with_indices=True)
+    samples, labels, idx = next(iter(ht.DataLoader(ds)))  # no batch_size: the dataset's
+    assert len(samples) == len(labels) == len(idx) == 16
+    with pytest.raises(ValueError, match=r"batch_size=16.*already yields batches of 16"):
+        ht.DataLoader(ds, batch_size=16)
+    with pytest.raises(ValueError, match="batch_size=1"):
+        ht.DataLoader(ds, 1)
+    # any other dataset keeps torch's default
+    assert ht.DataLoader(list(range(3))).batch_size == 1
