@@ -191,14 +191,19 @@ int loader_size(const fmt_index *ix, const struct hdmlp_config *cfg, loader_sizi
         char have[32], need[32];
         fmt_bytes(have, sizeof(have), cfg->memory);
         fmt_bytes(need, sizeof(need), minimum);
+        /* What to ask for instead, also as a share of the data (budgets are often given so) */
+        const uint64_t raw = ix->h.raw_bytes ? ix->h.raw_bytes : 1;
+        const uint64_t pct = minimum / raw * 100 + ((minimum % raw) * 100 + raw - 1) / raw;
         return hd_err(
             HDMLP_E_RANGE,
             "memory budget %s (%llu bytes) is too small for this dataset: at least %s "
             "(%llu bytes) is needed for one abstract chunk of %u samples, two chunk read "
             "buffers, two batches of the largest samples, the remote memory, the RAM "
-            "chunk cache (%llu bytes) and the image pipeline's buffers (%llu bytes)",
+            "chunk cache (%llu bytes) and the image pipeline's buffers (%llu bytes); a budget "
+            "of %llu bytes (%llu%% of the dataset's raw bytes) works, or a smaller batch size",
             have, (unsigned long long)cfg->memory, need, (unsigned long long)minimum, k,
-            (unsigned long long)ram, (unsigned long long)(images == UINT64_MAX ? 0 : images));
+            (unsigned long long)ram, (unsigned long long)(images == UINT64_MAX ? 0 : images),
+            (unsigned long long)minimum, (unsigned long long)pct);
     }
     out->extra_io = extra_io;
     /* Planning may fill the budget except what peers' answers (one batch) and prefetches

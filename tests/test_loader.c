@@ -87,6 +87,12 @@ Test(loader_api, budget_below_minimum_is_range_error_naming_it, .timeout = 60)
     snprintf(num, sizeof(num), "%" PRIu64, min);
     cr_expect(strstr(hdmlp_last_error(), num) != NULL,
               "detail '%s' does not name the minimum %s", hdmlp_last_error(), num);
+    /* and proposes it, also as a share of the data */
+    char share[64];
+    snprintf(share, sizeof(share), "a budget of %" PRIu64 " bytes (", min);
+    cr_expect(strstr(hdmlp_last_error(), share) != NULL &&
+                  strstr(hdmlp_last_error(), "%") != NULL,
+              "detail '%s' does not propose the budget that works", hdmlp_last_error());
     cr_assert_eq(create_with_budget(ds, min, &ld), HDMLP_OK);
     hdmlp_stats st;
     cr_assert_eq(hdmlp_loader_stats(ld, &st), HDMLP_OK);
