@@ -361,7 +361,6 @@ static int admit_pending(struct hdmlp_loader *ld)
     const sched_step *st = &ld->pending_step;
     const uint32_t k = ld->ix->h.chunk_size;
     const uint32_t dest = (uint32_t)(ld->plan_pos % ld->world);
-    ld_sample *delivered = NULL;
     ld_job *job = ld->pending;
     uint64_t need = 0;
     if (!st->hit) {
@@ -376,7 +375,7 @@ static int admit_pending(struct hdmlp_loader *ld)
     }
     /* The delivered sample comes from its slot, or is one of those read (which go to their
      * slots below, once the decision is recorded). */
-    delivered = ld->slot_buf[st->slot];
+    ld_sample *delivered = ld->slot_buf[st->slot];
     for (uint32_t i = 0; !st->hit && i < job->n; i++) {
         if (st->load_place[i] == st->slot) {
             delivered = job->samples[i];

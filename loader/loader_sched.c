@@ -16,6 +16,9 @@ uint64_t sched_group_of_chunk(const sched *s, uint64_t chunk) { return s->group[
 
 void sched_prefetch(const sched *s, uint64_t x)
 {
+    if (s->empty == NULL) {
+        return; /* the pool and the clairvoyant policy: a request touches one or two lines */
+    }
     const uint64_t c = sched_chunk_of(s, x);
     const uint64_t g = s->group[c];
     const uint64_t first = sched_group_first_chunk(s, g);
@@ -66,27 +69,35 @@ int sched_create(const fmt_index *ix, const sched_params *p, sched **out)
     /* Lemire's M = floor((2^64 - 1) / k) + 1 gives x / k exactly for every 32-bit x. */
     s->kmul = s->n <= UINT32_MAX ? UINT64_MAX / s->k + 1 : 0;
     const uint64_t slots = s->a * s->k;
-    s->unfilled = hd_calloc(c * s->w, sizeof(uint64_t));
-    s->empty = hd_calloc(s->a * s->w, sizeof(uint64_t));
     s->slot = hd_malloc(slots * sizeof(slot_rec));
-    s->left = hd_calloc(slots, sizeof(uint32_t));
     s->group = hd_malloc(c * sizeof(uint32_t));
-    s->ord = hd_malloc(c * sizeof(uint32_t));
-    s->order = hd_malloc((s->q + 1) * sizeof(uint64_t));
-    s->fill = hd_malloc(s->k * sizeof(uint32_t));
     s->size = hd_malloc(s->n * sizeof(uint64_t));
     s->load = hd_malloc(s->k * sizeof(uint32_t));
     s->place = hd_malloc(s->k * sizeof(uint64_t));
+    int ok = s->slot && s->group && s->size && s->load && s->place;
+    /* Each order keeps only its own state: the strict order the unfilled bits, the Brand
+     * refill (strict, not clairvoyant) its masks, counts and chunk orders, the pool and the
+     * clairvoyant policy a stack of the owner's free slots and their own (*_create). */
+    const int brand = p->order == HDMLP_ORDER_STRICT && !owner;
+    if (p->order == HDMLP_ORDER_STRICT) {
+        s->unfilled = hd_calloc(c * s->w, sizeof(uint64_t));
+        ok = ok && s->unfilled;
+    }
+    if (brand) {
+        s->empty = hd_calloc(s->a * s->w, sizeof(uint64_t));
+        s->left = hd_calloc(slots, sizeof(uint32_t));
+        s->ord = hd_malloc(c * sizeof(uint32_t));
+        s->order = hd_malloc((s->q + 1) * sizeof(uint64_t));
+        s->fill = hd_malloc(s->k * sizeof(uint32_t));
+        ok = ok && s->empty && s->left && s->ord && s->order && s->fill;
+    }
     if (owner) {
         s->owned_slots = (s->a / p->world) * s->k;
         s->free_ids = hd_malloc(s->owned_slots * sizeof(uint64_t));
+        ok = ok && s->free_ids;
     }
-    if (!s->unfilled || !s->empty || !s->slot || !s->left || !s->group || !s->ord ||
-        !s->order || !s->fill || !s->size || !s->load || !s->place ||
-        (owner && s->free_ids == NULL) ||
-        (p->order == HDMLP_ORDER_POOL && pool_create(s) != HDMLP_OK) ||
-        (p->order == HDMLP_ORDER_STRICT && p->policy == HDMLP_POLICY_CLAIRVOYANT &&
-         due_create(s) != HDMLP_OK)) {
+    if (!ok || (p->order == HDMLP_ORDER_POOL && pool_create(s) != HDMLP_OK) ||
+        (p->order == HDMLP_ORDER_STRICT && owner && due_create(s) != HDMLP_OK)) {
         sched_free(s);
         return hd_err(HDMLP_E_NOMEM, "scheduler: out of memory for %llu samples",
                       (unsigned long long)s->n);
@@ -103,7 +114,7 @@ int sched_create(const fmt_index *ix, const sched_params *p, sched **out)
         for (uint64_t i = 0; i < sched_group_chunks(s, g); i++) {
             s->group[first + i] = (uint32_t)g;
         }
-        for (uint32_t t = 0; t < s->k; t++) {
+        for (uint32_t t = 0; brand && t < s->k; t++) {
             s->empty[g * s->w + t / 64] |= 1ull << (t % 64);
         }
     }
@@ -292,14 +303,14 @@ static void mark_filled(sched *s, uint64_t g, uint64_t c, uint32_t t)
 
 int sched_request(sched *s, uint64_t x, sched_step *out)
 {
-    const uint64_t c = sched_chunk_of(s, x);
-    const uint64_t g = s->group[c];
     if (s->p.order == HDMLP_ORDER_POOL) {
         return pool_request(s, x, out);
     }
     if (s->p.policy == HDMLP_POLICY_CLAIRVOYANT) {
         return due_request(s, x, out);
     }
+    const uint64_t c = sched_chunk_of(s, x);
+    const uint64_t g = s->group[c];
     const uint32_t t = (uint32_t)(x - c * s->k);
     const uint64_t loc = g * s->k + t;
     uint64_t *empty = s->empty + g * s->w;

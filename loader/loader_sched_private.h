@@ -1,5 +1,6 @@
-/* The scheduler's state, shared by its two orders: loader_sched.c (strict, and what both
- * share) and loader_sched_pool.c (pool). Nothing outside these two files includes it. */
+/* The scheduler's state, shared by its files: loader_sched.c (the Brand refill and what all
+ * share), loader_sched_pool.c (the pool order) and loader_sched_due.c (the clairvoyant
+ * policy). Nothing else includes it. */
 #ifndef HDMLP_LOADER_SCHED_PRIVATE_H
 #define HDMLP_LOADER_SCHED_PRIVATE_H
 
@@ -38,13 +39,14 @@ struct sched {
     uint32_t *load;
     uint64_t *place;
 
-    /* strict */
+    /* strict (both policies) */
     uint64_t *unfilled; /* C × w: bit t set while sample (c,t) exists and is unfilled */
-    uint64_t *empty;    /* A × w: bit t set while slot (g,t) is empty */
-    uint32_t *left;     /* A × K: unfilled samples at location (g,t) this epoch */
-    uint32_t *ord;      /* C: each group's chunks in the epoch's seeded order, in place */
-    uint64_t *order;    /* scratch: chunk order of a group */
-    uint32_t *fill;     /* K: fill set of the last miss */
+    /* the Brand refill (strict, fill-rate or random); NULL otherwise */
+    uint64_t *empty; /* A × w: bit t set while slot (g,t) is empty */
+    uint32_t *left;  /* A × K: unfilled samples at location (g,t) this epoch */
+    uint32_t *ord;   /* C: each group's chunks in the epoch's seeded order, in place */
+    uint64_t *order; /* scratch: chunk order of a group */
+    uint32_t *fill;  /* K: fill set of the last miss */
 
     /* pool (loader_sched_pool.c) */
     uint64_t *units;    /* the owner's read units (chunk * parts + part), the epoch's order */

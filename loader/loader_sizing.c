@@ -32,6 +32,12 @@ static void fmt_bytes(char *buf, size_t cap, uint64_t v)
     snprintf(buf, cap, "%.1f %s", d, units[u]);
 }
 
+/* The largest request the dataset's device takes, or LOADER_POOL_REQUEST_DEFAULT. */
+static uint64_t device_request(const struct hdmlp_config *cfg)
+{
+    return cfg->max_request ? cfg->max_request : LOADER_POOL_REQUEST_DEFAULT;
+}
+
 uint32_t loader_pool_unit(const fmt_index *ix, const struct hdmlp_config *cfg)
 {
     const uint32_t k = ix->h.chunk_size;
@@ -39,8 +45,7 @@ uint32_t loader_pool_unit(const fmt_index *ix, const struct hdmlp_config *cfg)
     if (r == 0) {
         const uint64_t c = ix->h.n_chunks ? ix->h.n_chunks : 1;
         const uint64_t mean = loader_aligned_chunk_bytes(ix) / c;
-        const uint64_t request =
-            cfg->max_request ? cfg->max_request : LOADER_POOL_REQUEST_DEFAULT;
+        const uint64_t request = device_request(cfg);
         r = (mean + mean / 8 + request - 1) / request;
         r = r ? r : 1;
     }
@@ -49,7 +54,7 @@ uint32_t loader_pool_unit(const fmt_index *ix, const struct hdmlp_config *cfg)
 
 uint64_t loader_read_window(const struct hdmlp_config *cfg)
 {
-    const uint64_t request = cfg->max_request ? cfg->max_request : LOADER_POOL_REQUEST_DEFAULT;
+    const uint64_t request = device_request(cfg);
     return request > 4 * FMT_ALIGN ? request - 2 * FMT_ALIGN : request;
 }
 

@@ -64,14 +64,37 @@ static void run_to_end(hdmlp_loader *ld, hdmlp_stats *st)
     hdmlp_loader_stats(ld, st);
 }
 
-Test(forecast, equals_a_single_rank_run, .timeout = 120)
+/* The single-rank runs' dataset: 4,099 samples, 32 per chunk, in a new directory `dir`. */
+static hdmlp_dataset *single_rank_dataset(const char *name, char *dir, size_t cap)
 {
-    char dir[512];
-    cr_assert_eq(testds_mkdtemp("forecast", dir, sizeof(dir)), 0);
+    cr_assert_eq(testds_mkdtemp(name, dir, cap), 0);
     const testds_spec spec = {4099, 32, 3, 8, 100, 3000, 1, 0, 7};
     cr_assert_eq(testds_write(dir, &spec), HDMLP_OK, "%s", hdmlp_last_error());
     hdmlp_dataset *ds = NULL;
     cr_assert_eq(hdmlp_dataset_open(dir, &ds), HDMLP_OK);
+    return ds;
+}
+
+/* Forecasts cfg (loads, first and epoch_bytes as hdmlp_loader_forecast takes them), runs a
+ * loader with it to the end and expects the two to agree field by field; *actual gets the
+ * run's stats and *fc the forecast's. */
+static void forecast_and_run(hdmlp_dataset *ds, const hdmlp_config *cfg, const char *what,
+                             uint64_t *loads, uint64_t *first, uint64_t *epoch_bytes,
+                             hdmlp_stats *fc, hdmlp_stats *actual)
+{
+    cr_assert_eq(hdmlp_loader_forecast(ds, cfg, fc, loads, first, epoch_bytes), HDMLP_OK,
+                 "%s: %s", what, hdmlp_last_error());
+    hdmlp_loader *ld = NULL;
+    cr_assert_eq(hdmlp_loader_create(ds, cfg, &ld), HDMLP_OK, "%s", hdmlp_last_error());
+    run_to_end(ld, actual);
+    hdmlp_loader_free(ld);
+    expect_same(fc, actual, what);
+}
+
+Test(forecast, equals_a_single_rank_run, .timeout = 120)
+{
+    char dir[512];
+    hdmlp_dataset *ds = single_rank_dataset("forecast", dir, sizeof(dir));
     const hdmlp_refill modes[] = {HDMLP_REFILL_AUTO, HDMLP_REFILL_WHOLE, HDMLP_REFILL_RANGES};
     const double fracs[] = {0.1, 0.3, 2.0};
     for (int m = 0; m < 3; m++) {
@@ -82,15 +105,9 @@ Test(forecast, equals_a_single_rank_run, .timeout = 120)
             uint64_t *loads = calloc(c, sizeof(uint64_t));
             uint64_t *first = calloc(c, sizeof(uint64_t));
             uint64_t epoch_bytes[3];
-            cr_assert_eq(hdmlp_loader_forecast(ds, cfg, &fc, loads, first, epoch_bytes),
-                         HDMLP_OK, "%s", hdmlp_last_error());
-            hdmlp_loader *ld = NULL;
-            cr_assert_eq(hdmlp_loader_create(ds, cfg, &ld), HDMLP_OK, "%s", hdmlp_last_error());
-            run_to_end(ld, &actual);
-            hdmlp_loader_free(ld);
             char what[64];
             snprintf(what, sizeof(what), "refill %d, memory %.1f", (int)modes[m], fracs[f]);
-            expect_same(&fc, &actual, what);
+            forecast_and_run(ds, cfg, what, loads, first, epoch_bytes, &fc, &actual);
             uint64_t sum = 0;
             for (uint64_t i = 0; i < c; i++) {
                 sum += loads[i];
@@ -177,11 +194,7 @@ Test(forecast, equals_each_rank_of_a_three_rank_pool_run, .timeout = 120)
 Test(forecast, equals_single_rank_pool_runs, .timeout = 120)
 {
     char dir[512];
-    cr_assert_eq(testds_mkdtemp("forecastpool", dir, sizeof(dir)), 0);
-    const testds_spec spec = {4099, 32, 3, 8, 100, 3000, 1, 0, 7};
-    cr_assert_eq(testds_write(dir, &spec), HDMLP_OK, "%s", hdmlp_last_error());
-    hdmlp_dataset *ds = NULL;
-    cr_assert_eq(hdmlp_dataset_open(dir, &ds), HDMLP_OK);
+    hdmlp_dataset *ds = single_rank_dataset("forecastpool", dir, sizeof(dir));
     const uint32_t reads[] = {0, 1, 3, 32};
     const double fracs[] = {0.1, 0.3};
     const uint64_t c = hdmlp_dataset_chunk_count(ds);
@@ -192,15 +205,9 @@ Test(forecast, equals_single_rank_pool_runs, .timeout = 120)
             hdmlp_config_set_pool_reads(cfg, reads[r]);
             hdmlp_stats fc, actual;
             uint64_t *loads = calloc(c, sizeof(uint64_t));
-            cr_assert_eq(hdmlp_loader_forecast(ds, cfg, &fc, loads, NULL, NULL), HDMLP_OK, "%s",
-                         hdmlp_last_error());
-            hdmlp_loader *ld = NULL;
-            cr_assert_eq(hdmlp_loader_create(ds, cfg, &ld), HDMLP_OK, "%s", hdmlp_last_error());
-            run_to_end(ld, &actual);
-            hdmlp_loader_free(ld);
             char what[64];
             snprintf(what, sizeof(what), "pool reads %u, memory %.1f", reads[r], fracs[f]);
-            expect_same(&fc, &actual, what);
+            forecast_and_run(ds, cfg, what, loads, NULL, NULL, &fc, &actual);
             /* one pass: every chunk's bytes once per epoch, in the same reads each epoch */
             for (uint64_t i = 0; i < c; i++) {
                 cr_expect_eq(loads[i] % 3, 0, "%s: chunk %llu read %llu times in 3 epochs",

@@ -38,22 +38,33 @@ static void expect_each_once(const run *r)
     }
 }
 
-Test(image_loader, same_batches_as_without_the_pipeline_exactly_once)
+/* Drains a plain loader and one with the pipeline (ic) over the same config: the same
+ * samples in the same batches, each once per epoch. Returns the pipeline's loader (its
+ * decoded run in *img) for the caller's checks. */
+static hdmlp_loader *same_batches_as_plain(hdmlp_dataset *ds, hdmlp_config *cfg,
+                                           const hdmlp_image_config *ic, run *img)
 {
-    hdmlp_dataset *ds = image_dataset(90, 48, 40, 0, NULL);
-    static run raw, img;
-    hdmlp_config *cfg = config(10, 2);
+    static run raw;
     hdmlp_loader *a = loader(ds, cfg, NULL);
     cr_assert_eq(drain(a, &raw, 0), HDMLP_END);
     hdmlp_loader_free(a);
-    hdmlp_image_config *ic = image_config(32, 32);
     hdmlp_loader *b = loader(ds, cfg, ic);
-    cr_assert_eq(drain(b, &img, 1), HDMLP_END, "%s", hdmlp_last_error());
-    cr_assert_eq(img.n, 180);
-    cr_assert_eq(img.batches, raw.batches);
-    cr_assert_arr_eq(img.idx, raw.idx, sizeof(uint64_t) * 180);
-    cr_assert_arr_eq(img.batch_end, raw.batch_end, sizeof(uint32_t) * raw.batches);
-    expect_each_once(&img);
+    cr_assert_eq(drain(b, img, 1), HDMLP_END, "%s", hdmlp_last_error());
+    cr_assert_eq(img->n, 180);
+    cr_assert_eq(img->batches, raw.batches);
+    cr_assert_arr_eq(img->idx, raw.idx, sizeof(uint64_t) * 180);
+    cr_assert_arr_eq(img->batch_end, raw.batch_end, sizeof(uint32_t) * raw.batches);
+    expect_each_once(img);
+    return b;
+}
+
+Test(image_loader, same_batches_as_without_the_pipeline_exactly_once)
+{
+    hdmlp_dataset *ds = image_dataset(90, 48, 40, 0, NULL);
+    static run img;
+    hdmlp_config *cfg = config(10, 2);
+    hdmlp_image_config *ic = image_config(32, 32);
+    hdmlp_loader *b = same_batches_as_plain(ds, cfg, ic, &img);
     /* epochs crop differently */
     int same = 0;
     for (int i = 0; i < 90; i++) {
@@ -80,20 +91,12 @@ Test(image_loader, same_batches_as_without_the_pipeline_exactly_once)
 Test(image_loader, pool_order_same_batches_as_without_the_pipeline)
 {
     hdmlp_dataset *ds = image_dataset(90, 48, 40, 0, NULL);
-    static run raw, img;
+    static run img;
     hdmlp_config *cfg = config(10, 2);
     cr_assert_eq(hdmlp_config_set_order(cfg, HDMLP_ORDER_POOL), HDMLP_OK);
     cr_assert_eq(hdmlp_config_set_pool_reads(cfg, 2), HDMLP_OK);
-    hdmlp_loader *a = loader(ds, cfg, NULL);
-    cr_assert_eq(drain(a, &raw, 0), HDMLP_END);
-    hdmlp_loader_free(a);
     hdmlp_image_config *ic = image_config(32, 32);
-    hdmlp_loader *b = loader(ds, cfg, ic);
-    cr_assert_eq(drain(b, &img, 1), HDMLP_END, "%s", hdmlp_last_error());
-    cr_assert_eq(img.n, 180);
-    cr_assert_arr_eq(img.idx, raw.idx, sizeof(uint64_t) * 180);
-    cr_assert_arr_eq(img.batch_end, raw.batch_end, sizeof(uint32_t) * raw.batches);
-    expect_each_once(&img);
+    hdmlp_loader *b = same_batches_as_plain(ds, cfg, ic, &img);
     hdmlp_stats st;
     cr_assert_eq(hdmlp_loader_stats(b, &st), HDMLP_OK);
     cr_assert_eq(st.order, 1);

@@ -181,7 +181,6 @@ static void json_context(bench_json *j, const bench_opts *o, hdmlp_dataset *ds)
     bench_json_double(j, "compute_ms", o->compute_ms);
     bench_json_bool(j, "drop_last", o->drop_last);
     bench_json_string(j, "order", bench_order_names[o->order]);
-    bench_json_bool(j, "relaxed", o->order == HDMLP_ORDER_POOL);
     bench_json_u64(j, "pool_reads", o->pool_reads);
     bench_json_bool(j, "calibrate", o->calibrate);
     if (o->ram_cache_set && o->ram_cache != HDMLP_RAM_CACHE_AUTO) {
