@@ -56,6 +56,7 @@ from ._hdmlp import (  # noqa: F401
     strerror,
 )
 from . import _hdmlp
+from .pack import pack  # noqa: F401  (hdmlp-pack from Python)
 
 __version__ = library_version
 
@@ -136,5 +137,5 @@ __all__ = [
     "ImagePipeline", "IMAGENET_MEAN", "IMAGENET_STD",
     "Interrupted", "InvalidArgumentError", "Loader", "NotFoundError", "OutOfMemoryError",
     "PeerError", "STATE_MAX", "StateError", "StorageError", "TimedOutError", "UnsupportedError", "err_name",
-    "parse_memory", "strerror",
+    "pack", "parse_memory", "strerror",
 ]
