@@ -91,12 +91,24 @@ typedef struct pack_ctx {
     uint64_t spill_size;
     uint64_t last_progress_items; /* scan progress throttle */
     uint64_t last_progress_bytes;
+    int has_out; /* OUT existed before the run (it is replaced): its identity */
+    dev_t out_dev;
+    ino_t out_ino;
+    uint64_t skipped[PACK_SKIP_N];     /* entries left out, by reason (pack_skip) */
+    uint32_t skip_warned[PACK_SKIP_N]; /* warnings given for the current input */
+    uint32_t empty_labels;             /* after scanning: labels without samples */
+    char empty_label_names[PACK_EMPTY_LABEL_NAMES];
 } pack_ctx;
 
 /* Appends one item (copying the key). Checks key length and the 4 GiB strings limit;
  * `what` names the sample in errors. */
 int pack_add_item(pack_ctx *ctx, uint32_t input, const void *key, size_t key_len,
                   uint32_t label, uint64_t size, uint64_t src, const char *what);
+/* Nested datasets: the first bytes a file of a dataset directory starts with (FORMAT.md),
+ * by its base name: the index magic for "index", the chunk magic for "segment-DIGITS";
+ * NULL for any other name. PACK_DATASET_MAGIC_LEN bytes. */
+#define PACK_DATASET_MAGIC_LEN 8
+const char *pack_dataset_magic(const char *base, size_t len);
 /* perm[0..n) = item ids sorted by (input, key bytes, scan order). */
 int pack_sort_items(const pack_ctx *ctx, uint64_t *perm);
 
@@ -107,6 +119,13 @@ void pack_report(const pack_opts *o, pack_phase phase, uint64_t samples_done,
 void pack_warn(const pack_opts *o, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+/* Counts one entry left out for `reason`; the first few of each reason per input are
+ * warned about with the message fmt... (then once "further ... not named"). */
+void pack_skip(pack_ctx *ctx, pack_skip_reason reason, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
 #endif
     ;
 /* Scan progress: reports every 1024 items or 16 MiB; `pending` = bytes of an item being

@@ -44,6 +44,23 @@ void pack_buf_free(pack_buf *b)
     b->len = b->cap = 0;
 }
 
+const char *pack_dataset_magic(const char *base, size_t len)
+{
+    static const char index_name[] = FMT_INDEX_NAME;
+    if (len == sizeof(index_name) - 1 && memcmp(base, index_name, len) == 0) {
+        return "HDMLPIDX";
+    }
+    if (len <= 8 || memcmp(base, "segment-", 8) != 0) {
+        return NULL;
+    }
+    for (size_t i = 8; i < len; i++) {
+        if (base[i] < '0' || base[i] > '9') {
+            return NULL;
+        }
+    }
+    return "HDMLPCHK";
+}
+
 int pack_add_item(pack_ctx *ctx, uint32_t input, const void *key, size_t key_len,
                   uint32_t label, uint64_t size, uint64_t src, const char *what)
 {

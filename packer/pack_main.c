@@ -28,21 +28,37 @@ static const char usage_text[] =
     "  DIR            each subdirectory of DIR is a label and every file below it\n"
     "                 a sample of that label; files directly in DIR get the label\n"
     "                 \".\". Keys are paths relative to DIR. Entries are visited in\n"
-    "                 bytewise order; hidden files are included; symlinks to files\n"
-    "                 are followed, symlinks to directories are not (a warning\n"
-    "                 names each); dangling or looping symlinks, unreadable and\n"
-    "                 special files are errors.\n"
+    "                 bytewise order; hidden files are included; symlinks are\n"
+    "                 followed (to files and directories); a symlink to a directory\n"
+    "                 it is inside of (a loop) is skipped; dangling symlinks,\n"
+    "                 unreadable and special files are errors.\n"
     "  ARCHIVE        a tar (plain, gz, bz2, xz, zst, ...), zip, 7z or cpio file,\n"
     "                 recognised by its content. Each regular member is a sample\n"
     "                 keyed by its stored name (never used as a path); its label\n"
     "                 is its top directory (after leading \"/\" and \"./\"), \".\" for\n"
-    "                 members in the root. The archive is unpacked into a\n"
-    "                 temporary spill file beside OUT while packing.\n"
+    "                 members in the root. A symlink member is a sample with the\n"
+    "                 bytes of the member it names (relative to its directory);\n"
+    "                 symlinks to directories, to nothing in the archive (absolute,\n"
+    "                 outside, missing) or in loops, and special members, are\n"
+    "                 skipped. The archive is unpacked into a temporary spill file\n"
+    "                 beside OUT while packing.\n"
     "  --list FILE    lines \"PATH<TAB>LABEL\"; relative paths are relative to the\n"
     "                 directory of FILE (\"-\": standard input, relative to the\n"
     "                 working directory); blank lines and lines starting with #\n"
     "                 are skipped.\n"
     "\n"
+    "Whatever is skipped is counted by reason in the summary (the first few are\n"
+    "named in warnings), and so are labels left without samples.\n"
+    "An input that is or contains an hdmlp dataset (a directory holding an index or\n"
+    "segment files, or such archive members; lists are not checked) is an error\n"
+    "naming it, unless:\n"
+    "      --skip-nested     leave such datasets out (counted in the summary)\n"
+    "      --allow-nested    pack their files as ordinary samples\n"
+    "OUT and its temporary directory are never packed, even inside an input.\n"
+    "\n";
+
+/* Split in parts: C11 compilers need only support string literals of 4095 bytes. */
+static const char usage_opts[] =
     "Options:\n"
     "  -o, --output OUT      dataset directory to create\n"
     "      --chunk-size K    samples per chunk, 1..1048576 (default 64)\n"
@@ -76,7 +92,6 @@ static const char usage_text[] =
     "  -V, --version         show the version and exit\n"
     "\n";
 
-/* Split in two: C11 compilers need only support string literals of 4095 bytes. */
 static const char usage_text2[] =
     "Inspection (through the public API):\n"
     "      --info DATASET    samples, chunks, segments, labels with counts, sizes,\n"
@@ -256,6 +271,35 @@ static void print_summary(const pack_summary *s, const char *out)
     }
 }
 
+/* What was left out, and labels without samples: in the summary (stdout), or as warnings
+ * on stderr with --quiet. */
+static void print_losses(FILE *f, const pack_summary *s)
+{
+    const char *const prefix = f == stderr ? PACK_CLI_NAME ": warning: " : "";
+    uint64_t total = 0;
+    for (int r = 0; r < PACK_SKIP_N; r++) {
+        total += s->skipped[r];
+    }
+    if (total) {
+        fprintf(f, "%s%s %llu input entr%s:", prefix, f == stderr ? "skipped" : "Skipped",
+                (unsigned long long)total, total == 1 ? "y" : "ies");
+        const char *sep = " ";
+        for (int r = 0; r < PACK_SKIP_N; r++) {
+            if (s->skipped[r]) {
+                fprintf(f, "%s%s (%llu)", sep, pack_skip_reason_text(r),
+                        (unsigned long long)s->skipped[r]);
+                sep = ", ";
+            }
+        }
+        fputs(".\n", f);
+    }
+    if (s->empty_labels) {
+        fprintf(f, "%s%u of %u labels have no samples: %s\n",
+                f == stderr ? prefix : "Warning: ", s->empty_labels, s->labels,
+                s->empty_label_names);
+    }
+}
+
 /* ---- main ------------------------------------------------------------------------------ */
 
 enum {
@@ -267,6 +311,8 @@ enum {
     OPT_SEGMENT,
     OPT_IMAGE_SIDE,
     OPT_IMAGE_QUALITY,
+    OPT_SKIP_NESTED,
+    OPT_ALLOW_NESTED,
     OPT_INFO,
     OPT_VERIFY,
     OPT_EXTRACT,
@@ -286,6 +332,8 @@ static const struct option long_opts[] = {
     {"segment-size", required_argument, NULL, OPT_SEGMENT},
     {"image-max-side", required_argument, NULL, OPT_IMAGE_SIDE},
     {"image-quality", required_argument, NULL, OPT_IMAGE_QUALITY},
+    {"skip-nested", no_argument, NULL, OPT_SKIP_NESTED},
+    {"allow-nested", no_argument, NULL, OPT_ALLOW_NESTED},
     {"force", no_argument, NULL, 'f'},
     {"quiet", no_argument, NULL, 'q'},
     {"help", no_argument, NULL, 'h'},
@@ -412,6 +460,17 @@ static int parse_args(int argc, char **argv, args *a)
             a->have_quality = 1;
             a->pack_only = 1;
             break;
+        case OPT_SKIP_NESTED:
+        case OPT_ALLOW_NESTED: {
+            const pack_nested m = c == OPT_SKIP_NESTED ? PACK_NESTED_SKIP : PACK_NESTED_PACK;
+            if (a->o.nested != PACK_NESTED_REFUSE && a->o.nested != m) {
+                usage_error("%s", "--skip-nested and --allow-nested cannot be combined");
+                return 2;
+            }
+            a->o.nested = m;
+            a->pack_only = 1;
+            break;
+        }
         case 'f':
             a->o.force = 1;
             a->pack_only = 1;
@@ -421,6 +480,7 @@ static int parse_args(int argc, char **argv, args *a)
             break;
         case 'h':
             fputs(usage_text, stdout);
+            fputs(usage_opts, stdout);
             fputs(usage_text2, stdout);
             return 0;
         case 'V':
@@ -539,9 +599,12 @@ static int run_pack(args *a)
     }
     if (!a->quiet) {
         print_summary(&sum, a->out);
+        print_losses(stdout, &sum);
         if (fflush(stdout) != 0) {
             return 1;
         }
+    } else {
+        print_losses(stderr, &sum);
     }
     return 0;
 }

@@ -32,6 +32,49 @@ void pack_warn(const pack_opts *o, const char *fmt, ...)
     o->message(o->cb_arg, msg);
 }
 
+#define SKIP_WARNINGS 5
+
+void pack_skip(pack_ctx *ctx, pack_skip_reason reason, const char *fmt, ...)
+{
+    ctx->skipped[reason]++;
+    const uint32_t warned = ctx->skip_warned[reason];
+    if (warned > SKIP_WARNINGS || !ctx->o->message) {
+        return;
+    }
+    ctx->skip_warned[reason]++;
+    if (warned == SKIP_WARNINGS) {
+        pack_warn(ctx->o, "further %s are not named (the summary counts them)",
+                  pack_skip_reason_text(reason));
+        return;
+    }
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    ctx->o->message(ctx->o->cb_arg, msg);
+}
+
+const char *pack_skip_reason_text(int reason)
+{
+    switch (reason) {
+    case PACK_SKIP_LINK_MISSING:
+        return "symbolic links naming no member of the archive";
+    case PACK_SKIP_LINK_DIR:
+        return "symbolic links to a directory of the archive";
+    case PACK_SKIP_LINK_LOOP:
+        return "symbolic links in a loop";
+    case PACK_SKIP_SPECIAL:
+        return "special members (fifos, devices, sockets)";
+    case PACK_SKIP_DATASET:
+        return "hdmlp datasets (directories, or archive members)";
+    case PACK_SKIP_OUTPUT:
+        return "the output being replaced, inside an input";
+    default:
+        return "?";
+    }
+}
+
 void pack_scan_tick(pack_ctx *ctx, uint64_t pending)
 {
     const uint64_t bytes = ctx->raw_bytes + pending;

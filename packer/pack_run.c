@@ -48,6 +48,10 @@ static int check_opts(const pack_opts *o, size_t n_inputs, const char *out)
     if (o->dict && o->compress == PACK_COMPRESS_NONE) {
         return hd_err(HDMLP_E_INVAL, "a dictionary needs compression");
     }
+    if (o->nested != PACK_NESTED_REFUSE && o->nested != PACK_NESTED_SKIP &&
+        o->nested != PACK_NESTED_PACK) {
+        return hd_err(HDMLP_E_INVAL, "unknown nested dataset mode");
+    }
     if (o->image_max_side > 65535 || o->image_quality < 1 || o->image_quality > 100) {
         return hd_err(HDMLP_E_INVAL, "image max side must be 0..65535 and quality 1..100");
     }
@@ -121,9 +125,66 @@ static int setup_srcs(pack_ctx *ctx, const pack_input *inputs, size_t n)
     return HDMLP_OK;
 }
 
+/* Appends name to the ", "-separated list in buf (cap bytes), escaped as --info prints
+ * names; a list that does not fit ends with "...". */
+static void list_name(char *buf, size_t cap, const uint8_t *name, size_t len)
+{
+    static const char more[] = "...";
+    const size_t at = strlen(buf);
+    if (at >= 3 && strcmp(buf + at - 3, more) == 0) {
+        return; /* full */
+    }
+    char tmp[PACK_EMPTY_LABEL_NAMES];
+    size_t n = 0;
+    for (size_t i = 0; i < len && n + 5 < sizeof(tmp); i++) {
+        const uint8_t c = name[i];
+        if (c >= 0x20 && c < 0x7f && c != '\\') {
+            tmp[n++] = (char)c;
+        } else {
+            n += (size_t)snprintf(tmp + n, sizeof(tmp) - n, "\\x%02x", c);
+        }
+    }
+    const size_t sep = at > 0 ? 2 : 0;
+    /* keep room for ", ..." and the NUL */
+    const char *const add = at + sep + n + 2 + sizeof(more) <= cap ? tmp : more;
+    const size_t add_len = add == tmp ? n : sizeof(more) - 1;
+    if (sep) {
+        memcpy(buf + at, ", ", 2);
+    }
+    memcpy(buf + at + sep, add, add_len);
+    buf[at + sep + add_len] = '\0';
+}
+
+/* Counts the labels without samples (class directories holding none, or only skipped
+ * entries) and names them in ctx->empty_label_names. */
+static int find_empty_labels(pack_ctx *ctx)
+{
+    const pack_labels *const lt = &ctx->labels;
+    uint8_t *const used = hd_calloc(lt->n ? lt->n : 1, 1);
+    if (!used) {
+        return hd_err(HDMLP_E_NOMEM, "out of memory");
+    }
+    for (uint64_t i = 0; i < ctx->n_items; i++) {
+        used[ctx->items[i].label] = 1;
+    }
+    ctx->empty_labels = 0;
+    ctx->empty_label_names[0] = '\0';
+    for (uint32_t l = 0; l < lt->n; l++) {
+        const uint32_t id = lt->order[l];
+        if (!used[l]) {
+            ctx->empty_labels++;
+            list_name(ctx->empty_label_names, sizeof(ctx->empty_label_names),
+                      lt->names.p + lt->off[id], lt->len[id]);
+        }
+    }
+    hd_free(used);
+    return HDMLP_OK;
+}
+
 static int scan_all(pack_ctx *ctx)
 {
     for (size_t i = 0; i < ctx->n_srcs; i++) {
+        memset(ctx->skip_warned, 0, sizeof(ctx->skip_warned));
         int rc;
         switch (ctx->srcs[i].kind) {
         case PACK_SRC_DIR:
@@ -149,7 +210,7 @@ static int scan_all(pack_ctx *ctx)
     for (uint64_t i = 0; i < ctx->n_items; i++) {
         ctx->items[i].label = ctx->labels.remap[ctx->items[i].label];
     }
-    return HDMLP_OK;
+    return find_empty_labels(ctx);
 }
 
 static uint64_t compute_dataset_id(const pack_ctx *ctx, const uint64_t *perm)
@@ -344,6 +405,9 @@ static int build_index(run_state *r, pack_summary *sum)
     sum->image_bytes_out = r->img.bytes_out;
     sum->images_kept = r->img.kept;
     sum->file_bytes = r->segw.file_bytes + r->index_len;
+    memcpy(sum->skipped, ctx->skipped, sizeof(sum->skipped));
+    sum->empty_labels = ctx->empty_labels;
+    memcpy(sum->empty_label_names, ctx->empty_label_names, sizeof(sum->empty_label_names));
     return HDMLP_OK;
 }
 
@@ -364,6 +428,12 @@ int pack_run(const pack_opts *o, const pack_input *inputs, size_t n_inputs, cons
     r.tmp_fd = -1;
     r.segw.fd = -1;
     rc = setup_srcs(&r.ctx, inputs, n_inputs);
+    struct stat out_st;
+    if (rc == HDMLP_OK && stat(out, &out_st) == 0) {
+        r.ctx.has_out = 1; /* replaced with force: never packed into itself */
+        r.ctx.out_dev = out_st.st_dev;
+        r.ctx.out_ino = out_st.st_ino;
+    }
     if (rc == HDMLP_OK) {
         rc = pack_outdir_begin(out, o->force, &r.ctx.tmpdir, &r.tmp_fd);
     }

@@ -1,13 +1,16 @@
-/* Archive inputs (libarchive): streamed once, in archive order, into the spill file. */
+/* Archive inputs (libarchive): streamed once, in archive order, into the spill file;
+ * symbolic link members resolved to the members they name once the stream has ended. */
 #include "pack_internal.h"
 
 #include <archive.h>
 #include <archive_entry.h>
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define ARCHIVE_BLOCK (1u << 20)
 #define MAX_WARNINGS 5
+#define MAX_LINK_HOPS 40 /* symbolic links followed resolving one (Linux's limit) */
 
 /* The label of a member: its first path component after leading "/" and "./"
  * components; "." for members in the root. */
@@ -70,6 +73,23 @@ static const pack_item *find_member(const pack_ctx *ctx, uint64_t first, uint32_
     return NULL;
 }
 
+/* A member by its normalised name (no "", "." or leading "/" components; ".." applied). */
+enum { NAME_FILE = 0, NAME_DIR = 1, NAME_LINK = 2 };
+typedef struct arc_name {
+    const uint8_t *p; /* set once the stream has ended (text no longer grows) */
+    uint64_t off;     /* into arc_scan.text */
+    uint64_t len;
+    uint64_t ref; /* NAME_FILE: item id; NAME_LINK: index into arc_scan.links */
+    uint64_t seq; /* order in the archive: the last of equal names counts */
+    int kind;
+} arc_name;
+
+/* A symbolic link member: its name as stored and its target, into arc_scan.text. */
+typedef struct arc_link {
+    uint64_t name_off, name_len;
+    uint64_t target_off, target_len;
+} arc_link;
+
 typedef struct arc_scan {
     pack_ctx *ctx;
     uint32_t input;
@@ -78,7 +98,75 @@ typedef struct arc_scan {
     pack_spill_writer w;
     uint64_t first_item;
     int warnings;
+    pack_buf text; /* normalised names, link names and targets */
+    arc_name *names;
+    uint64_t n_names, cap_names;
+    arc_link *links;
+    uint64_t n_links, cap_links;
 } arc_scan;
+
+/* Appends the normalised form of name[0..len) to b; *len_out = its length. */
+static int norm_append(pack_buf *b, const char *name, size_t len, uint64_t *len_out)
+{
+    const size_t start = b->len;
+    size_t i = 0;
+    while (i < len) {
+        size_t j = i;
+        while (j < len && name[j] != '/') {
+            j++;
+        }
+        const size_t n = j - i;
+        const char *const c = name + i;
+        i = j + 1;
+        if (n == 0 || (n == 1 && c[0] == '.')) {
+            continue;
+        }
+        const size_t have = b->len - start;
+        if (n == 2 && c[0] == '.' && c[1] == '.' && have > 0 &&
+            !(have >= 2 && b->p[b->len - 1] == '.' && b->p[b->len - 2] == '.' &&
+              (have == 2 || b->p[b->len - 3] == '/'))) {
+            while (b->len > start && b->p[b->len - 1] != '/') {
+                b->len--;
+            }
+            if (b->len > start) {
+                b->len--; /* the '/' */
+            }
+            continue;
+        }
+        if (have > 0 && pack_buf_append(b, "/", 1) != HDMLP_OK) {
+            return HDMLP_E_NOMEM;
+        }
+        if (pack_buf_append(b, c, n) != HDMLP_OK) {
+            return HDMLP_E_NOMEM;
+        }
+    }
+    *len_out = b->len - start;
+    return HDMLP_OK;
+}
+
+/* Records a member's name for resolving symbolic links later. */
+static int note_name(arc_scan *s, const char *name, size_t len, int kind, uint64_t ref)
+{
+    if (s->n_names == s->cap_names) {
+        const uint64_t cap = s->cap_names ? s->cap_names * 2 : 256;
+        arc_name *const v = hd_realloc(s->names, (size_t)cap * sizeof(arc_name));
+        if (!v) {
+            return hd_err(HDMLP_E_NOMEM, "out of memory reading %s", s->path);
+        }
+        s->names = v;
+        s->cap_names = cap;
+    }
+    arc_name *const e = &s->names[s->n_names];
+    e->off = s->text.len;
+    e->kind = kind;
+    e->ref = ref;
+    e->seq = s->n_names;
+    if (norm_append(&s->text, name, len, &e->len) != HDMLP_OK) {
+        return hd_err(HDMLP_E_NOMEM, "out of memory reading %s", s->path);
+    }
+    s->n_names++;
+    return HDMLP_OK;
+}
 
 static void arc_warn(arc_scan *s, const char *what)
 {
@@ -93,9 +181,13 @@ static void arc_warn(arc_scan *s, const char *what)
     s->warnings++;
 }
 
-static int copy_member(arc_scan *s, const char *name, uint64_t *size)
+/* Copies the member's data to the spill file; head[0..*head_len) = its first bytes (up to
+ * PACK_DATASET_MAGIC_LEN). */
+static int copy_member(arc_scan *s, const char *name, uint64_t *size, uint8_t *head,
+                       size_t *head_len)
 {
     uint64_t n = 0;
+    *head_len = 0;
     for (;;) {
         uint8_t *p;
         size_t avail;
@@ -118,6 +210,12 @@ static int copy_member(arc_scan *s, const char *name, uint64_t *size)
             return hd_err(HDMLP_E_IO, "%s: cannot read member %s: %s", s->path, name,
                           archive_error_string(s->a));
         }
+        if (*head_len < PACK_DATASET_MAGIC_LEN) {
+            size_t k = PACK_DATASET_MAGIC_LEN - *head_len;
+            k = k < (size_t)r ? k : (size_t)r;
+            memcpy(head + *head_len, p, k);
+            *head_len += k;
+        }
         s->w.len += (size_t)r;
         n += (uint64_t)r;
         if (pack_cancelled(s->ctx->o)) {
@@ -127,6 +225,98 @@ static int copy_member(arc_scan *s, const char *name, uint64_t *size)
     }
     *size = n;
     return HDMLP_OK;
+}
+
+/* Whether the member (name, first bytes) is a file of an hdmlp dataset. */
+static const char *dataset_file(const char *name, size_t len, const uint8_t *head,
+                                size_t head_len)
+{
+    size_t b = len;
+    while (b > 0 && name[b - 1] != '/') {
+        b--;
+    }
+    const char *const magic = pack_dataset_magic(name + b, len - b);
+    if (magic && head_len == PACK_DATASET_MAGIC_LEN && memcmp(head, magic, head_len) == 0) {
+        return name + b;
+    }
+    return NULL;
+}
+
+static int add_link(arc_scan *s, const char *name, size_t len, const char *target)
+{
+    if (s->n_links == s->cap_links) {
+        const uint64_t cap = s->cap_links ? s->cap_links * 2 : 64;
+        arc_link *const v = hd_realloc(s->links, (size_t)cap * sizeof(arc_link));
+        if (!v) {
+            return hd_err(HDMLP_E_NOMEM, "out of memory reading %s", s->path);
+        }
+        s->links = v;
+        s->cap_links = cap;
+    }
+    arc_link *const l = &s->links[s->n_links];
+    const size_t tlen = target ? strlen(target) : 0;
+    l->name_off = s->text.len;
+    l->name_len = len;
+    l->target_off = s->text.len + len + 1;
+    l->target_len = tlen;
+    /* NUL after each: they are printed with %s */
+    if (pack_buf_append(&s->text, name, len) != HDMLP_OK ||
+        pack_buf_append(&s->text, "", 1) != HDMLP_OK ||
+        pack_buf_append(&s->text, target ? target : "", tlen) != HDMLP_OK ||
+        pack_buf_append(&s->text, "", 1) != HDMLP_OK) {
+        return hd_err(HDMLP_E_NOMEM, "out of memory reading %s", s->path);
+    }
+    s->n_links++;
+    return note_name(s, name, len, NAME_LINK, s->n_links - 1);
+}
+
+/* A top-level directory member defines its label even when it holds no samples, as an
+ * empty class directory does for directory inputs. */
+static int add_dir(arc_scan *s, const char *name, size_t len)
+{
+    int rc = note_name(s, name, len, NAME_DIR, 0);
+    if (rc != HDMLP_OK) {
+        return rc;
+    }
+    size_t n = len;
+    while (n > 0 && name[n - 1] == '/') {
+        n--;
+    }
+    const char *lab;
+    size_t lab_len;
+    uint32_t label;
+    member_label(name, n, &lab, &lab_len);
+    if (lab_len == 1 && lab[0] == '.') {
+        /* the name had no '/' after normalising: it is the top directory itself */
+        size_t i = 0;
+        while (i < n &&
+               (name[i] == '/' || (name[i] == '.' && i + 1 < n && name[i + 1] == '/'))) {
+            i += name[i] == '/' ? 1 : 2;
+        }
+        lab = name + i;
+        lab_len = n - i;
+        if (lab_len == 0 || (lab_len == 1 && lab[0] == '.')) {
+            return HDMLP_OK; /* the root */
+        }
+    }
+    return pack_labels_intern(&s->ctx->labels, lab, lab_len, &label);
+}
+
+/* Adds an item for member `name` with the bytes of an earlier one, labelled by `name`. */
+static int add_alias(arc_scan *s, const char *name, size_t len, uint64_t size, uint64_t src)
+{
+    const char *lab;
+    size_t lab_len;
+    uint32_t label;
+    member_label(name, len, &lab, &lab_len);
+    int rc = pack_labels_intern(&s->ctx->labels, lab, lab_len, &label);
+    if (rc == HDMLP_OK) {
+        rc = note_name(s, name, len, NAME_FILE, s->ctx->n_items);
+    }
+    if (rc == HDMLP_OK) {
+        rc = pack_add_item(s->ctx, s->input, name, len, label, size, src, name);
+    }
+    return rc;
 }
 
 static int add_member(arc_scan *s, struct archive_entry *e)
@@ -142,9 +332,6 @@ static int add_member(arc_scan *s, struct archive_entry *e)
     const char *const link = archive_entry_hardlink(e);
     const mode_t type = archive_entry_filetype(e);
     int rc;
-    const char *lab;
-    size_t lab_len;
-    uint32_t label;
     if (link && !(archive_entry_size_is_set(e) && archive_entry_size(e) > 0)) {
         const pack_item *const t =
             find_member(s->ctx, s->first_item, s->input, link, strlen(link));
@@ -154,45 +341,17 @@ static int add_member(arc_scan *s, struct archive_entry *e)
                           "an earlier regular member",
                           s->path, name, link);
         }
-        const uint64_t size = t->size, src = t->src;
-        member_label(name, len, &lab, &lab_len);
-        rc = pack_labels_intern(&s->ctx->labels, lab, lab_len, &label);
-        if (rc == HDMLP_OK) {
-            rc = pack_add_item(s->ctx, s->input, name, len, label, size, src, name);
-        }
-        return rc;
+        return add_alias(s, name, len, t->size, t->src);
     }
     if (type == AE_IFDIR) {
-        /* A top-level directory defines its label even when it holds no samples, as an
-         * empty class directory does for directory inputs. */
-        size_t n = len;
-        while (n > 0 && name[n - 1] == '/') {
-            n--;
-        }
-        member_label(name, n, &lab, &lab_len);
-        if (lab_len == 1 && lab[0] == '.') {
-            /* the name had no '/' after normalising: it is the top directory itself */
-            size_t i = 0;
-            while (i < n &&
-                   (name[i] == '/' || (name[i] == '.' && i + 1 < n && name[i + 1] == '/'))) {
-                i += name[i] == '/' ? 1 : 2;
-            }
-            lab = name + i;
-            lab_len = n - i;
-            if (lab_len == 0 || (lab_len == 1 && lab[0] == '.')) {
-                return HDMLP_OK; /* the root */
-            }
-        }
-        return pack_labels_intern(&s->ctx->labels, lab, lab_len, &label);
+        return add_dir(s, name, len);
+    }
+    if (type == AE_IFLNK) {
+        return add_link(s, name, len, archive_entry_symlink(e));
     }
     if (type != AE_IFREG) {
-        const char *const what = type == AE_IFLNK ? "symbolic link" : "special file";
-        if (s->warnings < MAX_WARNINGS) {
-            pack_warn(s->ctx->o, "%s: skipping member %s (%s)", s->path, name, what);
-        } else if (s->warnings == MAX_WARNINGS) {
-            pack_warn(s->ctx->o, "%s: further warnings suppressed", s->path);
-        }
-        s->warnings++;
+        pack_skip(s->ctx, PACK_SKIP_SPECIAL, "%s: skipping member %s (special file)", s->path,
+                  name);
         return HDMLP_OK;
     }
     /* Copy the name with its NUL (it is printed with %s, and an empty name must still
@@ -202,18 +361,234 @@ static int add_member(arc_scan *s, struct archive_entry *e)
     if (rc != HDMLP_OK) {
         return rc;
     }
+    const char *const kname = (const char *)key.p;
     const uint64_t src = s->w.pos + s->w.len;
     uint64_t size = 0;
-    rc = copy_member(s, (const char *)key.p, &size);
-    if (rc == HDMLP_OK) {
-        member_label((const char *)key.p, len, &lab, &lab_len);
-        rc = pack_labels_intern(&s->ctx->labels, lab, lab_len, &label);
-    }
-    if (rc == HDMLP_OK) {
-        rc = pack_add_item(s->ctx, s->input, key.p, len, label, size, src, (const char *)key.p);
+    uint8_t head[PACK_DATASET_MAGIC_LEN];
+    size_t head_len = 0;
+    rc = copy_member(s, kname, &size, head, &head_len);
+    const char *const ds_file = rc == HDMLP_OK && s->ctx->o->nested != PACK_NESTED_PACK
+                                    ? dataset_file(kname, len, head, head_len)
+                                    : NULL;
+    if (ds_file && s->ctx->o->nested == PACK_NESTED_SKIP) {
+        pack_skip(s->ctx, PACK_SKIP_DATASET,
+                  "%s: member %s, a file of an hdmlp dataset, left out", s->path, kname);
+    } else if (ds_file) {
+        rc = hd_err(HDMLP_E_INVAL,
+                    "%s: member %s is the %s file of an hdmlp dataset, which would be packed "
+                    "as a sample: pass --skip-nested to leave such members out or "
+                    "--allow-nested to pack them",
+                    s->path, kname, ds_file[0] == 'i' ? "index" : "segment");
+    } else if (rc == HDMLP_OK) {
+        rc = add_alias(s, kname, len, size, src);
         pack_scan_tick(s->ctx, 0);
     }
     pack_buf_free(&key);
+    return rc;
+}
+
+/* ---- symbolic link members, once every member is known ------------------------------- */
+
+static int bytes_cmp(const uint8_t *a, uint64_t al, const uint8_t *b, uint64_t bl)
+{
+    const int r = memcmp(a, b, (size_t)(al < bl ? al : bl));
+    return r != 0 ? r : al < bl ? -1 : al > bl ? 1 : 0;
+}
+
+static int name_cmp(const void *pa, const void *pb)
+{
+    const arc_name *const a = pa;
+    const arc_name *const b = pb;
+    const int r = bytes_cmp(a->p, a->len, b->p, b->len);
+    return r != 0 ? r : a->seq < b->seq ? -1 : a->seq > b->seq ? 1 : 0;
+}
+
+/* Index of the first name ≥ (p, n) in the sorted table. */
+static uint64_t lower_bound(const arc_scan *s, const uint8_t *p, uint64_t n)
+{
+    uint64_t lo = 0, hi = s->n_names;
+    while (lo < hi) {
+        const uint64_t mid = lo + (hi - lo) / 2;
+        if (bytes_cmp(s->names[mid].p, s->names[mid].len, p, n) < 0) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    return lo;
+}
+
+/* What the path in cur is: the last member of that name, or NULL with *is_dir set when
+ * members lie below it. */
+static const arc_name *lookup(const arc_scan *s, pack_buf *cur, int *is_dir)
+{
+    const uint8_t *const p = cur->p;
+    const uint64_t n = cur->len;
+    const arc_name *found = NULL;
+    for (uint64_t i = lower_bound(s, p, n);
+         i < s->n_names && bytes_cmp(s->names[i].p, s->names[i].len, p, n) == 0; i++) {
+        found = &s->names[i]; /* sorted by sequence among equals: the last counts */
+    }
+    *is_dir = 0;
+    if (!found) {
+        /* the first name ≥ "cur/" starts with it if any does ('/' sorts before letters but
+         * after '!'...: "cur!x" lies between "cur" and "cur/x") */
+        cur->p[cur->len] = '/'; /* pack_buf_append left room: see resolve */
+        const uint64_t i = lower_bound(s, cur->p, n + 1);
+        *is_dir = i < s->n_names && s->names[i].len > n &&
+                  memcmp(s->names[i].p, cur->p, (size_t)n + 1) == 0;
+    }
+    return found;
+}
+
+enum { LINK_RESOLVED = -1 };
+
+/* Resolves link l like the kernel would in the unpacked tree (relative to the link's own
+ * directory; through other links; ".." never above the root). Returns LINK_RESOLVED with
+ * *item, or the pack_skip_reason. cur and rest are scratch buffers. */
+static int resolve(const arc_scan *s, const arc_link *l, pack_buf *cur, pack_buf *rest,
+                   uint64_t *item)
+{
+    cur->len = 0;
+    rest->len = 0;
+    uint64_t n;
+    if (norm_append(cur, (const char *)s->text.p + l->name_off, (size_t)l->name_len, &n) !=
+            HDMLP_OK ||
+        pack_buf_append(rest, s->text.p + l->target_off, (size_t)l->target_len) != HDMLP_OK) {
+        return hd_err(HDMLP_E_NOMEM, "out of memory resolving links in %s", s->path);
+    }
+    while (cur->len > 0 && cur->p[cur->len - 1] != '/') {
+        cur->len--; /* the link's directory */
+    }
+    if (cur->len > 0) {
+        cur->len--;
+    }
+    unsigned hops = 0;
+    size_t pos = 0;
+    int is_dir = 1;
+    if (rest->len == 0) {
+        return PACK_SKIP_LINK_MISSING;
+    }
+    while (pos < rest->len) {
+        if (pos == 0 && rest->p[0] == '/') {
+            return PACK_SKIP_LINK_MISSING; /* absolute: outside the archive */
+        }
+        size_t end = pos;
+        while (end < rest->len && rest->p[end] != '/') {
+            end++;
+        }
+        const uint8_t *const c = rest->p + pos;
+        const size_t cn = end - pos;
+        pos = end < rest->len ? end + 1 : end;
+        if (cn == 0 || (cn == 1 && c[0] == '.')) {
+            continue;
+        }
+        if (cn == 2 && c[0] == '.' && c[1] == '.') {
+            if (cur->len == 0) {
+                return PACK_SKIP_LINK_MISSING; /* above the archive's root */
+            }
+            while (cur->len > 0 && cur->p[cur->len - 1] != '/') {
+                cur->len--;
+            }
+            if (cur->len > 0) {
+                cur->len--;
+            }
+            is_dir = 1;
+            continue;
+        }
+        const size_t parent = cur->len;
+        if ((cur->len > 0 && pack_buf_append(cur, "/", 1) != HDMLP_OK) ||
+            pack_buf_append(cur, c, cn) != HDMLP_OK || pack_buf_reserve(cur, 1) != HDMLP_OK) {
+            return hd_err(HDMLP_E_NOMEM, "out of memory resolving links in %s", s->path);
+        }
+        const arc_name *const e = lookup(s, cur, &is_dir);
+        if (e && e->kind == NAME_LINK) {
+            if (++hops > MAX_LINK_HOPS) {
+                return PACK_SKIP_LINK_LOOP;
+            }
+            /* rest = the link's target, then what was left of rest */
+            const arc_link *const t = &s->links[e->ref];
+            pack_buf next = {0};
+            if (pack_buf_append(&next, s->text.p + t->target_off, (size_t)t->target_len) !=
+                    HDMLP_OK ||
+                pack_buf_append(&next, "/", 1) != HDMLP_OK ||
+                pack_buf_append(&next, rest->p + pos, rest->len - pos) != HDMLP_OK) {
+                pack_buf_free(&next);
+                return hd_err(HDMLP_E_NOMEM, "out of memory resolving links in %s", s->path);
+            }
+            pack_buf_free(rest);
+            *rest = next;
+            cur->len = parent;
+            pos = 0;
+            if (t->target_len == 0) {
+                return PACK_SKIP_LINK_MISSING;
+            }
+            continue;
+        }
+        if (e && e->kind == NAME_FILE) {
+            for (size_t i = pos; i < rest->len; i++) {
+                if (rest->p[i] != '/') {
+                    return PACK_SKIP_LINK_MISSING; /* a file used as a directory */
+                }
+            }
+            *item = e->ref;
+            return LINK_RESOLVED;
+        }
+        if (!e && !is_dir) {
+            return PACK_SKIP_LINK_MISSING;
+        }
+        is_dir = 1; /* a directory member, or members below it */
+    }
+    return PACK_SKIP_LINK_DIR;
+}
+
+static int resolve_links(arc_scan *s)
+{
+    if (s->n_links == 0) {
+        return HDMLP_OK;
+    }
+    if (pack_buf_reserve(&s->text, 1) != HDMLP_OK) { /* text.p exists even if all empty */
+        return hd_err(HDMLP_E_NOMEM, "out of memory resolving links in %s", s->path);
+    }
+    for (uint64_t i = 0; i < s->n_names; i++) {
+        s->names[i].p = s->text.p + s->names[i].off;
+    }
+    qsort(s->names, (size_t)s->n_names, sizeof(arc_name), name_cmp);
+    pack_buf cur = {0}, rest = {0};
+    int rc = HDMLP_OK;
+    for (uint64_t i = 0; i < s->n_links && rc == HDMLP_OK; i++) {
+        const arc_link *const l = &s->links[i];
+        const char *const name = (const char *)s->text.p + l->name_off;
+        const char *const target = (const char *)s->text.p + l->target_off;
+        uint64_t id = 0;
+        const int r = resolve(s, l, &cur, &rest, &id);
+        if (r == LINK_RESOLVED) {
+            const pack_item *const t = &s->ctx->items[id];
+            const uint64_t size = t->size, src = t->src;
+            const char *lab;
+            size_t lab_len;
+            uint32_t label;
+            member_label(name, (size_t)l->name_len, &lab, &lab_len);
+            rc = pack_labels_intern(&s->ctx->labels, lab, lab_len, &label);
+            if (rc == HDMLP_OK) {
+                rc = pack_add_item(s->ctx, s->input, name, (size_t)l->name_len, label, size,
+                                   src, name);
+            }
+        } else if (r < 0) {
+            rc = r;
+        } else {
+            static const char *const why[PACK_SKIP_N] = {
+                [PACK_SKIP_LINK_MISSING] = "names no member of the archive",
+                [PACK_SKIP_LINK_DIR] = "names a directory",
+                [PACK_SKIP_LINK_LOOP] = "is a loop of symbolic links",
+            };
+            pack_skip(s->ctx, (pack_skip_reason)r,
+                      "%s: skipping symbolic link member %s -> %s (%s)", s->path, name, target,
+                      why[r]);
+        }
+    }
+    pack_buf_free(&cur);
+    pack_buf_free(&rest);
     return rc;
 }
 
@@ -267,6 +642,12 @@ int pack_scan_archive(pack_ctx *ctx, uint32_t input)
         rc = rc2;
     }
     archive_read_free(s.a);
+    if (rc == HDMLP_OK) {
+        rc = resolve_links(&s);
+    }
+    pack_buf_free(&s.text);
+    hd_free(s.names);
+    hd_free(s.links);
     if (rc == HDMLP_OK && ctx->n_items == s.first_item) {
         rc = hd_err(HDMLP_E_NOTFOUND, "no samples found in %s", s.path);
     }

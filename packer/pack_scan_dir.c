@@ -1,4 +1,5 @@
-/* Directory inputs: sorted bytewise traversal, class subdirectories become labels. */
+/* Directory inputs: sorted bytewise traversal, class subdirectories become labels;
+ * symlinks followed (loops left out and counted), nested datasets refused or left out. */
 #include "pack_internal.h"
 
 #include <dirent.h>
@@ -17,6 +18,9 @@ typedef struct dir_ent {
     size_t name_len;
     uint64_t size;
     int type;
+    int link;  /* reached through a symbolic link */
+    dev_t dev; /* of the directory (ENT_DIR) */
+    ino_t ino;
 } dir_ent;
 
 /* Ancestor directories of the one being listed, to detect loops (bind mounts). */
@@ -78,6 +82,7 @@ static void path_pop(pack_buf *path, size_t restore)
 static int classify(dir_scan *s, int dfd, const char *name, dir_ent *e)
 {
     const char *const full = (const char *)s->path.p;
+    pack_ctx *const ctx = s->ctx;
     struct stat st;
     if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
         return hd_err(hd_errno_code(errno), "cannot stat %s: %s", full, strerror(errno));
@@ -94,17 +99,20 @@ static int classify(dir_scan *s, int dfd, const char *name, dir_ent *e)
             return hd_err(hd_errno_code(err), "cannot follow symbolic link %s: %s", full,
                           strerror(err));
         }
-        if (S_ISDIR(st.st_mode)) {
-            pack_warn(s->ctx->o, "%s: not following symbolic link to a directory (skipped)",
-                      full);
-            e->type = ENT_SKIP;
-            return HDMLP_OK;
-        }
+        e->link = 1;
+    }
+    if (ctx->has_out && st.st_dev == ctx->out_dev && st.st_ino == ctx->out_ino) {
+        pack_skip(ctx, PACK_SKIP_OUTPUT,
+                  "%s: the output being replaced, inside the input (left out)", full);
+        e->type = ENT_SKIP;
+        return HDMLP_OK;
     }
     if (S_ISDIR(st.st_mode)) {
         e->type = ENT_DIR;
-        if (st.st_dev == s->ctx->tmp_dev && st.st_ino == s->ctx->tmp_ino) {
-            e->type = ENT_SKIP; /* our own temporary output directory */
+        e->dev = st.st_dev;
+        e->ino = st.st_ino;
+        if (st.st_dev == ctx->tmp_dev && st.st_ino == ctx->tmp_ino) {
+            e->type = ENT_SKIP; /* our own temporary output directory: not the user's */
         }
         return HDMLP_OK;
     }
@@ -166,6 +174,7 @@ static int list_dir(dir_scan *s, int dfd, pack_buf *names, dir_ent **ents, size_
         v[n].name_len = len;
         v[n].type = 0;
         v[n].size = 0;
+        v[n].link = 0;
         rc = pack_buf_append(names, de->d_name, len + 1);
         if (rc != HDMLP_OK) {
             break;
@@ -200,12 +209,23 @@ static int list_dir(dir_scan *s, int dfd, pack_buf *names, dir_ent **ents, size_
     return HDMLP_OK;
 }
 
-static int scan_level(dir_scan *s, const dir_anc *up, int depth, uint32_t label);
+/* The directory a scan_level visits: its label (depth ≥ 1), or the name of the label it
+ * defines (a class directory, interned once it is known not to be a dataset). */
+typedef struct dir_visit {
+    int depth;
+    int follow; /* reached through a symbolic link */
+    uint32_t label;
+    const char *label_name; /* NULL: `label` is set */
+    size_t label_len;
+} dir_visit;
 
-static int open_dir(dir_scan *s, const dir_anc *up, int depth, int *fd, dir_anc *self)
+static int scan_level(dir_scan *s, const dir_anc *up, const dir_visit *v);
+
+static int open_dir(dir_scan *s, const dir_anc *up, const dir_visit *v, int *fd, dir_anc *self)
 {
     const char *const full = (const char *)s->path.p;
-    *fd = open(full, O_RDONLY | O_DIRECTORY | O_CLOEXEC | (depth > 0 ? O_NOFOLLOW : 0));
+    const int nofollow = v->depth > 0 && !v->follow ? O_NOFOLLOW : 0;
+    *fd = open(full, O_RDONLY | O_DIRECTORY | O_CLOEXEC | nofollow);
     if (*fd < 0) {
         return hd_err(hd_errno_code(errno), "cannot open directory %s: %s", full,
                       strerror(errno));
@@ -228,11 +248,129 @@ static int open_dir(dir_scan *s, const dir_anc *up, int depth, int *fd, dir_anc 
     return HDMLP_OK;
 }
 
-static int scan_level(dir_scan *s, const dir_anc *up, int depth, uint32_t label)
+/* Whether the regular file at s->path starts with `magic` (errors: no; reading it later
+ * reports them). */
+static int starts_with(const dir_scan *s, const char *magic)
+{
+    const int fd = open((const char *)s->path.p, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) {
+        return 0;
+    }
+    char head[PACK_DATASET_MAGIC_LEN];
+    const ssize_t r = pread(fd, head, sizeof(head), 0);
+    close(fd);
+    return r == (ssize_t)sizeof(head) && memcmp(head, magic, sizeof(head)) == 0;
+}
+
+/* Sets *found to the entry that makes the directory at s->path an hdmlp dataset (its index
+ * or a segment file), or NULL. */
+static int find_dataset_file(dir_scan *s, const dir_ent *ents, size_t n, const dir_ent **found)
+{
+    *found = NULL;
+    for (size_t i = 0; i < n && !*found; i++) {
+        const dir_ent *const e = &ents[i];
+        const char *const magic =
+            e->type == ENT_FILE ? pack_dataset_magic(e->name, e->name_len) : NULL;
+        if (!magic) {
+            continue;
+        }
+        size_t restore;
+        const int rc = path_push(&s->path, e->name, e->name_len, &restore);
+        if (rc != HDMLP_OK) {
+            return rc;
+        }
+        if (starts_with(s, magic)) {
+            *found = e;
+        }
+        path_pop(&s->path, restore);
+    }
+    return HDMLP_OK;
+}
+
+/* A directory holding a dataset: an error (PACK_NESTED_REFUSE) or left out (SKIP). */
+static int nested_dataset(dir_scan *s, const dir_visit *v, const dir_ent *file)
+{
+    const char *const full = (const char *)s->path.p;
+    const char *const input = s->ctx->srcs[s->input].arg;
+    if (s->ctx->o->nested == PACK_NESTED_SKIP) {
+        pack_skip(s->ctx, PACK_SKIP_DATASET, "%s: an hdmlp dataset (it holds %s), left out",
+                  full, file->name);
+        return HDMLP_OK;
+    }
+    if (v->depth == 0) {
+        return hd_err(HDMLP_E_INVAL,
+                      "%s is an hdmlp dataset (it holds %s), not a folder of samples: give it "
+                      "to the loader as it is (--allow-nested packs its files as samples)",
+                      input, file->name);
+    }
+    return hd_err(HDMLP_E_INVAL,
+                  "%s is an hdmlp dataset (it holds %s) inside the input %s: its files would "
+                  "be packed as samples. Move it out of the input, or pass --skip-nested to "
+                  "leave it out or --allow-nested to pack its files",
+                  full, file->name, input);
+}
+
+/* Whether directory entry e (a symlink to a directory) leads back to an ancestor. */
+static int is_loop(const dir_ent *e, const dir_anc *self)
+{
+    for (const dir_anc *a = self; a; a = a->up) {
+        if (a->dev == e->dev && a->ino == e->ino) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static int scan_entries(dir_scan *s, const dir_anc *self, const dir_visit *v,
+                        const dir_ent *ents, size_t n)
+{
+    int rc = HDMLP_OK;
+    for (size_t i = 0; rc == HDMLP_OK && i < n; i++) {
+        const dir_ent *const e = &ents[i];
+        if (e->type == ENT_SKIP) {
+            continue;
+        }
+        const char *const name = e->name;
+        size_t restore;
+        rc = path_push(&s->path, name, e->name_len, &restore);
+        if (rc != HDMLP_OK) {
+            break;
+        }
+        const char *const full = (const char *)s->path.p;
+        if (e->type == ENT_DIR && e->link && is_loop(e, self)) {
+            pack_skip(s->ctx, PACK_SKIP_LINK_LOOP,
+                      "%s: symbolic link to a directory it is inside of, a loop (not followed)",
+                      full);
+        } else if (e->type == ENT_DIR) {
+            const dir_visit sub = {
+                .depth = v->depth + 1,
+                .follow = e->link,
+                .label = v->label,
+                .label_name = v->depth == 0 ? name : NULL,
+                .label_len = e->name_len,
+            };
+            rc = scan_level(s, self, &sub);
+        } else {
+            uint32_t lab = v->label;
+            if (v->depth == 0) {
+                rc = pack_labels_intern(&s->ctx->labels, ".", 1, &lab);
+            }
+            if (rc == HDMLP_OK) {
+                rc = pack_add_item(s->ctx, s->input, full + s->root_len,
+                                   s->path.len - 1 - s->root_len, lab, e->size, 0, full);
+            }
+            pack_scan_tick(s->ctx, 0);
+        }
+        path_pop(&s->path, restore);
+    }
+    return rc;
+}
+
+static int scan_level(dir_scan *s, const dir_anc *up, const dir_visit *v)
 {
     int dfd;
     dir_anc self;
-    int rc = open_dir(s, up, depth, &dfd, &self);
+    int rc = open_dir(s, up, v, &dfd, &self);
     if (rc != HDMLP_OK) {
         return rc;
     }
@@ -240,37 +378,21 @@ static int scan_level(dir_scan *s, const dir_anc *up, int depth, uint32_t label)
     dir_ent *ents = NULL;
     size_t n = 0;
     rc = list_dir(s, dfd, &names, &ents, &n);
-    for (size_t i = 0; rc == HDMLP_OK && i < n; i++) {
-        const dir_ent *const e = &ents[i];
-        if (e->type == ENT_SKIP) {
-            continue;
+    const dir_ent *dataset_file = NULL;
+    if (rc == HDMLP_OK && s->ctx->o->nested != PACK_NESTED_PACK) {
+        rc = find_dataset_file(s, ents, n, &dataset_file);
+    }
+    if (rc == HDMLP_OK && dataset_file) {
+        rc = nested_dataset(s, v, dataset_file);
+    } else if (rc == HDMLP_OK) {
+        dir_visit here = *v;
+        if (v->label_name) {
+            rc = pack_labels_intern(&s->ctx->labels, v->label_name, v->label_len, &here.label);
+            here.label_name = NULL;
         }
-        const char *const name = e->name;
-        uint32_t lab = label;
-        if (depth == 0) {
-            if (e->type == ENT_DIR) {
-                rc = pack_labels_intern(&s->ctx->labels, name, e->name_len, &lab);
-            } else {
-                rc = pack_labels_intern(&s->ctx->labels, ".", 1, &lab);
-            }
-            if (rc != HDMLP_OK) {
-                break;
-            }
+        if (rc == HDMLP_OK) {
+            rc = scan_entries(s, &self, &here, ents, n);
         }
-        size_t restore;
-        rc = path_push(&s->path, name, e->name_len, &restore);
-        if (rc != HDMLP_OK) {
-            break;
-        }
-        if (e->type == ENT_DIR) {
-            rc = scan_level(s, &self, depth + 1, lab);
-        } else {
-            const char *const full = (const char *)s->path.p;
-            rc = pack_add_item(s->ctx, s->input, full + s->root_len,
-                               s->path.len - 1 - s->root_len, lab, e->size, 0, full);
-            pack_scan_tick(s->ctx, 0);
-        }
-        path_pop(&s->path, restore);
     }
     hd_free(ents);
     pack_buf_free(&names);
@@ -288,7 +410,8 @@ int pack_scan_dir(pack_ctx *ctx, uint32_t input)
     s.root_len = src->root_len; /* root ends with '/' */
     const uint64_t before = ctx->n_items;
     if (rc == HDMLP_OK) {
-        rc = scan_level(&s, NULL, 0, 0);
+        const dir_visit root = {0, 0, 0, NULL, 0};
+        rc = scan_level(&s, NULL, &root);
     }
     pack_buf_free(&s.path);
     if (rc == HDMLP_OK && ctx->n_items == before) {

@@ -12,26 +12,42 @@
  *     regular file below it (any depth) is a sample of that label, keyed by its path
  *     relative to the root ("cat/001.jpg"). Regular files directly in the root get the
  *     label ".". Entries are visited in bytewise-sorted order at each level; nothing is
- *     skipped silently (hidden files are samples). Symlinks to regular files are followed;
- *     symlinks to directories are not followed (a warning names each one); a dangling
- *     or looping symlink, an unreadable entry or a special file (fifo, socket, device) is
- *     an error naming it. A directory reached twice (bind mount loop) is an error.
- *     Empty class directories still define their label.
+ *     skipped silently (hidden files are samples). Symlinks are followed, to files and to
+ *     directories (keys are the paths through the link); a symlink to a directory that is
+ *     the link's own ancestor (a loop) is skipped, counted (PACK_SKIP_LINK_LOOP) and warned
+ *     about. A dangling or unresolvable (ELOOP) symlink, an unreadable entry or a special
+ *     file (fifo, socket, device) is an error naming it. A directory reached twice
+ *     without a symlink (bind mount loop) is an error. Empty class directories still
+ *     define their label (the summary names labels without samples).
  *   PACK_INPUT_PATH naming a regular file: an archive recognised by libarchive from its
  *     content (tar in any of its dialects, cpio, zip, 7z; compressed with gzip, bzip2,
  *     xz, lzma, lz4, zstd or compress). Each regular member is a sample keyed by its
  *     stored name, bytes as-is (names such as "/etc/x" or "../x" are only keys and are
  *     never used as paths). Its label is the first component of the name after leading
  *     "/" and "./" components; members in the root get the label ".". Hard links refer
- *     to the bytes of their target member. Symlinks and special members are skipped with
- *     a warning; directory members carry no data and are ignored. The archive is
- *     streamed once into an unlinked spill file inside the temporary output directory
+ *     to the bytes of their target member. A symlink member is resolved, as a path
+ *     relative to its own directory inside the archive (through other symlink members,
+ *     at most 40 of them), to the regular member it names and is a sample with that
+ *     member's bytes, keyed by its own name; a symlink naming nothing in the archive (an
+ *     absolute target, one above the archive's root, or a missing member), a directory,
+ *     or itself through a loop is skipped, and so is a special member: each is counted by
+ *     reason in the summary (pack_skip_reason) and the first few are warned about.
+ *     Directory members carry no data and only define labels. The archive is streamed
+ *     once into an unlinked spill file inside the temporary output directory
  *     (so packing an archive needs its unpacked size in free space there, temporarily).
  *   PACK_INPUT_LIST: a text file of lines "PATH<TAB>LABEL" (exactly one TAB; a trailing
  *     CR is ignored). Relative paths are relative to the list file's directory ("-"
  *     reads standard input, relative to the working directory). Blank lines and lines
  *     whose first byte is '#' are skipped; a malformed line is an error naming FILE:LINE.
  *     The key is the PATH column as written.
+ *   Nested datasets: a directory holding an `index` file that starts with the index magic
+ *     or a `segment-N` file that starts with the chunk magic (FORMAT.md), and archive
+ *     members so named and starting so, are an hdmlp dataset. With PACK_NESTED_REFUSE
+ *     (default) an input that is or contains one is an error naming it; PACK_NESTED_SKIP
+ *     leaves them out (counted: PACK_SKIP_DATASET); PACK_NESTED_PACK packs their files as
+ *     ordinary samples. List inputs name files explicitly and are not checked. Whatever
+ *     the setting, OUT itself (when it exists, with force: PACK_SKIP_OUTPUT) and the
+ *     temporary directory beside it (silently) are never packed when inside an input.
  *   Several inputs merge. Label names are the union over all inputs, numbered in
  *   bytewise-sorted order, except that "." (root files/members) is always label 0 when
  *   present. Keys need not be unique.
@@ -74,6 +90,12 @@ typedef enum pack_input_kind {
     PACK_INPUT_LIST = 1  /* list file */
 } pack_input_kind;
 
+typedef enum pack_nested {
+    PACK_NESTED_REFUSE = 0, /* an input that is or contains an hdmlp dataset is an error */
+    PACK_NESTED_SKIP = 1,   /* such datasets are left out, counted (PACK_SKIP_DATASET) */
+    PACK_NESTED_PACK = 2    /* their files are packed as ordinary samples */
+} pack_nested;
+
 typedef struct pack_input {
     pack_input_kind kind;
     const char *path;
@@ -94,6 +116,27 @@ typedef struct pack_progress {
     uint64_t bytes_total;   /* 0 while unknown */
 } pack_progress;
 
+/* Why an entry of an input was left out (pack_summary.skipped). Warnings name the first
+ * few of each reason per input. */
+typedef enum pack_skip_reason {
+    PACK_SKIP_LINK_MISSING = 0, /* archive symlinks naming no member (absolute, above the
+                                   archive's root, or absent) */
+    PACK_SKIP_LINK_DIR = 1,     /* archive symlinks naming a directory */
+    PACK_SKIP_LINK_LOOP = 2,    /* symlink loops: archive symlinks, directory symlinks to an
+                                   ancestor */
+    PACK_SKIP_SPECIAL = 3,      /* archive members that are fifos, devices or sockets */
+    PACK_SKIP_DATASET = 4,      /* hdmlp datasets (PACK_NESTED_SKIP): directories, or the
+                                   dataset files of an archive */
+    PACK_SKIP_OUTPUT = 5,       /* OUT (replaced with force), found inside an input */
+    PACK_SKIP_N = 6
+} pack_skip_reason;
+
+/* A short plural phrase for a reason ("symbolic links naming no member of the archive");
+ * "?" for an unknown one. Static storage. */
+const char *pack_skip_reason_text(int reason);
+
+#define PACK_EMPTY_LABEL_NAMES 512
+
 typedef struct pack_summary {
     uint64_t samples;
     uint64_t chunks;
@@ -110,8 +153,13 @@ typedef struct pack_summary {
     uint64_t images_resized; /* image preparation: images re-encoded, */
     uint64_t image_bytes_in; /* their bytes before and after, */
     uint64_t image_bytes_out;
-    uint64_t images_kept; /* images over the limit kept as they were (warned about) */
-    double seconds;       /* wall time of pack_run */
+    uint64_t images_kept;          /* images over the limit kept as they were (warned about) */
+    uint64_t skipped[PACK_SKIP_N]; /* entries left out, by pack_skip_reason */
+    uint32_t empty_labels;         /* labels with no sample (empty class directories...) */
+    /* their names, ", "-separated, bytes outside printable ASCII as \xNN, cut with "..."
+     * when longer than the buffer; "" if none */
+    char empty_label_names[PACK_EMPTY_LABEL_NAMES];
+    double seconds; /* wall time of pack_run */
 } pack_summary;
 
 #define PACK_DEFAULT_CHUNK_SIZE 64u
@@ -134,6 +182,7 @@ typedef struct pack_opts {
     uint32_t image_max_side; /* > 0: JPEG/PNG samples whose longer side exceeds it are
                                 re-encoded as JPEG (pack_image.h); 0 = off (default) */
     int image_quality;       /* JPEG quality 1..100 of re-encoded images (default 90) */
+    pack_nested nested;      /* hdmlp datasets inside inputs (default PACK_NESTED_REFUSE) */
     void (*progress)(void *arg, const pack_progress *p); /* optional; often, cheap */
     void (*message)(void *arg, const char *msg);         /* optional; warnings */
     int (*cancel)(void *arg); /* optional; nonzero = stop with HDMLP_E_INTERRUPTED */

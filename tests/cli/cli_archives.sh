@@ -1,7 +1,8 @@
 #!/bin/bash
 # Archive inputs: tar, tar.gz, tar.zst and zip, detected by content (odd file names);
-# each regular member is a sample labelled by its top directory. Members with absolute or
-# "../" names are stored with their names verbatim as keys and nothing is written outside OUT.
+# each regular member is a sample labelled by its top directory, and so is a symlink member
+# naming one (with its bytes). Members with absolute or "../" names are stored with their
+# names verbatim as keys and nothing is written outside OUT.
 source "$(dirname "$0")/lib.sh"
 need_dsdump
 
@@ -24,7 +25,7 @@ def tar(path, mems, mode="w", dirs=True):
             ti = tarfile.TarInfo(name); ti.size = len(data); ti.mtime = 1
             tf.addfile(ti, io.BytesIO(data))
         ti = tarfile.TarInfo("cat/link.bin"); ti.type = tarfile.SYMTYPE; ti.linkname = "a.bin"
-        tf.addfile(ti)  # not a regular member
+        tf.addfile(ti)  # a sample with the bytes of cat/a.bin
 os.makedirs(t + "/ref", exist_ok=True)
 tar(t + "/plain.weird", members)
 tar(t + "/gz.weird", members, "w:gz")
@@ -32,7 +33,7 @@ with zipfile.ZipFile(t + "/z.weird", "w", zipfile.ZIP_DEFLATED) as z:
     z.writestr("cat/", b"")
     for name, data in members:
         z.writestr(name, data)
-for name, data in members:
+for name, data in members + [("cat/link.bin", members[0][1])]:
     os.makedirs(os.path.dirname(t + "/ref/" + name), exist_ok=True)
     open(t + "/ref/" + name, "wb").write(data)
 # hostile member names
@@ -47,28 +48,30 @@ with open(t + "/evil.keys", "wb") as f:
         f.write(name.encode() + b"\t" + data + b"\n")
 EOF
 
-# check_archive DS WHAT: the 5 regular members, verbatim keys, labels, bytes
+# check_archive DS WHAT [LINK]: the 5 regular members (and with LINK the symlink member
+# cat/link.bin -> a.bin), verbatim keys, labels, bytes
 check_archive() {
-    local ds=$1 what=$2
+    local ds=$1 what=$2 link=${3:-}
     verify_ok "$ds" "$what"
     "$DSDUMP" --root "$T/ref" "$ds" >"$T/dump.txt" 2>"$T/dump.err" ||
         { cat "$T/dump.err" >&2; fail "$what: member bytes differ"; }
     grep -v '^#' "$T/dump.txt" | awk -F'\t' '{ print $3 "\t" $2 }' | LC_ALL=C sort >"$T/got"
-    printf 'cat/a.bin\tcat\ncat/b.bin\tcat\ndog/c.bin\tdog\ndog/sub/d.bin\tdog\nroot.bin\t.\n' >"$T/want"
+    { printf 'cat/a.bin\tcat\ncat/b.bin\tcat\ndog/c.bin\tdog\ndog/sub/d.bin\tdog\nroot.bin\t.\n'
+      [ -z "$link" ] || printf 'cat/link.bin\tcat\n'; } | LC_ALL=C sort >"$T/want"
     cmp -s "$T/got" "$T/want" || fail "$what: (key, label) pairs: $(tr '\t\n' '= ' <"$T/got")"
     ok
 }
 
 pk_ok --quiet -o "$T/plain.ds" "$T/plain.weird"
-check_archive "$T/plain.ds" "tar"
+check_archive "$T/plain.ds" "tar" link
 pk_ok --quiet -o "$T/gz.ds" "$T/gz.weird"
-check_archive "$T/gz.ds" "tar.gz"
+check_archive "$T/gz.ds" "tar.gz" link
 pk_ok --quiet -o "$T/z.ds" "$T/z.weird"
 check_archive "$T/z.ds" "zip"
 if command -v zstd >/dev/null; then
     zstd -q -1 -c "$T/plain.weird" >"$T/zst.weird"
     pk_ok --quiet -o "$T/zst.ds" "$T/zst.weird"
-    check_archive "$T/zst.ds" "tar.zst"
+    check_archive "$T/zst.ds" "tar.zst" link
 else
     skip "tar.zst: zstd program not installed"
 fi

@@ -12,8 +12,10 @@
  *     lists the members; on success every regular member and hard link is an item, in
  *     archive order, with its stored name as the key byte for byte, the label its first
  *     component after leading "/" and "./" (packer.h), and its bytes in the spill file
- *     equal to the member's data (a hard link: its target's); on failure a known code with
- *     a message, and the items added before it are a prefix of the members.
+ *     equal to the member's data (a hard link: its target's), then the symbolic link
+ *     members that resolved, each with its own name and the bytes of a member; on failure
+ *     a known code with a message, and the items added before it are a prefix of the
+ *     members.
  * A decompression bomb is stopped through the cancel callback once the spill passes 64 MiB
  * or 100k items (HDMLP_E_INTERRUPTED, the path a user's Ctrl-C takes).
  *
@@ -227,10 +229,14 @@ static bool drain(struct archive *a)
 
 /* The second pass: members in order, compared with the items (all of them on success, a
  * prefix on failure). */
+#define MAX_SYMLINKS 4096
+
 static void second_pass(const pack_ctx *ctx, int ok)
 {
     struct archive *const a = reader();
-    uint64_t k = 0; /* next item */
+    uint64_t k = 0;                      /* next item */
+    static char *symlinks[MAX_SYMLINKS]; /* symbolic link members' names */
+    size_t n_sym = 0;
     if (archive_read_open_filename(a, fx_in, BLOCK) != ARCHIVE_OK) {
         check(!ok, "second pass cannot open what the scanner read");
         check(ctx->n_items == 0, "items from an archive that does not open");
@@ -256,8 +262,11 @@ static void second_pass(const pack_ctx *ctx, int ok)
         const int is_link =
             link && !(archive_entry_size_is_set(e) && archive_entry_size(e) > 0);
         const mode_t type = archive_entry_filetype(e);
+        if (!is_link && type == AE_IFLNK && n_sym < MAX_SYMLINKS) {
+            symlinks[n_sym++] = strdup(name);
+        }
         if (!is_link && type != AE_IFREG) {
-            continue; /* directories, symlinks and special members carry no sample */
+            continue; /* directories, symlinks and special members carry no data */
         }
         if (k == ctx->n_items) {
             check(!ok, "a member is missing from the items");
@@ -297,7 +306,25 @@ static void second_pass(const pack_ctx *ctx, int ok)
             check_data(a, ctx, it);
         }
     }
+    /* then symbolic link members resolved to a member: their own name, a member's bytes */
+    for (; ok && k < ctx->n_items; k++) {
+        const pack_item *const it = &ctx->items[k];
+        int named = 0;
+        for (size_t i = 0; i < n_sym && !named; i++) {
+            named = symlinks[i] != NULL && strlen(symlinks[i]) == it->key_len &&
+                    memcmp(symlinks[i], item_key(ctx, it), it->key_len) == 0;
+        }
+        check(named || n_sym == MAX_SYMLINKS, "an item that is neither member nor symlink");
+        int target = 0;
+        for (uint64_t j = 0; j < k && !target; j++) {
+            target = ctx->items[j].src == it->src && ctx->items[j].size == it->size;
+        }
+        check(target, "a symbolic link item without the bytes of a member");
+    }
     check(k == ctx->n_items, "more items than members");
+    for (size_t i = 0; i < n_sym; i++) {
+        free(symlinks[i]);
+    }
     archive_read_free(a);
 }
 
@@ -432,7 +459,17 @@ int main(int argc, char **argv)
         {"y/alias", 0, "x/data"},
         {"z/missing", 0, "nowhere"},
     };
+    /* symbolic links: resolved (relative, chained, forward, through a linked directory),
+     * or skipped (absolute, above the root, a directory, a loop) */
+    static const seed_member symlinks[] = {
+        {"cat/l1", AE_IFLNK, "a"},         {"cat/a", AE_IFREG, "bytes of a"},
+        {"dog/l2", AE_IFLNK, "../cat/l1"}, {"dog/dir", AE_IFLNK, "../cat"},
+        {"dog/via", AE_IFLNK, "dir/a"},    {"abs", AE_IFLNK, "/etc/passwd"},
+        {"up", AE_IFLNK, "../../x"},       {"cat/loop1", AE_IFLNK, "loop2"},
+        {"cat/loop2", AE_IFLNK, "loop1"},  {"cat/self", AE_IFLNK, "."},
+    };
     write_seed(d, "ustar", ARCHIVE_FORMAT_TAR_USTAR, -1, classes, 5);
+    write_seed(d, "tar-symlinks", ARCHIVE_FORMAT_TAR_GNUTAR, -1, symlinks, 10);
     write_seed(d, "pax-hostile", ARCHIVE_FORMAT_TAR_PAX_RESTRICTED, -1, hostile, 6);
     write_seed(d, "gnutar-hostile", ARCHIVE_FORMAT_TAR_GNUTAR, -1, hostile, 7);
     write_seed(d, "gnutar-links", ARCHIVE_FORMAT_TAR_GNUTAR, -1, links, 2);
