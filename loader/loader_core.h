@@ -231,6 +231,9 @@ struct hdmlp_loader {
     struct hdmlp_batch *partial; /* batch being assembled when the budget ran out */
     int interrupt;
     char last_skip[1024]; /* detail of the last skipped sample */
+    /* on_corrupt=skip: the epoch being handed out, its positions and samples kept so far
+     * (an epoch that kept none fails the loader: loader_next.c) */
+    uint64_t skip_epoch, skip_positions, skip_kept;
     int failed;
     char fail_detail[1024];
 
@@ -242,9 +245,10 @@ struct hdmlp_loader {
 struct hdmlp_batch {
     struct hdmlp_loader *ld;
     uint64_t epoch;
-    size_t n;     /* samples in the batch */
-    size_t cap;   /* positions it covers */
-    size_t taken; /* positions taken so far (skipped corrupt samples included) */
+    size_t n;       /* samples in the batch */
+    size_t cap;     /* positions it covers */
+    size_t taken;   /* positions taken so far (skipped corrupt samples included) */
+    int epoch_last; /* the last batch of its epoch */
     hdmlp_sample_view *views;
     ld_sample **samples;
     struct image_out *image; /* decoded images (image pipeline), or NULL */

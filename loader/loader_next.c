@@ -281,6 +281,7 @@ static int next_locked(hdmlp_loader *ld, hdmlp_batch **out, const struct timespe
         const int drop = ld->cfg.drop_last && batch->cap < b;
         ld->deliver_pos += batch->taken;
         if (ld->deliver_pos == ld->epoch_len) {
+            batch->epoch_last = 1;
             ld->deliver_pos = 0;
             ld->deliver_epoch++;
             ld->st.epochs++;
@@ -342,6 +343,71 @@ static int raw_next(hdmlp_loader *ld, hdmlp_batch **out, const struct timespec *
     return rc;
 }
 
+/* With on_corrupt=skip, an epoch of which every sample was skipped fails the loader
+ * (HDMLP_E_CORRUPT): its data is all bad, and training would silently see nothing. Checked
+ * as the epoch's last batch is handed out (b), or at the end (b NULL) after a dropped last
+ * batch. Lock held. */
+static int close_skip_epoch(hdmlp_loader *ld)
+{
+    const uint64_t positions = ld->skip_positions;
+    const int all_skipped = positions > 0 && ld->skip_kept == 0;
+    ld->skip_positions = 0;
+    ld->skip_kept = 0;
+    if (!all_skipped) {
+        return HDMLP_OK;
+    }
+    char detail[1024];
+    snprintf(detail, sizeof(detail),
+             "loader: every sample of epoch %llu was corrupt or unreadable and skipped "
+             "(on_corrupt=skip: %llu of %llu); the last: %.700s",
+             (unsigned long long)ld->skip_epoch, (unsigned long long)positions,
+             (unsigned long long)positions, ld->last_skip);
+    if (ld->pipe != NULL) {
+        ld->pipe->broken = 1; /* the batches decoded ahead are not handed out */
+    }
+    return loader_fail(ld, HDMLP_E_CORRUPT, detail);
+}
+
+static int check_skip_epoch(hdmlp_loader *ld, const hdmlp_batch *b)
+{
+    if (!ld->cfg.skip_corrupt) {
+        return HDMLP_OK;
+    }
+    if (b != NULL && b->epoch != ld->skip_epoch) {
+        const int rc = close_skip_epoch(ld);
+        ld->skip_epoch = b->epoch;
+        if (rc != HDMLP_OK) {
+            return rc;
+        }
+    }
+    if (b != NULL) {
+        ld->skip_positions += b->taken;
+        ld->skip_kept += b->n;
+        if (!b->epoch_last) {
+            return HDMLP_OK;
+        }
+    }
+    return close_skip_epoch(ld);
+}
+
+/* Takes back a batch that was about to be handed out (lock held). */
+static void unhand(hdmlp_loader *ld, hdmlp_batch *b)
+{
+    uncharge_samples(ld, b->samples, b->n);
+    for (size_t i = 0; i < b->n; i++) {
+        sample_free(b->samples[i]);
+    }
+    if (b->image != NULL) {
+        ld->image_charged -= b->image->charge;
+        image_out_free(b->image);
+    }
+    ld->outstanding_batches--;
+    ld->st.batches--;
+    ld->refs--; /* the handle's reference remains: the caller is in a call on it */
+    hd_free(b);
+    pthread_cond_broadcast(&ld->ready_cv);
+}
+
 static int next_until(hdmlp_loader *ld, hdmlp_batch **out, const struct timespec *deadline)
 {
     if (out == NULL || ld == NULL) {
@@ -353,6 +419,16 @@ static int next_until(hdmlp_loader *ld, hdmlp_batch **out, const struct timespec
     int rc = ld->pipe != NULL ? image_pipe_next(ld, raw_next, out, deadline)
              : ld->failed     ? hd_err(ld->failed, "%s", ld->fail_detail)
                               : raw_next(ld, out, deadline);
+    if (rc == HDMLP_OK || rc == HDMLP_END) {
+        const int src = check_skip_epoch(ld, rc == HDMLP_OK ? *out : NULL);
+        if (src != HDMLP_OK) {
+            if (*out != NULL) {
+                unhand(ld, *out);
+                *out = NULL;
+            }
+            rc = src;
+        }
+    }
     pthread_mutex_unlock(&ld->lock);
     exchange_flush(ld);
     if (rc != HDMLP_OK) {

@@ -83,6 +83,53 @@ Test(image_errors, corrupt_images_skipped_and_counted)
     hdmlp_dataset_close(ds);
 }
 
+/* Only the damaged images (no good one): packed without image_dataset's generated ones. */
+static hdmlp_dataset *all_damaged_dataset(void)
+{
+    cr_assert_eq(testds_mkdtemp("img", tmp_dir, sizeof(tmp_dir)), 0);
+    char src[600], out[600], sub[700];
+    snprintf(src, sizeof(src), "%s/src", tmp_dir);
+    snprintf(out, sizeof(out), "%s/ds", tmp_dir);
+    cr_assert_eq(mkdir(src, 0755), 0);
+    for (int l = 0; l < 2; l++) {
+        snprintf(sub, sizeof(sub), "%s/class-%d", src, l);
+        cr_assert_eq(mkdir(sub, 0755), 0);
+    }
+    add_damaged(src);
+    cr_assert_eq(testimg_pack(src, out, 0, 2, 40, 30, 0, pack_k), 0);
+    hdmlp_dataset *ds = NULL;
+    cr_assert_eq(hdmlp_dataset_open(out, &ds), HDMLP_OK, "%s", hdmlp_last_error());
+    return ds;
+}
+
+Test(image_errors, skip_mode_fails_when_every_image_of_an_epoch_is_corrupt)
+{
+    hdmlp_dataset *ds = all_damaged_dataset();
+    hdmlp_config *cfg = config(1, 2);
+    hdmlp_config_set_on_corrupt(cfg, HDMLP_CORRUPT_SKIP);
+    hdmlp_image_config *ic = image_config(16, 16);
+    hdmlp_loader *ld = loader(ds, cfg, ic);
+    hdmlp_batch *b = NULL;
+    int rc;
+    uint64_t got = 0, batches = 0;
+    while ((rc = hdmlp_loader_next(ld, &b)) == HDMLP_OK) {
+        got += hdmlp_batch_size(b);
+        batches++;
+        hdmlp_batch_release(b);
+    }
+    const char *e = hdmlp_last_error();
+    cr_assert_eq(rc, HDMLP_E_CORRUPT, "%s: %s", hdmlp_err_name(rc), e);
+    cr_assert(strstr(e, "every sample of epoch 0") != NULL, "%s", e);
+    cr_assert(strstr(e, "broken.jpg") != NULL || strstr(e, "truncated.png") != NULL, "%s", e);
+    cr_assert_eq(got, 0);
+    cr_assert_eq(batches, 1, "the epoch's first (empty) batch, then the error");
+    cr_assert_eq(hdmlp_loader_next(ld, &b), HDMLP_E_CORRUPT, "failing stays failed");
+    hdmlp_loader_free(ld);
+    hdmlp_image_config_free(ic);
+    hdmlp_config_free(cfg);
+    hdmlp_dataset_close(ds);
+}
+
 Test(image_errors, misuse_is_refused)
 {
     hdmlp_dataset *ds = image_dataset(10, 40, 30, 0, NULL);

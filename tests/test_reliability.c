@@ -128,6 +128,79 @@ Test(reliability, skip_mode_leaves_out_and_reports_only_the_bad_sample, .timeout
     testds_rm_rf(dir);
 }
 
+/* Runs a skip-mode loader (2 epochs) over the dataset with every sample but `keep` (-1:
+ * none) corrupted; returns the final code, the samples and batches delivered. */
+static int run_skip_all_but(hdmlp_dataset *ds, const char *dir, int64_t keep, uint64_t *got,
+                            uint64_t *batches, hdmlp_loader **out)
+{
+    for (uint64_t i = 0; i < spec.n_samples; i++) {
+        if ((int64_t)i != keep) {
+            corrupt_sample(ds, dir, i);
+        }
+    }
+    hdmlp_config *cfg = config(ds, 2);
+    cr_assert_eq(hdmlp_config_set_on_corrupt(cfg, HDMLP_CORRUPT_SKIP), HDMLP_OK);
+    hdmlp_loader *ld = NULL;
+    cr_assert_eq(hdmlp_loader_create(ds, cfg, &ld), HDMLP_OK, "%s", hdmlp_last_error());
+    hdmlp_config_free(cfg);
+    hdmlp_batch *b;
+    int rc;
+    *got = *batches = 0;
+    while ((rc = hdmlp_loader_next(ld, &b)) == HDMLP_OK) {
+        *got += hdmlp_batch_size(b);
+        (*batches)++;
+        hdmlp_batch_release(b);
+    }
+    *out = ld;
+    return rc;
+}
+
+Test(reliability, skip_mode_fails_an_epoch_that_skipped_every_sample, .timeout = 60)
+{
+    char dir[512];
+    hdmlp_dataset *ds = make(dir, sizeof(dir));
+    hdmlp_loader *ld = NULL;
+    uint64_t got, batches;
+    const int rc = run_skip_all_but(ds, dir, -1, &got, &batches, &ld);
+    char err[1024];
+    snprintf(err, sizeof(err), "%s", hdmlp_last_error());
+    printf("all corrupt, skip mode: %s after %llu empty batches: %s\n", hdmlp_err_name(rc),
+           (unsigned long long)batches, err);
+    cr_assert_eq(rc, HDMLP_E_CORRUPT, "%s: %s", hdmlp_err_name(rc), err);
+    cr_assert(strstr(err, "every sample of epoch 0") != NULL, "%s", err);
+    cr_assert(strstr(err, "1500 of 1500") != NULL, "%s", err);
+    cr_assert(strstr(err, "chunk") != NULL, "names the last bad sample: %s", err);
+    cr_assert_eq(got, 0);
+    cr_assert_eq(batches, 1500 / 20 - 1, "every batch of epoch 0 but its last (empty ones)");
+    hdmlp_stats st;
+    hdmlp_loader_stats(ld, &st);
+    cr_assert_eq(st.skipped_samples, 1500);
+    hdmlp_batch *b = NULL;
+    cr_assert_eq(hdmlp_loader_next(ld, &b), HDMLP_E_CORRUPT, "failing stays failed");
+    cr_assert_null(b);
+    hdmlp_loader_free(ld);
+    hdmlp_dataset_close(ds);
+    testds_rm_rf(dir);
+}
+
+Test(reliability, skip_mode_passes_an_epoch_that_kept_one_sample, .timeout = 60)
+{
+    char dir[512];
+    hdmlp_dataset *ds = make(dir, sizeof(dir));
+    hdmlp_loader *ld = NULL;
+    uint64_t got, batches;
+    const int rc = run_skip_all_but(ds, dir, 321, &got, &batches, &ld);
+    cr_assert_eq(rc, HDMLP_END, "%s: %s", hdmlp_err_name(rc), hdmlp_last_error());
+    cr_assert_eq(got, 2, "sample 321 in each of two epochs");
+    cr_assert_eq(batches, 2 * (1500 / 20));
+    hdmlp_stats st;
+    hdmlp_loader_stats(ld, &st);
+    cr_assert_eq(st.skipped_samples, 2 * 1499);
+    hdmlp_loader_free(ld);
+    hdmlp_dataset_close(ds);
+    testds_rm_rf(dir);
+}
+
 /* Delivered indices of `batches` batches (all if 0), appended to out; returns the count. */
 static size_t take(hdmlp_loader *ld, size_t batches, uint64_t *out)
 {

@@ -5,6 +5,7 @@ import os
 import shutil
 
 import pytest
+from conftest import pack, write_tree
 
 import hdmlp
 
@@ -69,6 +70,30 @@ def test_skip_mode_delivers_every_other_sample_and_counts_the_bad_one(small_ds, 
         assert short <= 2  # the bad sample's batch, and the epoch's last
     assert f"sample {bad}" in ld.last_skip and "chunk" in ld.last_skip, ld.last_skip
     assert len(ld) == (small_ds.n + 31) // 32  # batches per epoch unchanged
+
+
+def test_skip_mode_raises_when_an_epoch_skipped_every_sample(tmp_path):
+    """Skipping is for a few bad samples: an epoch that kept none (900 of 900 skipped, issue
+    25) raises instead of training on nothing."""
+    files = write_tree(str(tmp_path / "src"), 60, lambda r, i: r.randint(100, 400))
+    path = pack(str(tmp_path / "src"), str(tmp_path / "all-bad.hdmlp"), "--compress", "none",
+                "--chunk-size", "8", "--seed", "5")
+    for f in sorted(glob.glob(os.path.join(path, "segment-*"))):
+        buf = bytearray(open(f, "rb").read())
+        for data in files.values():
+            off = buf.find(data)
+            assert off >= 0
+            buf[off + len(data) // 2] ^= 0x5A
+        open(f, "wb").write(bytes(buf))
+    ld = hdmlp.Loader(path, 8, "1M", seed=3, epochs=2, on_corrupt="skip")
+    delivered = 0
+    with pytest.raises(hdmlp.CorruptDataError, match="every sample of epoch 0") as ei:
+        for batch in ld:
+            delivered += len(batch)
+    assert delivered == 0 and "60 of 60" in str(ei.value), str(ei.value)
+    assert ld.stats()["skipped_samples"] == 60
+    with pytest.raises(hdmlp.CorruptDataError):  # the loader stays failed
+        ld.next_batch()
 
 
 def test_on_corrupt_values(small_ds):
