@@ -246,7 +246,12 @@ typedef enum hdmlp_engine {
 } hdmlp_engine;
 
 /* How the strict order refills.
- *   fill-rate (default): the Brand protocol's refill (the chunk filling most empty slots of
+ *   auto (default): clairvoyant when the dataset's chunks are larger than one device
+ *       request (a mean of more than 4 MiB stored: a miss can read part of a chunk), else
+ *       fill-rate (a chunk is one request: reading it whole keeps the most). A function of
+ *       the dataset only, so the order stays the same on any storage; resolved at create
+ *       (stats policy).
+ *   fill-rate: the Brand protocol's refill (the chunk filling most empty slots of
  *       its abstract chunk); a hit delivers the sample in the requested slot, which may be
  *       another chunk's, so a chunk's samples arrive a little closer together than in a
  *       permutation (same-chunk distance ~0.8 at 25 % memory). random: an ablation.
@@ -254,12 +259,13 @@ typedef enum hdmlp_engine {
  *       (at most one device request) holding the most samples due soon and keeps them in
  *       any free slot until they are asked for; each sample is read once per epoch, and the
  *       delivered order is the epoch's uniformly random permutation itself. Fewer reads than
- *       fill-rate with large chunks on operation-bound storage; with small chunks and the
- *       learnt cost model it can read more (README, "Strict or one pass"). */
+ *       fill-rate with large chunks on operation-bound storage; with small chunks it can read
+ *       more (README, "Strict or one pass"). */
 typedef enum hdmlp_policy {
     HDMLP_POLICY_FILL_RATE = 0,
     HDMLP_POLICY_RANDOM = 1,
-    HDMLP_POLICY_CLAIRVOYANT = 2
+    HDMLP_POLICY_CLAIRVOYANT = 2,
+    HDMLP_POLICY_AUTO = 3
 } hdmlp_policy;
 
 typedef enum hdmlp_refill {
@@ -327,7 +333,8 @@ HDMLP_API int hdmlp_config_set_cost_learning(hdmlp_config *cfg, int on);
 /* What a corrupt or unreadable sample does: fail the loader (default: hdmlp_loader_next
  * returns HDMLP_E_CORRUPT / HDMLP_E_IO naming segment, chunk and sample from then on), or
  * skip it: the sample is left out of its batch (which is then shorter), counted in
- * skipped_samples and named by hdmlp_loader_last_skip(); it is never replaced. */
+ * skipped_samples and named by hdmlp_loader_last_skip(); it is never replaced. An epoch of
+ * which every sample was skipped fails the loader with HDMLP_E_CORRUPT. */
 typedef enum hdmlp_on_corrupt {
     HDMLP_CORRUPT_FAIL = 0,
     HDMLP_CORRUPT_SKIP = 1
@@ -776,6 +783,8 @@ typedef struct hdmlp_stats {
      * unit in samples (0 for strict) */
     uint64_t order;
     uint64_t pool_unit;
+    /* the strict order's refill policy in use (hdmlp_policy; HDMLP_POLICY_AUTO resolved) */
+    uint64_t policy;
 } hdmlp_stats;
 
 HDMLP_API int hdmlp_loader_stats(hdmlp_loader *ld, hdmlp_stats *out);

@@ -159,6 +159,7 @@ int loader_create_with(hdmlp_dataset *ds, const hdmlp_config *cfg,
     }
     ld->ds = ds;
     ld->ix = &ds->ix;
+    ld->cfg.policy = loader_policy(ld->ix, cfg);
     ld->rank = cfg->rank;
     ld->world = cfg->world;
     if (calibrated) {
@@ -197,7 +198,7 @@ int loader_create_with(hdmlp_dataset *ds, const hdmlp_config *cfg,
         ld->io_pooled = ds->store != NULL;
         ld->st.peak_memory_bytes = ld->charged;
         const sched_params sp = {.abstract_chunks = a,
-                                 .policy = cfg->policy,
+                                 .policy = ld->cfg.policy,
                                  .seed = cfg->seed,
                                  .slot_cap_bytes = ld->slot_cap,
                                  .order = cfg->order,
@@ -232,6 +233,7 @@ int loader_create_with(hdmlp_dataset *ds, const hdmlp_config *cfg,
     ld->st.chunk_groups = a;
     ld->st.order = (uint64_t)cfg->order;
     ld->st.pool_unit = rc == HDMLP_OK ? sz.pool_unit : 0;
+    ld->st.policy = (uint64_t)ld->cfg.policy;
     if (rc == HDMLP_OK && (sz.ram_cache > 0 || ld->cfg.ssd_dir != NULL)) {
         rc = loader_place_tiers(ld->ix, &ld->cfg, &sz, &ld->tier);
     }

@@ -20,7 +20,7 @@ void config_defaults(struct hdmlp_config *cfg)
     cfg->direct = HDMLP_DIRECT_IO_AUTO;
     cfg->learn = 1;
     cfg->lookahead = 0;
-    cfg->policy = HDMLP_POLICY_FILL_RATE;
+    cfg->policy = HDMLP_POLICY_AUTO;
     cfg->refill = HDMLP_REFILL_AUTO;
     cfg->op_us = 100.0;
     cfg->bytes_per_s = 1e9;
@@ -266,8 +266,8 @@ int hdmlp_config_set_policy(hdmlp_config *cfg, hdmlp_policy policy)
 {
     CHECK_CFG(cfg);
     if (policy != HDMLP_POLICY_FILL_RATE && policy != HDMLP_POLICY_RANDOM &&
-        policy != HDMLP_POLICY_CLAIRVOYANT) {
-        return hd_err(HDMLP_E_INVAL, "policy: %d is not fill-rate, random or clairvoyant",
+        policy != HDMLP_POLICY_CLAIRVOYANT && policy != HDMLP_POLICY_AUTO) {
+        return hd_err(HDMLP_E_INVAL, "policy: %d is not auto, fill-rate, random or clairvoyant",
                       (int)policy);
     }
     cfg->policy = policy;

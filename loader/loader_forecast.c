@@ -371,6 +371,7 @@ int hdmlp_loader_forecast(hdmlp_dataset *ds, const hdmlp_config *given, hdmlp_st
         return rc;
     }
     resolved.max_request = iomode_max_request(ds);
+    resolved.policy = loader_policy(&ds->ix, given);
     const struct hdmlp_config *cfg = &resolved;
     const fmt_index *ix = &ds->ix;
     loader_sizing sz;

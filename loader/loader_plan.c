@@ -138,9 +138,15 @@ static hdmlp_refill plan_shape_choice(struct hdmlp_loader *ld, uint64_t chunk,
                       &sh[1]);
     refill_plan_shape(ld->ix, chunk, slots, n, HDMLP_REFILL_RANGES, &sc, ld->cfg.direct,
                       &sh[2]);
+    /* The shapes are compared at the model's estimates: the doubt that keeps merging from
+     * buying bytes (refill_cost) would price every request at nothing while the op cost is
+     * still uncertain, and so choose many small reads where requests are what is scarce. */
+    refill_cost point = ld->cost;
+    point.op_us_doubt = 0.0;
+    point.mb_us_doubt = 0.0;
     double c[3];
     for (int i = 0; i < 3; i++) {
-        c[i] = refill_shape_cost(&ld->cost, &sh[i]);
+        c[i] = refill_shape_cost(&point, &sh[i]);
     }
     c[0] /= 1.01;
     int best = 0;

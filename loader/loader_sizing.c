@@ -52,6 +52,22 @@ uint32_t loader_pool_unit(const fmt_index *ix, const struct hdmlp_config *cfg)
     return r >= k ? 1u : (uint32_t)((k + r - 1) / r);
 }
 
+hdmlp_policy loader_policy(const fmt_index *ix, const struct hdmlp_config *cfg)
+{
+    if (cfg->policy != HDMLP_POLICY_AUTO) {
+        return cfg->policy;
+    }
+    if (cfg->order != HDMLP_ORDER_STRICT) {
+        return HDMLP_POLICY_FILL_RATE; /* not used */
+    }
+    /* The default request, not the device's: the policy shapes the order, which must not
+     * depend on the storage (hdmlp.h). */
+    const uint64_t c = ix->h.n_chunks ? ix->h.n_chunks : 1;
+    return loader_aligned_chunk_bytes(ix) / c > LOADER_POOL_REQUEST_DEFAULT - 2 * FMT_ALIGN
+               ? HDMLP_POLICY_CLAIRVOYANT
+               : HDMLP_POLICY_FILL_RATE;
+}
+
 uint64_t loader_read_window(const struct hdmlp_config *cfg)
 {
     const uint64_t request = device_request(cfg);

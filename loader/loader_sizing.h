@@ -35,6 +35,10 @@ uint64_t loader_aligned_chunk_bytes(const fmt_index *ix);
  * eighth of headroom for chunks above the mean) that each fit one device request
  * (cfg->max_request, or LOADER_POOL_REQUEST_DEFAULT when 0). */
 uint32_t loader_pool_unit(const fmt_index *ix, const struct hdmlp_config *cfg);
+/* The strict order's refill policy: the configured one, or for HDMLP_POLICY_AUTO clairvoyant
+ * when the mean stored chunk exceeds the default read window (a miss then reads part of a
+ * chunk), fill-rate otherwise. */
+hdmlp_policy loader_policy(const fmt_index *ix, const struct hdmlp_config *cfg);
 
 /* The clairvoyant policy's largest read: one device request (cfg->max_request, or
  * LOADER_POOL_REQUEST_DEFAULT when 0) less two alignment blocks, so a direct read of it

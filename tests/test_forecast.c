@@ -140,7 +140,7 @@ static void *consume(void *arg)
 }
 
 /* Three ranks over the in-process transport, each against its own forecast. */
-static void three_ranks(hdmlp_order order, uint32_t pool_reads)
+static void three_ranks(hdmlp_order order, uint32_t pool_reads, hdmlp_policy policy)
 {
     char dir[512];
     cr_assert_eq(testds_mkdtemp("forecast3", dir, sizeof(dir)), 0);
@@ -157,6 +157,7 @@ static void three_ranks(hdmlp_order order, uint32_t pool_reads)
         hdmlp_config *cfg = config(ds, 0.3, HDMLP_REFILL_AUTO, 0);
         hdmlp_config_set_order(cfg, order);
         hdmlp_config_set_pool_reads(cfg, pool_reads);
+        hdmlp_config_set_policy(cfg, policy);
         hdmlp_config_set_rank(cfg, r, 3);
         hdmlp_config_set_peers(cfg, peers, 3);
         cr_assert_eq(hdmlp_loader_forecast(ds, cfg, &fc[r], NULL, NULL, NULL), HDMLP_OK, "%s",
@@ -183,12 +184,17 @@ static void three_ranks(hdmlp_order order, uint32_t pool_reads)
 
 Test(forecast, equals_each_rank_of_a_three_rank_run, .timeout = 120)
 {
-    three_ranks(HDMLP_ORDER_STRICT, 0);
+    three_ranks(HDMLP_ORDER_STRICT, 0, HDMLP_POLICY_FILL_RATE);
+}
+
+Test(forecast, equals_each_rank_of_a_three_rank_clairvoyant_run, .timeout = 120)
+{
+    three_ranks(HDMLP_ORDER_STRICT, 0, HDMLP_POLICY_CLAIRVOYANT);
 }
 
 Test(forecast, equals_each_rank_of_a_three_rank_pool_run, .timeout = 120)
 {
-    three_ranks(HDMLP_ORDER_POOL, 4);
+    three_ranks(HDMLP_ORDER_POOL, 4, HDMLP_POLICY_AUTO);
 }
 
 Test(forecast, equals_single_rank_pool_runs, .timeout = 120)
@@ -215,6 +221,31 @@ Test(forecast, equals_single_rank_pool_runs, .timeout = 120)
             }
             cr_expect_eq(actual.samples_filled, 3 * 4099ull, "%s", what);
             free(loads);
+            hdmlp_config_free(cfg);
+        }
+    }
+    hdmlp_dataset_close(ds);
+    testds_rm_rf(dir);
+}
+
+Test(forecast, equals_single_rank_clairvoyant_runs, .timeout = 120)
+{
+    char dir[512];
+    hdmlp_dataset *ds = single_rank_dataset("forecastcv", dir, sizeof(dir));
+    const hdmlp_refill modes[] = {HDMLP_REFILL_AUTO, HDMLP_REFILL_WHOLE, HDMLP_REFILL_RANGES};
+    const double fracs[] = {0.1, 0.3};
+    for (int m = 0; m < 3; m++) {
+        for (int f = 0; f < 2; f++) {
+            hdmlp_config *cfg = config(ds, fracs[f], modes[m], f == 1);
+            hdmlp_config_set_policy(cfg, HDMLP_POLICY_CLAIRVOYANT);
+            hdmlp_stats fc, actual;
+            char what[64];
+            snprintf(what, sizeof(what), "clairvoyant, refill %d, memory %.1f", (int)modes[m],
+                     fracs[f]);
+            forecast_and_run(ds, cfg, what, NULL, NULL, NULL, &fc, &actual);
+            cr_expect_eq(actual.policy, HDMLP_POLICY_CLAIRVOYANT, "%s", what);
+            /* each sample read once per epoch: no sample is held past its turn */
+            cr_expect_eq(actual.samples_filled, 3 * 4099ull, "%s", what);
             hdmlp_config_free(cfg);
         }
     }

@@ -163,14 +163,15 @@ Test(config, lookahead_accepts_any_count_rejects_null_config)
     hdmlp_config_free(cfg);
 }
 
-Test(config, policy_accepts_fill_rate_random_and_clairvoyant_rejects_others)
+Test(config, policy_accepts_auto_fill_rate_random_and_clairvoyant_rejects_others)
 {
     hdmlp_config *cfg = NULL;
     cr_assert_eq(hdmlp_config_create(&cfg), HDMLP_OK);
     EXPECT_OK(hdmlp_config_set_policy(cfg, HDMLP_POLICY_FILL_RATE));
     EXPECT_OK(hdmlp_config_set_policy(cfg, HDMLP_POLICY_RANDOM));
     EXPECT_OK(hdmlp_config_set_policy(cfg, HDMLP_POLICY_CLAIRVOYANT));
-    EXPECT_INVAL(hdmlp_config_set_policy(cfg, (hdmlp_policy)3), "policy");
+    EXPECT_OK(hdmlp_config_set_policy(cfg, HDMLP_POLICY_AUTO));
+    EXPECT_INVAL(hdmlp_config_set_policy(cfg, (hdmlp_policy)4), "policy");
     EXPECT_INVAL(hdmlp_config_set_policy(cfg, (hdmlp_policy)-1), "policy");
     hdmlp_config_free(cfg);
 }

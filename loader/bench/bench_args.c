@@ -219,9 +219,9 @@ static int one_option(int c, const char *arg, char **argv, bench_opts *o)
         o->engine = (hdmlp_engine)choice;
         return -1;
     case OPT_POLICY:
-        if (pick(arg, bench_policy_names, 3, &choice) != 0) {
-            return usage_error("--policy: expected fill-rate, random or clairvoyant, got '%s'",
-                               arg);
+        if (pick(arg, bench_policy_names, 4, &choice) != 0) {
+            return usage_error(
+                "--policy: expected auto, fill-rate, random or clairvoyant, got '%s'", arg);
         }
         o->policy = (hdmlp_policy)choice;
         return -1;

@@ -9,7 +9,7 @@
 #include <string.h>
 
 const char *const bench_engine_names[3] = {"auto", "pread", "io_uring"};
-const char *const bench_policy_names[3] = {"fill-rate", "random", "clairvoyant"};
+const char *const bench_policy_names[4] = {"fill-rate", "random", "clairvoyant", "auto"};
 const char *const bench_order_names[2] = {"strict", "pool"};
 const char *const bench_refill_names[3] = {"auto", "whole", "ranges"};
 
@@ -104,6 +104,7 @@ void bench_total(const bench_opts *o, const bench_rank *ranks, uint32_t n, bench
         t->chunk_groups = ranks[0].st.chunk_groups;
         t->order = ranks[0].st.order;
         t->pool_unit = ranks[0].st.pool_unit;
+        t->policy = ranks[0].st.policy;
         t->source_op_ns = ranks[0].st.source_op_ns;
         t->source_bytes_per_s = ranks[0].st.source_bytes_per_s;
         t->ssd_op_ns = ranks[0].st.ssd_op_ns;

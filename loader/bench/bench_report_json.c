@@ -45,6 +45,7 @@ static void json_stats(bench_json *j, const hdmlp_stats *st, int plan)
     bench_json_u64(j, "abstract_chunks", st->abstract_chunks);
     bench_json_u64(j, "chunk_groups", st->chunk_groups);
     bench_json_u64(j, "pool_unit", st->pool_unit);
+    bench_json_string(j, "policy", bench_policy_names[st->policy < 4 ? st->policy : 3]);
     run_u64(j, "remote_requests", st->remote_requests, plan);
     run_u64(j, "remote_hits", st->remote_hits, plan);
     run_u64(j, "prefetch_sent", st->prefetch_sent, plan);

@@ -156,6 +156,9 @@ static void text_body(const bench_opts *o, const bench_rank *r, double share, in
            (double)st->stall_ns * 1e-9,
            100.0 * bench_ratio((double)st->stall_ns * 1e-9, r->seconds * nsum),
            nsum > 1 ? "s, summed over ranks" : "");
+    if (o->order == HDMLP_ORDER_STRICT && o->policy == HDMLP_POLICY_AUTO) {
+        printf("policy     %s (auto)\n", bench_policy_names[st->policy < 4 ? st->policy : 3]);
+    }
     printf("memory     peak %s accounted of %s budget, %" PRIu64
            " abstract chunks; peak RSS %s\n",
            human((double)st->peak_memory_bytes, b1, sizeof(b1)),

@@ -92,7 +92,7 @@ typedef struct bench_rank {
 
 /* Option value names, indexed by the enums (bench_report.c). */
 extern const char *const bench_engine_names[3];
-extern const char *const bench_policy_names[3];
+extern const char *const bench_policy_names[4];
 extern const char *const bench_refill_names[3];
 extern const char *const bench_order_names[2];
 

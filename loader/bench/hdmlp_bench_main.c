@@ -452,7 +452,7 @@ int main(int argc, char **argv)
         .epochs = 1,
         .threads = 2,
         .engine = HDMLP_ENGINE_AUTO,
-        .policy = HDMLP_POLICY_FILL_RATE,
+        .policy = HDMLP_POLICY_AUTO,
         .refill = HDMLP_REFILL_AUTO,
         .direct = HDMLP_DIRECT_IO_AUTO,
         .op_us = -1,

@@ -165,7 +165,7 @@ int py_loader_configure(py_state *st, hdmlp_dataset *ds, hdmlp_config *cfg, PyOb
      * engine, lookahead, direct_io, storage_cost, then configure_peers's, then on_corrupt,
      * tls (NULL = not given) */
     static const char *const refills[] = {"auto", "whole", "ranges"};
-    static const char *const policies[] = {"fill-rate", "random", "clairvoyant"};
+    static const char *const policies[] = {"fill-rate", "random", "clairvoyant", "auto"};
     static const char *const engines[] = {"auto", "pread", "io_uring"};
     static const char *const on_corrupt[] = {"fail", "skip"};
     uint64_t rank = 0, world = 1, lookahead = 0;
@@ -178,7 +178,7 @@ int py_loader_configure(py_state *st, hdmlp_dataset *ds, hdmlp_config *cfg, PyOb
         opt_u64(st, a[4], "rank", 0, &rank) < 0 || opt_u64(st, a[5], "world", 1, &world) < 0 ||
         opt_u64(st, a[7], "threads", 2, &p->threads) < 0 ||
         (a[8] != NULL && py_arg_choice(st, a[8], "refill", refills, 3, &refill) < 0) ||
-        (a[9] != NULL && py_arg_choice(st, a[9], "policy", policies, 3, &policy) < 0) ||
+        (a[9] != NULL && py_arg_choice(st, a[9], "policy", policies, 4, &policy) < 0) ||
         (a[10] != NULL && py_arg_choice(st, a[10], "engine", engines, 3, &engine) < 0) ||
         opt_u64(st, a[11], "lookahead", 0, &lookahead) < 0 ||
         (a[20] != NULL && a[20] != Py_None &&

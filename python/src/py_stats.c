@@ -118,6 +118,7 @@ PyObject *py_stats_dict(const hdmlp_stats *stats)
     PUT(remote_peak)
     PUT(order)
     PUT(pool_unit)
+    PUT(policy)
 #undef PUT
     return d;
 }

@@ -2,7 +2,8 @@
 # peers_bench.sh: hdmlp side by side with its peers (issue 23 item 4) in ONE run in the
 # benchmark cell: the shard-streaming recipe (WebDataset's; shard_recipe.py: the webdataset
 # package when importable, else the same recipe with tarfile), per-file reads
-# (loader_perfile.c, 2 threads), hdmlp-bench --order strict / pool / pool --pool-reads R,
+# (loader_perfile.c, 2 threads), hdmlp-bench --order strict (policy auto, and fill-rate) /
+# pool / pool --pool-reads R,
 # and hdmlp.torch with 2 DataLoader workers, order 'strict' and 'pool'.
 #
 #   sudo tests/bench/peers_bench.sh [--build DIR] [--out DIR] [--work DIR] [--keep-data]
@@ -153,11 +154,11 @@ cc -std=c11 -D_GNU_SOURCE -O2 -pthread "$HERE/loader_perfile.c" -o "$PERFILE" ||
     die "cannot build loader_perfile"
 
 # ---- contenders -----------------------------------------------------------------------------
-NAMES="recipe perfile-c hdmlp-strict hdmlp-pool hdmlp-clairvoyant"
+NAMES="recipe perfile-c hdmlp-strict hdmlp-fill-rate hdmlp-pool"
 for r in $POOL_READS; do NAMES+=" hdmlp-pool-r$r"; done
 # the strict order with regime A's cost model set by hand (no learning): what the protocols
 # read once the model is right, without the first epoch's learning (only when named)
-[ -n "$ONLY" ] && NAMES+=" hdmlp-strict-costA hdmlp-clairvoyant-costA"
+[ -n "$ONLY" ] && NAMES+=" hdmlp-clairvoyant hdmlp-fill-rate-costA hdmlp-clairvoyant-costA"
 [ "$TORCH_HDMLP" = 1 ] && NAMES+=" torch-strict torch-pool"
 if [ -n "$WDS_SRC" ]; then
     PYTHONPATH="$WDS_SRC" "$PY" -c 'import webdataset' 2>/dev/null ||
@@ -177,7 +178,8 @@ hd_order() {
     case $1 in
     hdmlp-strict) echo "--order strict" ;;
     hdmlp-clairvoyant) echo "--order strict --policy clairvoyant" ;;
-    hdmlp-strict-costA) echo "--order strict $COST_A" ;;
+    hdmlp-fill-rate) echo "--order strict --policy fill-rate" ;;
+    hdmlp-fill-rate-costA) echo "--order strict --policy fill-rate $COST_A" ;;
     hdmlp-clairvoyant-costA) echo "--order strict --policy clairvoyant $COST_A" ;;
     hdmlp-pool) echo "--order pool" ;;
     hdmlp-pool-r*) echo "--order pool --pool-reads ${1#hdmlp-pool-r}" ;;

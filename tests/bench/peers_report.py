@@ -78,7 +78,10 @@ def mode_of(res):
     if isinstance(cfg, dict):
         if cfg.get("order") == "pool":
             return f"pool, reads {cfg.get('pool_reads') or 'auto'}"
-        return f"{cfg.get('order', 'strict')}, {cfg.get('policy', '?')}"
+        policy = cfg.get('policy', '?')
+        if policy == "auto" and res.get("policy"):  # the policy auto resolved to
+            policy = f"auto: {res['policy']}"
+        return f"{cfg.get('order', 'strict')}, {policy}"
     return res.get("order_used") or res.get("recipe") or ""
 
 
