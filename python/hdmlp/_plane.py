@@ -21,9 +21,11 @@ iteration is abandoned.
 The plane keeps the loader's state after every batch of the current session, so the main
 process can save the position the DataLoader has yielded (not what workers prefetched).
 
-The plane exits when the main process does (a pidfd), when the dataset object in the main
-process is finalized (shutdown message), or on a fatal error; a worker's death ends the
-session with an error naming it, and the plane's death makes the workers raise.
+The plane exits when the main process does (a pidfd; within about a second, even when the
+main process was killed), when the dataset object in the main process is finalized
+(shutdown message), or on a fatal error; a worker's death ends the session with an error
+naming it, and the plane's death makes the workers raise. DataLoader workers watch the main
+process themselves (hdmlp.torch).
 """
 import base64
 import errno
@@ -232,6 +234,7 @@ class Plane:
 
     def _join(self, conn, msg):
         w, workers, epoch = msg["worker"], msg["workers"], msg["epoch"]
+        opened = False
         key, pid = tuple(msg["key"]), msg["pid"]
         if workers > self.spec["workers"]:
             _send(conn, {"op": "error", "type": "OutOfMemoryError",
@@ -253,8 +256,12 @@ class Plane:
                     _send(conn, {"op": "end", "session": 0})
                     return
                 s = self._open_session(key, workers, epoch)
+                opened = True
             s.joined[w] = (conn, pid)
-            _send(conn, {"op": "joined", "session": s.sid})
+            joined = {"op": "joined", "session": s.sid}
+            if opened and epoch is not None:  # the worker marks set_epoch's request taken
+                joined["took"] = msg.get("request")
+            _send(conn, joined)
             for m, rec in s.outbox.pop(w, []):
                 if rec is not None:
                     rec[2] = conn
@@ -317,15 +324,21 @@ class Plane:
         listener.listen(64)
         producer = threading.Thread(target=self.produce, daemon=True)
         producer.start()
-        watch = os.pidfd_open(spec["main_pid"]) if spec.get("main_pid") else None
+        orphaned = False
+        try:
+            watch = os.pidfd_open(spec["main_pid"]) if spec.get("main_pid") else None
+        except ProcessLookupError:  # the main process died before the plane started
+            orphaned = True
+            watch = None
         poller = select.poll()
         poller.register(listener, select.POLLIN)
         if watch is not None:
             poller.register(watch, select.POLLIN)
         try:
-            while True:
+            while not orphaned:
                 for fd, _ in poller.poll():
                     if fd == watch:
+                        orphaned = True
                         return
                     if fd == listener.fileno():
                         conn, _ = listener.accept()
@@ -370,7 +383,11 @@ class Plane:
             with self.lock:
                 self.closing = True
                 self.lock.notify_all()
-            producer.join(timeout=10)
+            # Orphaned: nobody will take another batch, so the plane does not wait long
+            # for a producer blocked in the loader; exiting frees everything.
+            producer.join(timeout=1 if orphaned else 10)
+            if orphaned and producer.is_alive():
+                os._exit(0)
             if self.ld is not None:
                 self.ld.close()
 
@@ -529,22 +546,28 @@ class Client:
         if msg.get("op") == "batch":
             _hdmlp._ring_take(self.mm, msg["offset"], msg["seq"]).release()
 
-    def iterate(self, worker, workers, epoch, token, base_seed, take=True):
+    def iterate(self, worker, workers, request, took, token, base_seed, take=True):
         """Batches (hdmlp.Batch over the arena) of worker `worker`'s share of one epoch;
         with take=False their records' places (offset, seq) instead, for the process the
         worker hands them to (main_arena, _hdmlp._ring_claim).
+        request: set_epoch's pending (number, epoch), or None for the loader's next epoch;
+        the join that opens the iteration's session applies it, and took(number) is called
+        in that worker only (the caller marks the request taken).
         token (hdmlp.torch.DataLoader's, new for every iterator it makes; or None) and
         base_seed (the DataLoader iterator's worker base seed, the same in all its
         workers), with the count of iterations in this process (persistent workers count
         up together), name the DataLoader iteration."""
         self.iterations += 1
         _send(self.sock, {"op": "iter", "worker": worker, "workers": workers,
-                          "epoch": epoch, "key": [token, base_seed, self.iterations],
-                          "pid": os.getpid()})
+                          "epoch": None if request is None else request[1],
+                          "request": None if request is None else request[0],
+                          "key": [token, base_seed, self.iterations], "pid": os.getpid()})
         while True:
             msg = self._recv()
             if msg.get("op") == "joined":
                 sid = msg["session"]
+                if msg.get("took") is not None:
+                    took(msg["took"])
                 break
             self._discard(msg)
         while True:

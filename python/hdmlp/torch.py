@@ -43,10 +43,13 @@ safe in the children).
 
 Epochs: every iteration delivers one epoch. set_epoch(e) fixes the epoch of the next
 iteration; without it, the next iteration delivers the next epoch (with workers, the data
-plane keeps the loader across DataLoader iterations, persistent or not). set_epoch does not
-reach persistent workers after they started (DataLoader copies the dataset once), which is
-fine: they advance by themselves. Reaching an earlier epoch recreates the loader and drains
-up to it (libhdmlp cannot start at an epoch yet).
+plane keeps the loader across DataLoader iterations, persistent or not). With workers,
+persistent or not and whatever their start method, the DataLoader yields exactly what
+num_workers=0 yields for any sequence of set_epoch calls (repeats and earlier epochs
+included): set_epoch writes to a small shared-memory record the dataset's copies in the
+workers read when an iteration starts. Reaching an earlier epoch recreates the loader and
+drains up to it (libhdmlp cannot start at an epoch yet). With epochs=N, set_epoch(N) and
+an iteration past epoch N - 1 raise hdmlp.StateError (an empty epoch would go unnoticed).
 
 DataLoader workers (num_workers = W > 0): one loader per rank, not per worker. The first
 worker to iterate starts the rank's data plane, a process running the rank's only loader
@@ -62,10 +65,14 @@ What a worker yields crosses to the main process as one shared-memory tensor per
 lives as long as the main process's dataset object, across epochs and non-persistent
 workers; without set_epoch each new iteration delivers the next epoch. ds.stats() gives
 its loader's stats. A worker that dies ends the epoch with an error naming it in the other
-workers; the plane dying makes the workers raise PlaneError.
+workers; the plane dying makes the workers raise PlaneError. When the training process dies
+(even by SIGKILL), its workers and the plane exit within a second or so: each worker
+watches the training process (a pidfd, on a thread of its own that needs no GIL), and so
+does the plane.
 
 Exact resume: ds.state_dict() after some batches gives a small picklable dict (the
-position after the last batch the DataLoader yielded, plus a pending set_epoch); a new
+position after the last batch the DataLoader yielded, the epoch the next iteration delivers
+(the rest of) as 'epoch', and a pending set_epoch as 'set_epoch'); a new
 process makes the same dataset (same data, seed, batch_size, memory, drop_last,
 rank/world) and calls ds.load_state_dict(state) before iterating; the next iteration
 delivers the rest of the saved epoch, then the following epochs, exactly as an
@@ -77,10 +84,14 @@ dataset's); with a plain DataLoader and workers, state_dict() raises hdmlp.State
 A state from another dataset or configuration raises hdmlp.InvalidArgumentError (a
 ValueError) naming the field.
 """
+import difflib
 import math
+import mmap
+import multiprocessing
 import os
 import random
 import socket
+import struct
 import time
 import weakref
 
@@ -92,6 +103,8 @@ import hdmlp
 from hdmlp import _hdmlp, _plane
 
 __all__ = ["HdmlpIterableDataset", "DataLoader", "rank_and_world"]
+
+_REQUIRED = object()  # a required argument not given (checked after unknown keywords)
 
 
 def rank_and_world():
@@ -186,6 +199,87 @@ def _plane_finalizer(ds):
     return f
 
 
+class _EpochRequest:
+    """set_epoch's request, shared between the dataset object and its copies in DataLoader
+    workers: three int64 in a memfd (forked workers inherit the mapping; spawned and
+    forkserver ones get the descriptor with the pickle). [0] requests made, [1] the last
+    one taken (by the iteration it applied to), [2] its epoch. The main process writes a
+    request before the DataLoader iteration that takes it starts, and the worker whose join
+    opened the plane's session marks it taken, so every worker and the main process see
+    the same pending request."""
+
+    SIZE = 24
+
+    def __init__(self, fd=None, values=(0, 0, 0)):
+        if fd is None:
+            fd = os.memfd_create("hdmlp-set-epoch", os.MFD_CLOEXEC)
+            os.ftruncate(fd, self.SIZE)
+            self._mm = mmap.mmap(fd, self.SIZE)
+            struct.pack_into("<3q", self._mm, 0, *values)
+        else:
+            self._mm = mmap.mmap(fd, self.SIZE)
+        self._fd = fd
+        weakref.finalize(self, os.close, fd)
+
+    def _get(self, i):
+        return struct.unpack_from("<q", self._mm, 8 * i)[0]
+
+    def _set(self, i, v):
+        struct.pack_into("<q", self._mm, 8 * i, v)
+
+    def request(self, epoch):
+        self._set(2, epoch)
+        self._set(0, self._get(0) + 1)
+
+    def cancel(self):
+        self._set(1, self._get(0))
+
+    def pending(self):
+        """(request number, epoch) of the request not taken yet, or None."""
+        made = self._get(0)
+        return (made, self._get(2)) if made > self._get(1) else None
+
+    def take(self, seq):
+        if seq > self._get(1):
+            self._set(1, seq)
+
+    def __reduce__(self):
+        from multiprocessing import context, reduction
+        if context.get_spawning_popen() is not None:  # to a DataLoader worker: shared
+            return (_attach_epoch_request, (reduction.DupFd(self._fd),))
+        return (_EpochRequest, (None, tuple(self._get(i) for i in range(3))))  # a copy
+
+
+def _attach_epoch_request(dupfd):
+    return _EpochRequest(dupfd.detach())
+
+
+_watching = None  # the pid of the worker process whose training process is watched
+
+
+def _exit_with_training_process():
+    """In a DataLoader worker: end this process as soon as the process that started it (the
+    training process) is gone, even by SIGKILL. torch's own watchdog runs only between
+    batches and cannot end a worker whose queue thread is blocked on a full pipe another
+    worker holds open; a pidfd watched by a C thread (no GIL needed) can, with every start
+    method (multiprocessing.parent_process() is the training process for fork, spawn and
+    forkserver alike)."""
+    global _watching
+    if _watching == os.getpid():
+        return
+    _watching = os.getpid()
+    parent = multiprocessing.parent_process()
+    if parent is None or parent.pid is None:
+        return
+    try:
+        fd = os.pidfd_open(parent.pid)
+    except ProcessLookupError:
+        os._exit(1)  # already gone
+    except (OSError, AttributeError):  # a kernel before 5.3: torch's watchdog only
+        return
+    _hdmlp._exit_when_readable(fd, 1)
+
+
 def _as_tensors(batch):
     """uint8 tensors viewing each sample of the batch (zero-copy)."""
     out = []
@@ -209,10 +303,22 @@ class HdmlpIterableDataset(IterableDataset):
     image: an hdmlp.ImagePipeline; items are then (images tensor, labels) (module doc).
     """
 
-    def __init__(self, dataset, batch_size, memory, *, seed=0, transform=None, collate="auto",
-                 with_indices=False, rank=None, world=None, drop_last=False, num_workers=0,
-                 peers=None, host=None, image=None, **loader_kwargs):
+    # hdmlp.Loader's keywords this class sets itself (or, for state, load_state_dict does)
+    _OWN_LOADER_KEYWORDS = ("dataset", "batch_size", "memory", "seed", "rank", "world",
+                            "drop_last", "peers", "image", "state")
+    _KEYWORDS = ("dataset", "batch_size", "memory", "seed", "transform", "collate",
+                 "with_indices", "rank", "world", "drop_last", "num_workers", "peers", "host",
+                 "image")
+
+    def __init__(self, dataset, batch_size=_REQUIRED, memory=_REQUIRED, *, seed=0,
+                 transform=None, collate="auto", with_indices=False, rank=None, world=None,
+                 drop_last=False, num_workers=0, peers=None, host=None, image=None,
+                 **loader_kwargs):
         super().__init__()
+        self._check_keywords(loader_kwargs)
+        for name, value in (("batch_size", batch_size), ("memory", memory)):
+            if value is _REQUIRED:
+                raise TypeError(f"HdmlpIterableDataset() missing required argument {name!r}")
         if collate not in ("auto", True, False):
             raise ValueError(f"collate: expected 'auto', True or False, got {collate!r}")
         if isinstance(dataset, hdmlp.Dataset):
@@ -241,6 +347,12 @@ class HdmlpIterableDataset(IterableDataset):
         self.classes = self._dataset.classes
         self.num_workers = num_workers
         self._peers = None  # every rank's endpoint (world > 1)
+        # Every argument hdmlp.Loader takes is checked now, as Loader() would (the budget's
+        # minimum excepted), not at the first iteration inside a DataLoader worker.
+        hdmlp.Loader._check(self._dataset, batch_size, self.memory, seed=self.seed,
+                            rank=self.rank, world=self.world, drop_last=drop_last,
+                            image=image, peers=peers if self.world > 1 else None,
+                            **self.loader_kwargs)
         if self.world > 1:
             if peers is None:
                 self._peers, token = _gather_peers(self.rank, self.world, 1, self.seed, host)
@@ -251,7 +363,7 @@ class HdmlpIterableDataset(IterableDataset):
                 if peers and not isinstance(peers[0], str):  # one list per worker: older API
                     peers = list(peers[0])
                 self._peers = peers
-        self._epoch = None      # set by set_epoch, used once by the next iteration
+        self._epoch_request = _EpochRequest()  # set_epoch's, taken by the next iteration
         self._loader = None     # per process
         self._loader_pid = None
         self._loader_share = None
@@ -267,12 +379,36 @@ class HdmlpIterableDataset(IterableDataset):
         self._iteration_token = None  # hdmlp.torch.DataLoader's, per iterator it makes
         self._finalizer = _plane_finalizer(self)
 
+    @classmethod
+    def _check_keywords(cls, loader_kwargs):
+        """TypeError naming a keyword neither this class nor hdmlp.Loader takes."""
+        allowed = set(hdmlp.Loader._keywords) - set(cls._OWN_LOADER_KEYWORDS)
+        for key in loader_kwargs:
+            if key == "state":
+                raise TypeError("HdmlpIterableDataset() got an unexpected keyword argument "
+                                "'state': resume with load_state_dict(state)")
+            if key not in allowed:
+                close = difflib.get_close_matches(key, sorted(allowed | set(cls._KEYWORDS)), 1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise TypeError(f"HdmlpIterableDataset() got an unexpected keyword argument "
+                                f"{key!r}{hint}")
+
     # -- epochs and length -------------------------------------------------------------
     def set_epoch(self, epoch):
-        """The next iteration delivers epoch `epoch` (0-based)."""
-        if epoch < 0:
-            raise ValueError(f"epoch: expected >= 0, got {epoch}")
-        self._epoch = int(epoch)
+        """The next iteration delivers epoch `epoch` (0-based), with or without DataLoader
+        workers (persistent ones included)."""
+        if isinstance(epoch, bool) or not isinstance(epoch, int):
+            raise TypeError(f"epoch: expected an int, got {type(epoch).__name__}")
+        epochs = self.loader_kwargs.get("epochs")
+        if epoch < 0 or (epochs is not None and epoch >= epochs):
+            limit = f"0..{epochs - 1} (epochs={epochs})" if epochs is not None else ">= 0"
+            raise hdmlp.InvalidArgumentError(f"epoch: expected {limit}, got {epoch}")
+        self._epoch_request.request(int(epoch))
+
+    def _pending_epoch(self):
+        """The epoch set_epoch asked for and no iteration has taken yet, or None."""
+        pending = self._epoch_request.pending()
+        return None if pending is None else pending[1]
 
     def __len__(self):
         """Batches per epoch for this rank (what the DataLoader yields per epoch)."""
@@ -288,12 +424,18 @@ class HdmlpIterableDataset(IterableDataset):
 
     def state_dict(self):
         """Picklable position after the last batch the DataLoader yielded: {'format',
-        'version', 'loader': hdmlp.Loader.state_dict(), 'epoch': pending set_epoch or None}.
-        With num_workers > 0 it needs hdmlp.torch.DataLoader (which counts the yielded
-        batches). Raises hdmlp.StateError when there is no position to save."""
+        'version', 'loader': hdmlp.Loader.state_dict(), 'epoch', 'set_epoch'}: 'epoch' is
+        the epoch the next iteration after load_state_dict delivers (the rest of), which is
+        the pending set_epoch if any, else the loader's; 'set_epoch' is the pending
+        set_epoch or None. With num_workers > 0 it needs hdmlp.torch.DataLoader (which
+        counts the yielded batches). Raises hdmlp.StateError when there is no position to
+        save."""
         def wrap(loader_state):
+            pending = self._pending_epoch()
             return {"format": self.STATE_FORMAT, "version": self.STATE_VERSION,
-                    "loader": loader_state, "epoch": self._epoch}
+                    "loader": loader_state,
+                    "epoch": loader_state["epoch"] if pending is None else pending,
+                    "set_epoch": pending}
         loader = self._loader if self._loader_pid == os.getpid() else None
         if loader is not None and (self._yielded is None or self._yielded[0] == 0):
             return wrap(loader.state_dict())
@@ -339,8 +481,13 @@ class HdmlpIterableDataset(IterableDataset):
         self._plane_gen += 1
         self._finalizer = _plane_finalizer(self)
         self._resume = dict(state["loader"])
-        epoch = state.get("epoch")
-        self._epoch = None if epoch is None else int(epoch)
+        # 'set_epoch' is the pending request; states saved before it existed kept it in
+        # 'epoch'
+        epoch = state["set_epoch"] if "set_epoch" in state else state.get("epoch")
+        if epoch is None:
+            self._epoch_request.cancel()
+        else:
+            self._epoch_request.request(int(epoch))
 
     def stats(self):
         """Stats (hdmlp.Loader.stats()) of this rank's loader: the data plane's with
@@ -460,13 +607,16 @@ class HdmlpIterableDataset(IterableDataset):
 
     def __iter__(self):
         info = get_worker_info()
-        epoch, self._epoch = self._epoch, None
         if info is None:
             loader = self._get_loader()
-            if epoch is not None:
-                loader.set_epoch(epoch)
+            pending = self._epoch_request.pending()
+            if pending is not None:
+                loader.set_epoch(pending[1])
+                self._epoch_request.take(pending[0])
             return self._iterate(loader)
-        return self._iterate_workers(self._plane_client(info.num_workers), info, epoch)
+        _exit_with_training_process()
+        return self._iterate_workers(self._plane_client(info.num_workers), info,
+                                     self._epoch_request.pending())
 
     def _iterate(self, loader):
         for batch in loader:
@@ -474,18 +624,19 @@ class HdmlpIterableDataset(IterableDataset):
             del batch
             yield item
 
-    def _iterate_workers(self, client, info, epoch):
+    def _iterate_workers(self, client, info, request):
+        # request: set_epoch's pending (number, epoch), marked taken when this worker's
+        # join opens the plane's session for this iteration
+        args = (info.id, info.num_workers, request, self._epoch_request.take,
+                self._iteration_token, info.seed - info.id)
         if self.transform is None and self.image is None:
             # Raw bytes: the batch stays in the plane's arena and crosses the worker queue
             # as its place; the training process copies it out (_from_plane).
-            for offset, seq in client.iterate(info.id, info.num_workers, epoch,
-                                              self._iteration_token, info.seed - info.id,
-                                              take=False):
+            for offset, seq in client.iterate(*args, take=False):
                 yield _InPlane(self._plane_name(), offset, seq, self.collate,
                                self.with_indices)
             return
-        for batch in client.iterate(info.id, info.num_workers, epoch, self._iteration_token,
-                                    info.seed - info.id):
+        for batch in client.iterate(*args):
             item = self._convert(batch, shared=True)
             del batch
             yield tuple(_Packed(x) if isinstance(x, list) else

@@ -20,6 +20,85 @@ int py_arg_u64(py_state *st, PyObject *obj, const char *param, uint64_t *out)
     return 0;
 }
 
+int py_arg_range(py_state *st, PyObject *obj, const char *param, uint64_t lo, uint64_t hi,
+                 uint64_t *out)
+{
+    if (PyBool_Check(obj) || !PyLong_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "%s: expected an int, got %.80s", param,
+                     Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    const unsigned long long v = PyLong_AsUnsignedLongLong(obj);
+    if (v == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_Clear(); /* negative or above 2**64-1: outside any range */
+    } else if (v >= lo && v <= hi) {
+        *out = (uint64_t)v;
+        return 0;
+    }
+    if (hi == UINT64_MAX) {
+        py_raise_arg(st, param, "expected an int >= %llu, got %R", (unsigned long long)lo, obj);
+    } else {
+        py_raise_arg(st, param, "expected an int in %llu..%llu, got %R", (unsigned long long)lo,
+                     (unsigned long long)hi, obj);
+    }
+    return -1;
+}
+
+/* TypeError "<func>() got an unexpected keyword argument 'key'", with the closest known
+ * keyword (difflib's pick) as a suggestion. */
+static void raise_unknown_keyword(PyObject *key, char *const *kwlist, const char *func)
+{
+    PyObject *suggestion = NULL;
+    PyObject *names = PyList_New(0);
+    for (Py_ssize_t i = 0; names != NULL && kwlist[i] != NULL; i++) {
+        PyObject *name = PyUnicode_FromString(kwlist[i]);
+        if (name == NULL || PyList_Append(names, name) < 0) {
+            Py_CLEAR(names);
+        }
+        Py_XDECREF(name);
+    }
+    PyObject *difflib = names != NULL ? PyImport_ImportModule("difflib") : NULL;
+    if (difflib != NULL) {
+        PyObject *close =
+            PyObject_CallMethod(difflib, "get_close_matches", "OOi", key, names, 1);
+        if (close != NULL && PyList_Check(close) && PyList_GET_SIZE(close) == 1) {
+            suggestion = Py_NewRef(PyList_GET_ITEM(close, 0));
+        }
+        Py_XDECREF(close);
+        Py_DECREF(difflib);
+    }
+    Py_XDECREF(names);
+    PyErr_Clear(); /* a failed suggestion only shortens the message */
+    if (suggestion != NULL) {
+        PyErr_Format(PyExc_TypeError,
+                     "%s() got an unexpected keyword argument %R (did you mean %R?)", func, key,
+                     suggestion);
+        Py_DECREF(suggestion);
+    } else {
+        PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument %R", func, key);
+    }
+}
+
+int py_arg_keywords(PyObject *kwds, char *const *kwlist, const char *func)
+{
+    PyObject *key = NULL;
+    Py_ssize_t pos = 0;
+    while (kwds != NULL && PyDict_Next(kwds, &pos, &key, NULL)) {
+        if (!PyUnicode_Check(key)) {
+            continue; /* PyArg_ParseTupleAndKeywords reports it */
+        }
+        int known = 0;
+        for (Py_ssize_t i = 0; !known && kwlist[i] != NULL; i++) {
+            known = PyUnicode_CompareWithASCIIString(key, kwlist[i]) == 0;
+        }
+        if (!known) {
+            raise_unknown_keyword(key, kwlist, func);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 int py_arg_memory(py_state *st, PyObject *obj, uint64_t raw_bytes, uint64_t *out)
 {
     if (PyUnicode_Check(obj)) {

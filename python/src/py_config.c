@@ -13,6 +13,11 @@ static int set_or_raise(py_state *st, int rc, const char *param)
     return 0;
 }
 
+/* The ranges hdmlp.h gives for hdmlp_config_set_batch_size and hdmlp_config_set_threads,
+ * checked here so that a message states them whatever the value's type and sign. */
+#define PY_BATCH_SIZE_MAX (1u << 20)
+#define PY_THREADS_MAX 64u
+
 static int opt_u64(py_state *st, PyObject *obj, const char *param, uint64_t dflt, uint64_t *out)
 {
     if (obj == NULL || obj == Py_None) {
@@ -20,6 +25,17 @@ static int opt_u64(py_state *st, PyObject *obj, const char *param, uint64_t dflt
         return 0;
     }
     return py_arg_u64(st, obj, param, out);
+}
+
+/* As opt_u64 for a value in lo..hi. */
+static int opt_range(py_state *st, PyObject *obj, const char *param, uint64_t dflt, uint64_t lo,
+                     uint64_t hi, uint64_t *out)
+{
+    if (obj == NULL || obj == Py_None) {
+        *out = dflt;
+        return 0;
+    }
+    return py_arg_range(st, obj, param, lo, hi, out);
 }
 
 /* tls=(ca_file, cert_file, key_file): str or os.PathLike each (a[21]; None = off). */
@@ -171,12 +187,13 @@ int py_loader_configure(py_state *st, hdmlp_dataset *ds, hdmlp_config *cfg, PyOb
     uint64_t rank = 0, world = 1, lookahead = 0;
     int refill = 0, policy = -1, engine = 0, corrupt = 0; /* policy -1: the library's */
 
-    if (py_arg_u64(st, a[0], "batch_size", &p->batch_size) < 0 ||
+    if (py_arg_range(st, a[0], "batch_size", 1, PY_BATCH_SIZE_MAX, &p->batch_size) < 0 ||
         py_arg_memory(st, a[1], hdmlp_dataset_raw_bytes(ds), &p->memory) < 0 ||
         opt_u64(st, a[2], "seed", 0, &p->seed) < 0 ||
-        opt_u64(st, a[3], "epochs", 0, &p->epochs) < 0 ||
-        opt_u64(st, a[4], "rank", 0, &rank) < 0 || opt_u64(st, a[5], "world", 1, &world) < 0 ||
-        opt_u64(st, a[7], "threads", 2, &p->threads) < 0 ||
+        opt_range(st, a[3], "epochs", 0, 1, UINT64_MAX, &p->epochs) < 0 ||
+        opt_u64(st, a[4], "rank", 0, &rank) < 0 ||
+        opt_range(st, a[5], "world", 1, 1, UINT32_MAX, &world) < 0 ||
+        opt_range(st, a[7], "threads", 2, 1, PY_THREADS_MAX, &p->threads) < 0 ||
         (a[8] != NULL && py_arg_choice(st, a[8], "refill", refills, 3, &refill) < 0) ||
         (a[9] != NULL && py_arg_choice(st, a[9], "policy", policies, 4, &policy) < 0) ||
         (a[10] != NULL && py_arg_choice(st, a[10], "engine", engines, 3, &engine) < 0) ||
@@ -185,21 +202,9 @@ int py_loader_configure(py_state *st, hdmlp_dataset *ds, hdmlp_config *cfg, PyOb
          py_arg_choice(st, a[20], "on_corrupt", on_corrupt, 2, &corrupt) < 0)) {
         return -1;
     }
-    if (a[3] != NULL && a[3] != Py_None && p->epochs == 0) {
-        py_raise_arg(st, "epochs", "expected None (unbounded) or an int >= 1, got 0");
-        return -1;
-    }
-    if (p->batch_size > UINT32_MAX) {
-        py_raise_arg(st, "batch_size", "%llu is too large", (unsigned long long)p->batch_size);
-        return -1;
-    }
-    if (rank > UINT32_MAX || world > UINT32_MAX || world == 0 || rank >= world) {
+    if (rank >= world) {
         py_raise_arg(st, "rank", "need 0 <= rank < world, got rank %llu of world %llu",
                      (unsigned long long)rank, (unsigned long long)world);
-        return -1;
-    }
-    if (p->threads > UINT32_MAX) {
-        py_raise_arg(st, "threads", "%llu is too large", (unsigned long long)p->threads);
         return -1;
     }
     p->rank = (uint32_t)rank;
@@ -236,9 +241,19 @@ int py_loader_configure(py_state *st, hdmlp_dataset *ds, hdmlp_config *cfg, PyOb
     }
     p->skip_corrupt = corrupt;
     if (a[13] != NULL && a[13] != Py_None) {
+        static const char *const what = "storage_cost: expected (op_us, bytes_per_s)";
         double op_us = 0, bps = 0;
-        if (!PyArg_ParseTuple(a[13], "dd;storage_cost: expected (op_us, bytes_per_s)", &op_us,
-                              &bps)) {
+        if (!PyTuple_Check(a[13]) && !PyList_Check(a[13])) {
+            PyErr_SetString(PyExc_TypeError, what);
+            return -1;
+        }
+        PyObject *pair = PySequence_Tuple(a[13]);
+        const int ok = pair != NULL && PyArg_ParseTuple(pair, "dd", &op_us, &bps);
+        Py_XDECREF(pair);
+        if (!ok) {
+            if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+                PyErr_SetString(PyExc_TypeError, what);
+            }
             return -1;
         }
         if (set_or_raise(st, hdmlp_config_set_storage_cost(cfg, op_us, bps), "storage_cost") <

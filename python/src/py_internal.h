@@ -86,6 +86,13 @@ PyObject *py_raise_arg(py_state *st, const char *param, const char *fmt, ...);
  * InvalidArgumentError for negative or too large values. 0 on success, -1 with an
  * exception set. */
 int py_arg_u64(py_state *st, PyObject *obj, const char *param, uint64_t *out);
+/* An int in lo..hi into *out; TypeError for non-ints, InvalidArgumentError stating the
+ * range lo..hi for any other value. 0 or -1. */
+int py_arg_range(py_state *st, PyObject *obj, const char *param, uint64_t lo, uint64_t hi,
+                 uint64_t *out);
+/* Every key of kwds (NULL: none) is one of kwlist (NULL-terminated); else a TypeError
+ * naming the unknown keyword and the closest known one. 0 or -1. */
+int py_arg_keywords(PyObject *kwds, char *const *kwlist, const char *func);
 /* Memory size: int bytes, or a str "<number>[unit]" (units as hdmlp-bench: K/M/G/T ×1024,
  * KiB.., KB/MB/GB/TB ×1000, B) or "<number>%" of raw_bytes. */
 int py_arg_memory(py_state *st, PyObject *obj, uint64_t raw_bytes, uint64_t *out);

@@ -101,22 +101,67 @@ static int set_same_host(py_state *st, hdmlp_config *cfg, PyObject *mode)
     return 0;
 }
 
+static char *loader_kwlist[] = {
+    "dataset",       "batch_size", "memory",       "seed",       "epochs",     "rank",
+    "world",         "drop_last",  "threads",      "refill",     "policy",     "engine",
+    "lookahead",     "direct_io",  "storage_cost", "peers",      "listen",     "job_token",
+    "remote_memory", "prefetch",   "peer_timeout", "on_corrupt", "tls",        "state",
+    "image",         "relaxed",    "same_host",    "order",      "pool_reads", NULL};
+
+/* Loader's arguments, as given (NULL = not given). */
+typedef struct loader_args {
+    PyObject *dataset, *image, *relaxed, *same_host, *order, *pool_reads;
+    PyObject *a[PY_LOADER_NARGS]; /* py_loader_configure's, then state */
+} loader_args;
+
+static int parse_args(PyObject *args, PyObject *kwds, loader_args *la)
+{
+    memset(la, 0, sizeof(*la));
+    PyObject **a = la->a;
+    if (py_arg_keywords(kwds, loader_kwlist, "Loader") < 0 ||
+        !PyArg_ParseTupleAndKeywords(args, kwds, "OOO|$OOOOOOOOOOOOOOOOOOOOOOOOOO:Loader",
+                                     loader_kwlist, &la->dataset, &a[0], &a[1], &a[2], &a[3],
+                                     &a[4], &a[5], &a[6], &a[7], &a[8], &a[9], &a[10], &a[11],
+                                     &a[12], &a[13], &a[14], &a[15], &a[16], &a[17], &a[18],
+                                     &a[19], &a[20], &a[21], &a[22], &la->image, &la->relaxed,
+                                     &la->same_host, &la->order, &la->pool_reads)) {
+        return -1;
+    }
+    return 0;
+}
+
+/* The Dataset of la (a new reference; a path is opened). NULL with an exception set. */
+static DatasetObject *args_dataset(py_state *st, const loader_args *la)
+{
+    DatasetObject *d;
+    if (PyObject_TypeCheck(la->dataset, st->DatasetType)) {
+        d = (DatasetObject *)Py_NewRef(la->dataset);
+    } else {
+        d = (DatasetObject *)PyObject_CallOneArg((PyObject *)st->DatasetType, la->dataset);
+    }
+    if (d != NULL && py_dataset_handle(st, d) == NULL) {
+        Py_CLEAR(d);
+    }
+    return d;
+}
+
+/* Every argument but state into cfg and *p. 0 or -1. */
+static int configure(py_state *st, DatasetObject *d, hdmlp_config *cfg, const loader_args *la,
+                     py_loader_params *p)
+{
+    if (py_loader_configure(st, d->ds, cfg, la->a, p) < 0 ||
+        set_image(st, cfg, la->image) < 0 ||
+        set_order(st, cfg, la->order, la->relaxed, la->pool_reads) < 0 ||
+        set_same_host(st, cfg, la->same_host) < 0) {
+        return -1;
+    }
+    return 0;
+}
+
 static PyObject *loader_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {
-        "dataset",       "batch_size", "memory",       "seed",       "epochs",     "rank",
-        "world",         "drop_last",  "threads",      "refill",     "policy",     "engine",
-        "lookahead",     "direct_io",  "storage_cost", "peers",      "listen",     "job_token",
-        "remote_memory", "prefetch",   "peer_timeout", "on_corrupt", "tls",        "state",
-        "image",         "relaxed",    "same_host",    "order",      "pool_reads", NULL};
-    PyObject *dataset = NULL, *image = NULL, *relaxed = NULL, *same_host = NULL;
-    PyObject *order = NULL, *pool_reads = NULL;
-    PyObject *a[PY_LOADER_NARGS] = {NULL};
-    if (!PyArg_ParseTupleAndKeywords(
-            args, kwds, "OOO|$OOOOOOOOOOOOOOOOOOOOOOOOOO:Loader", kwlist, &dataset, &a[0],
-            &a[1], &a[2], &a[3], &a[4], &a[5], &a[6], &a[7], &a[8], &a[9], &a[10], &a[11],
-            &a[12], &a[13], &a[14], &a[15], &a[16], &a[17], &a[18], &a[19], &a[20], &a[21],
-            &a[22], &image, &relaxed, &same_host, &order, &pool_reads)) {
+    loader_args la;
+    if (parse_args(args, kwds, &la) < 0) {
         return NULL;
     }
     py_state *st = py_state_from_type(type);
@@ -125,17 +170,8 @@ static PyObject *loader_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         return NULL;
     }
     self->pid = getpid();
-    if (PyObject_TypeCheck(dataset, st->DatasetType)) {
-        self->dataset = (DatasetObject *)Py_NewRef(dataset);
-    } else {
-        self->dataset =
-            (DatasetObject *)PyObject_CallOneArg((PyObject *)st->DatasetType, dataset);
-        if (self->dataset == NULL) {
-            Py_DECREF(self);
-            return NULL;
-        }
-    }
-    if (py_dataset_handle(st, self->dataset) == NULL) {
+    self->dataset = args_dataset(st, &la);
+    if (self->dataset == NULL) {
         Py_DECREF(self);
         return NULL;
     }
@@ -145,11 +181,8 @@ static PyObject *loader_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         Py_DECREF(self);
         return NULL;
     }
-    PyObject *state = a[PY_LOADER_NARGS - 1];
-    if (py_loader_configure(st, self->dataset->ds, self->cfg, a, &self->p) < 0 ||
-        set_image(st, self->cfg, image) < 0 ||
-        set_order(st, self->cfg, order, relaxed, pool_reads) < 0 ||
-        set_same_host(st, self->cfg, same_host) < 0 ||
+    PyObject *state = la.a[PY_LOADER_NARGS - 1];
+    if (configure(st, self->dataset, self->cfg, &la, &self->p) < 0 ||
         (state != NULL && state != Py_None ? py_loader_resume(st, self, state)
                                            : py_loader_create_c(st, self)) < 0) {
         Py_DECREF(self);
@@ -157,6 +190,35 @@ static PyObject *loader_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     }
     self->dataset->users++;
     return (PyObject *)self;
+}
+
+/* Loader._check(...): Loader's argument checks without a loader (see loader_methods). */
+static PyObject *loader_check(PyObject *type, PyObject *args, PyObject *kwds)
+{
+    loader_args la;
+    if (parse_args(args, kwds, &la) < 0) {
+        return NULL;
+    }
+    py_state *st = py_state_from_type((PyTypeObject *)type);
+    DatasetObject *d = args_dataset(st, &la);
+    if (d == NULL) {
+        return NULL;
+    }
+    hdmlp_config *cfg = NULL;
+    const int rc = hdmlp_config_create(&cfg);
+    py_loader_params p;
+    int ok = rc == HDMLP_OK;
+    if (!ok) {
+        py_raise(st, rc, "Loader", NULL);
+    } else {
+        ok = configure(st, d, cfg, &la, &p) == 0;
+    }
+    hdmlp_config_free(cfg);
+    Py_DECREF(d);
+    if (!ok) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
 }
 
 static void loader_close_impl(LoaderObject *self)
@@ -374,6 +436,12 @@ static PyMethodDef loader_methods[] = {
      "dataset or order-changing argument raises InvalidArgumentError (a ValueError) naming "
      "it; a damaged state raises CorruptDataError. world > 1: pass state= to the "
      "constructor instead (the running loader already talks to its peers)."},
+    {"_check", (PyCFunction)(void (*)(void))loader_check,
+     METH_VARARGS | METH_KEYWORDS | METH_CLASS,
+     "_check(dataset, batch_size, memory, **kwargs): raises what Loader() with these "
+     "arguments would raise for an unknown keyword or a bad type or range, without making "
+     "a loader (no thread, no I/O; the budget's minimum is checked by Loader() only); "
+     "state= is not checked."},
     {"close", (PyCFunction)loader_close, METH_NOARGS,
      "close(): stops the I/O threads and frees the loader; batches stay valid. Idempotent."},
     {"__enter__", loader_enter, METH_NOARGS, NULL},
@@ -480,6 +548,24 @@ int py_loader_init_types(PyObject *module, py_state *st)
         return -1;
     }
     if (py_loader_init_epochiter(module, st) < 0) {
+        return -1;
+    }
+    /* Loader._keywords: its keyword arguments (hdmlp.torch checks what it passes on). */
+    PyObject *names =
+        PyTuple_New((Py_ssize_t)(sizeof(loader_kwlist) / sizeof(*loader_kwlist)) - 1);
+    for (Py_ssize_t i = 0; names != NULL && loader_kwlist[i] != NULL; i++) {
+        PyObject *name = PyUnicode_FromString(loader_kwlist[i]);
+        if (name == NULL) {
+            Py_CLEAR(names);
+        } else {
+            PyTuple_SET_ITEM(names, i, name);
+        }
+    }
+    const int rc = names == NULL
+                       ? -1
+                       : PyObject_SetAttrString((PyObject *)st->LoaderType, "_keywords", names);
+    Py_XDECREF(names);
+    if (rc < 0) {
         return -1;
     }
     return PyModule_AddType(module, st->LoaderType);

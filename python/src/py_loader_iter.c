@@ -43,6 +43,16 @@ PyObject *py_loader_iter(LoaderObject *self)
     const uint64_t target = py_loader_next_epoch(self);
     /* Right after a resume, the saved epoch continues (possibly with nothing left). */
     const int rest = self->resumed && target == self->resumed_epoch;
+    if (!rest && self->p.epochs != 0 && target >= self->p.epochs) {
+        /* An empty epoch would let a training loop run on nothing without noticing. */
+        PyErr_Format(st->StateError,
+                     "iter(loader): epoch %llu is past the last one: this loader was made with "
+                     "epochs=%llu (epochs 0..%llu); make it with a larger epochs=, or "
+                     "epochs=None for no limit",
+                     (unsigned long long)target, (unsigned long long)self->p.epochs,
+                     (unsigned long long)self->p.epochs - 1);
+        return NULL;
+    }
     self->want_set = 0;
     self->resumed = 0;
     self->tail = 0;

@@ -4,7 +4,13 @@
  */
 #include "py_internal.h"
 
+#include <errno.h>
 #include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <unistd.h>
 
 static PyObject *mod_strerror(PyObject *m, PyObject *arg)
 {
@@ -47,6 +53,53 @@ static PyObject *mod_parse_memory(PyObject *m, PyObject *args, PyObject *kwds)
     return PyLong_FromUnsignedLongLong(out);
 }
 
+/* The watch thread of _exit_when_readable: never touches Python, so a thread holding the
+ * GIL (or blocked with it) cannot delay the exit. */
+static void *exit_watch_main(void *arg)
+{
+    const uintptr_t packed = (uintptr_t)arg;
+    struct pollfd p = {.fd = (int)(packed >> 8), .events = POLLIN};
+    int rc;
+    do {
+        rc = poll(&p, 1, -1);
+    } while (rc < 0 && errno == EINTR);
+    if (rc > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR))) {
+        _exit((int)(packed & 0xff));
+    }
+    return NULL; /* the descriptor was not one to watch: no watch */
+}
+
+static PyObject *mod_exit_when_readable(PyObject *m, PyObject *args)
+{
+    (void)m;
+    int fd = -1;
+    int status = 0;
+    if (!PyArg_ParseTuple(args, "ii:_exit_when_readable", &fd, &status)) {
+        return NULL;
+    }
+    if (fd < 0 || fd > (INT_MAX >> 8) || status < 0 || status > 255) {
+        PyErr_SetString(PyExc_ValueError, "_exit_when_readable: fd >= 0, status in 0..255");
+        return NULL;
+    }
+    /* No signal for this thread: Ctrl-C and friends stay with the Python threads. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_t t;
+    const uintptr_t packed = ((uintptr_t)fd << 8) | (uintptr_t)status;
+    const int rc = pthread_create(&t, &attr, exit_watch_main, (void *)packed);
+    pthread_attr_destroy(&attr);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+        errno = rc;
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
     {"strerror", mod_strerror, METH_O, "strerror(code) -> str: message of an HDMLP_E_* code."},
     {"err_name", mod_err_name, METH_O, "err_name(code) -> str: e.g. 'HDMLP_E_CORRUPT'."},
@@ -54,6 +107,9 @@ static PyMethodDef module_methods[] = {
      METH_VARARGS | METH_KEYWORDS,
      "parse_memory(memory, raw_bytes=0) -> int: bytes for an int or a size string "
      "('256M', '1.5GiB', '500MB', '25%' of raw_bytes), as Loader does."},
+    {"_exit_when_readable", mod_exit_when_readable, METH_VARARGS,
+     "_exit_when_readable(fd, status): a detached thread waits until fd (a pidfd, say) is "
+     "readable, then ends this process at once with _exit(status). fd must stay open."},
     {NULL, NULL, 0, NULL},
 };
 

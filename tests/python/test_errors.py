@@ -106,9 +106,36 @@ def test_bad_arguments_name_the_parameter(small_ds, kwargs, param):
     assert param in str(ei.value) or param.split("_")[0] in str(ei.value), str(ei.value)
 
 
+@pytest.mark.parametrize("value", [-1, 0, 2 ** 20 + 1, 2 ** 64])
+def test_out_of_range_messages_state_the_valid_range(small_ds, value):
+    # batch_size=-1 used to say "expected 0..2**64-1", though 0 is refused too
+    with pytest.raises(hdmlp.InvalidArgumentError,
+                       match=rf"batch_size: expected an int in 1\.\.1048576, got {value}$"):
+        hdmlp.Loader(small_ds.path, value, MEM)
+    threads = 65 if value == 2 ** 20 + 1 else value
+    with pytest.raises(hdmlp.InvalidArgumentError,
+                       match=rf"threads: expected an int in 1\.\.64, got {threads}$"):
+        hdmlp.Loader(small_ds.path, 32, MEM, threads=threads)
+    if value <= 0:
+        with pytest.raises(hdmlp.InvalidArgumentError, match=r"epochs: expected an int >= 1"):
+            hdmlp.Loader(small_ds.path, 32, MEM, epochs=value)
+
+
+def test_unknown_keyword_is_named_with_the_close_match(small_ds):
+    # was "missing required argument 'batch_size'"
+    with pytest.raises(TypeError, match=r"Loader\(\) got an unexpected keyword argument "
+                                        r"'batchsize' \(did you mean 'batch_size'\?\)"):
+        hdmlp.Loader(small_ds.path, batchsize=32, memory=MEM)
+    with pytest.raises(TypeError, match=r"'polcy' \(did you mean 'policy'\?\)"):
+        hdmlp.Loader(small_ds.path, 32, MEM, polcy="random")
+    with pytest.raises(TypeError, match=r"unexpected keyword argument 'zzz'$"):
+        hdmlp.Loader(small_ds.path, 32, MEM, zzz=1)
+
+
 @pytest.mark.parametrize("kwargs", [
     dict(batch_size="32"), dict(batch_size=3.0), dict(seed="1"), dict(seed=True),
-    dict(refill=1), dict(memory=[1]), dict(same_host=1),
+    dict(refill=1), dict(memory=[1]), dict(same_host=1), dict(storage_cost="fast"),
+    dict(storage_cost=(1.0,)),
 ])
 def test_wrong_types_are_type_errors(small_ds, kwargs):
     args = dict(batch_size=32, memory=MEM)

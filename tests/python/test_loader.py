@@ -19,7 +19,8 @@ def test_each_epoch_delivers_every_sample_once(small_ds):
     for e, seq in enumerate(seqs):
         assert sorted(seq) == list(range(small_ds.n)), f"epoch {e}"
     assert seqs[0] != seqs[1] != seqs[2]
-    assert list(ld) == []  # after the configured epochs: nothing
+    with pytest.raises(hdmlp.StateError, match="epochs=3"):  # not an empty epoch
+        list(ld)
     st = ld.stats()
     assert st["samples"] == 3 * small_ds.n and st["epochs"] == 3
 
@@ -123,6 +124,19 @@ def test_break_then_iterate_starts_the_next_epoch(small_ds):
     assert ld.drained_batches == len(ld) - 1
     with pytest.raises(hdmlp.StateError, match="superseded"):
         next(it)
+
+
+def test_iterating_past_the_configured_epochs_raises_naming_epochs(small_ds):
+    # a range(5) loop over epochs=3 used to train on two empty epochs without a word
+    ld = hdmlp.Loader(small_ds.path, 64, MEM, seed=1, epochs=3)
+    got = epoch_sequences(ld, 3)
+    assert all(sorted(seq) == list(range(small_ds.n)) for seq in got)
+    for _ in range(2):  # every further iteration, not only the first
+        with pytest.raises(hdmlp.StateError, match=r"epoch 3 .*epochs=3 \(epochs 0\.\.2\)"):
+            iter(ld)
+    assert ld.next_batch() is None  # the stream's own end is still None
+    ld.set_epoch(2)  # an earlier epoch is still there
+    assert epoch_sequences(ld, 1) == [got[2]]
 
 
 def test_set_epoch_forward_and_back(small_ds):

@@ -297,3 +297,141 @@ def test_dataloader_batch_size_defaults_to_none_and_refuses_another(worker_ds):
         ht.DataLoader(ds, 1)
     # any other dataset keeps torch's default
     assert ht.DataLoader(list(range(3))).batch_size == 1
+
+
+# set_epoch before each iteration (None: none): repeats, going back, and plain advancing
+SET_EPOCH_PLAN = [0, 0, 2, 1, None, 3, 3, None]
+SET_EPOCH_EPOCHS = [0, 0, 2, 1, 2, 3, 3, 4]  # the epoch each iteration delivers
+
+
+def _set_epoch_run(path, workers, persistent=False, context=None, counting=True):
+    ds = ht.HdmlpIterableDataset(path, 32, MEM, seed=5, with_indices=True)
+    kwargs = dict(num_workers=workers, persistent_workers=persistent)
+    if context is not None:
+        kwargs["multiprocessing_context"] = context
+    dl = (ht.DataLoader(ds, **kwargs) if counting else
+          DataLoader(ds, batch_size=None, **kwargs))
+    out = []
+    for epoch in SET_EPOCH_PLAN:
+        if epoch is not None:
+            ds.set_epoch(epoch)
+        out.append([i for _, _, idx in dl for i in idx.tolist()])
+    return out
+
+
+@pytest.mark.parametrize("workers, persistent, context, counting", [
+    (2, True, None, True), (4, True, None, False), (2, False, None, True),
+    (2, True, "forkserver", False)])
+def test_set_epoch_with_workers_delivers_what_no_workers_does(fixed_ds, workers, persistent,
+                                                               context, counting):
+    # persistent workers used to ignore set_epoch: (0, 0) gave epochs 0, 1 and (2, 1) 2, 3
+    memory = hdmlp.parse_memory(MEM, hdmlp.Dataset(fixed_ds.path).raw_bytes)
+    ref = reference(fixed_ds, memory, max(SET_EPOCH_EPOCHS) + 1)
+    alone = _set_epoch_run(fixed_ds.path, 0)
+    assert alone == [ref[e] for e in SET_EPOCH_EPOCHS]
+    assert _set_epoch_run(fixed_ds.path, workers, persistent, context, counting) == alone
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_iterating_past_epochs_raises_naming_epochs(fixed_ds, workers):
+    ds = ht.HdmlpIterableDataset(fixed_ds.path, 32, MEM, seed=5, epochs=2)
+    dl = ht.DataLoader(ds, num_workers=workers, persistent_workers=workers > 0)
+    for _ in range(2):
+        assert sum(len(y) for _, y in dl) == fixed_ds.n
+    with pytest.raises(hdmlp.StateError, match=r"epochs=2"):  # not an empty epoch
+        for _ in dl:
+            pass
+    with pytest.raises(hdmlp.InvalidArgumentError, match=r"epoch.*0\.\.1 \(epochs=2\)"):
+        ds.set_epoch(2)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_state_dict_epoch_is_the_epoch_the_next_iteration_delivers(fixed_ds, workers):
+    ds = ht.HdmlpIterableDataset(fixed_ds.path, 32, MEM, seed=5, with_indices=True)
+    dl = ht.DataLoader(ds, num_workers=workers, persistent_workers=workers > 0)
+    ds.set_epoch(2)
+    for _ in dl:
+        pass
+    for i, _ in enumerate(dl):  # epoch 3, three batches in
+        if i == 2:
+            break
+    sd = ds.state_dict()
+    # was the stale set_epoch (2) with workers, or None without
+    assert sd["epoch"] == sd["loader"]["epoch"] == 3 and sd["set_epoch"] is None
+    ds.set_epoch(5)
+    sd = ds.state_dict()
+    assert sd["epoch"] == sd["set_epoch"] == 5 and sd["loader"]["epoch"] == 3
+    # a pending set_epoch travels with the state
+    other = ht.HdmlpIterableDataset(fixed_ds.path, 32, MEM, seed=5, with_indices=True)
+    other.load_state_dict(sd)
+    memory = hdmlp.parse_memory(MEM, hdmlp.Dataset(fixed_ds.path).raw_bytes)
+    got = [i for _, _, idx in ht.DataLoader(other) for i in idx.tolist()]
+    assert got == reference(fixed_ds, memory, 6)[5]
+
+
+def test_a_state_saved_before_set_epoch_had_its_key_still_loads(fixed_ds):
+    ds = ht.HdmlpIterableDataset(fixed_ds.path, 32, MEM, seed=5, with_indices=True)
+    next(iter(ds))
+    sd = ds.state_dict()
+    del sd["set_epoch"]
+    sd["epoch"] = 4  # the pending set_epoch, as states of earlier versions held it
+    other = ht.HdmlpIterableDataset(fixed_ds.path, 32, MEM, seed=5, with_indices=True)
+    other.load_state_dict(sd)
+    assert other.state_dict()["set_epoch"] == 4
+
+
+def test_dataset_arguments_are_checked_at_construction(fixed_ds):
+    # not at the first iteration inside a DataLoader worker
+    for kwargs, param in [(dict(threads=0), "threads"), (dict(policy="lru"), "policy"),
+                          (dict(batch_size=-1), "batch_size"), (dict(epochs=0), "epochs"),
+                          (dict(order="loose"), "order")]:
+        args = dict(batch_size=32, memory=MEM)
+        args.update(kwargs)
+        with pytest.raises(hdmlp.InvalidArgumentError, match=param):
+            ht.HdmlpIterableDataset(fixed_ds.path, **args)
+    with pytest.raises(TypeError, match="storage_cost"):
+        ht.HdmlpIterableDataset(fixed_ds.path, 32, MEM, storage_cost="fast")
+
+
+def test_unknown_dataset_keyword_is_named_with_the_close_match(fixed_ds):
+    # was reported as a missing batch_size
+    with pytest.raises(TypeError, match=r"'batchsize' \(did you mean 'batch_size'\?\)"):
+        ht.HdmlpIterableDataset(fixed_ds.path, batchsize=32, memory=MEM)
+    with pytest.raises(TypeError, match=r"'treads' \(did you mean 'threads'\?\)"):
+        ht.HdmlpIterableDataset(fixed_ds.path, 32, MEM, treads=2)
+    with pytest.raises(TypeError, match=r"'transfrom' \(did you mean 'transform'\?\)"):
+        ht.HdmlpIterableDataset(fixed_ds.path, 32, MEM, transfrom=None)
+    with pytest.raises(TypeError, match="load_state_dict"):
+        ht.HdmlpIterableDataset(fixed_ds.path, 32, MEM, state={})
+    with pytest.raises(TypeError, match="missing required argument 'memory'"):
+        ht.HdmlpIterableDataset(fixed_ds.path, 32)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_loop_restarted_at_the_states_epoch_neither_repeats_nor_skips(fixed_ds, workers):
+    memory = hdmlp.parse_memory(MEM, hdmlp.Dataset(fixed_ds.path).raw_bytes)
+    ref = reference(fixed_ds, memory, 4)
+
+    def make():
+        ds = ht.HdmlpIterableDataset(fixed_ds.path, 32, MEM, seed=5, with_indices=True)
+        return ds, ht.DataLoader(ds, num_workers=workers, persistent_workers=workers > 0)
+
+    ds, dl = make()
+    first = []
+    for epoch in range(4):
+        ds.set_epoch(epoch)
+        for i, (_, _, idx) in enumerate(dl):
+            first.extend(idx.tolist())
+            if epoch == 2 and i == 4:
+                break
+        if epoch == 2:
+            break
+    sd = ds.state_dict()
+    assert sd["epoch"] == 2
+    ds, dl = make()
+    dl.load_state_dict(sd)
+    rest = []
+    for epoch in range(sd["epoch"], 4):
+        ds.set_epoch(epoch)
+        rest.extend(i for _, _, idx in dl for i in idx.tolist())
+    assert first + rest == [i for e in range(4) for i in ref[e]]
