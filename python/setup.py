@@ -77,7 +77,8 @@ def check_wheel():
     fail(f"""the Python package 'wheel' is missing for {sys.executable} (setuptools
 {setuptools.__version__}): pip builds a wheel even to install, and without it setuptools
 stops with "invalid command 'bdist_wheel'". Either
-  - use Debian's Python, which has it (apt-get install python3-wheel python3-venv):
+  - use Debian's Python and its packages (apt-get install python3-wheel python3-venv),
+    in a venv that sees them (--system-site-packages):
       /usr/bin/python3 -m venv --system-site-packages .venv
       .venv/bin/pip install --no-build-isolation --no-index ./python
   - or install it for this Python and run pip again:

@@ -9,12 +9,17 @@
    libhdmlp itself. The installed package iterates a small dataset exactly once per epoch,
    maps neither gRPC nor MPI for a single rank, and loads libhdmlp-rpc.so for two ranks.
    `pip install .` from the root of the copy gives the same package.
+   The tools come with it: hdmlp-pack and hdmlp-bench on the venv's PATH (console scripts
+   running the executables bundled in hdmlp/bin/, whose RUNPATH finds the bundled
+   libhdmlp), `python -m hdmlp`, and hdmlp.pack(), which makes the CLI's bytes for the same
+   inputs and seed and raises the CLI's message; `hdmlp-pack --verify` passes both.
 2. `python3 -m build --no-isolation --wheel` on the copy; the copy is deleted; the wheel is
-   installed into a second venv in another directory and does the same there.
+   installed into a second venv in another directory and does the same there (tools too).
 3. Without its libhdmlp-rpc.so, the installed package still serves one rank, and a
    two-rank loader fails with an error naming the module.
 Exits 0 when all pass, 1 with "FAIL: ..." otherwise.
 """
+import json
 import os
 import shutil
 import subprocess
@@ -23,7 +28,8 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 # What the library's CMake build reads (the top CMakeLists adds these directories).
-SOURCE_PARTS = ["CMakeLists.txt", "hdmlp.pc.in", "include", "format", "loader", "rpc",
+SOURCE_PARTS = ["CMakeLists.txt", "hdmlp.pc.in", "hdmlp-static.pc.in", "include", "format",
+                "loader", "rpc",
                 "packer", "examples", "python", "setup.py", "setup.cfg", "pyproject.toml"]
 N_SAMPLES = 300
 
@@ -95,7 +101,7 @@ def run(cmd, env, timeout, cwd, what):
 def clean_env():
     """The environment of a user who set nothing (no sanitizer runtime either)."""
     drop = ("HDMLP_PREFIX", "HDMLP_BUILD_DIR", "PKG_CONFIG_PATH", "PYTHONPATH", "LD_PRELOAD",
-            "PYTHONMALLOC", "LD_LIBRARY_PATH", "PYTHONHOME")
+            "PYTHONMALLOC", "LD_LIBRARY_PATH", "PYTHONHOME", "HDMLP_PACK", "HDMLP_BENCH")
     env = {k: v for k, v in os.environ.items() if k not in drop}
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
     env["PYTHONDONTWRITEBYTECODE"] = "1"
@@ -147,6 +153,80 @@ def check_package(py, ds, env, cwd, where, ranks=2):
     return res
 
 
+# Run by the installed package's python: hdmlp.pack() as the CLI run was, then a refused
+# call; prints what the parent checks.
+PACK = r"""
+import sys
+import hdmlp
+files, out, missing = sys.argv[1:4]
+hdmlp.pack(files, out, seed=7, chunk_size=16, quiet=True)
+try:
+    hdmlp.pack(missing, out + ".never", seed=7)
+    print("no_error")
+except hdmlp.NotFoundError as e:
+    print("error", type(e).__name__, isinstance(e, FileNotFoundError), e.exit_status)
+    print("message", str(e).split("] ", 1)[-1])
+"""
+
+
+def check_tools(venv_dir, files, env, cwd, where):
+    """The venv's hdmlp-pack, hdmlp-bench, python -m hdmlp and hdmlp.pack()."""
+    bindir = os.path.join(venv_dir, "bin")
+    py = os.path.join(bindir, "python")
+    for name in ("hdmlp-pack", "hdmlp-bench"):
+        if not os.access(os.path.join(bindir, name), os.X_OK):
+            fail(f"{where}: no {name} in {bindir} ({sorted(os.listdir(bindir))})")
+    env = dict(env, PATH=f"{bindir}:/usr/bin:/bin", SOURCE_DATE_EPOCH="1700000000")
+    res = run([py, "-m", "hdmlp", "where"], env, 60, cwd, f"python -m hdmlp where ({where})")
+    site = run([py, "-c", "import hdmlp, os; print(os.path.dirname(hdmlp.__file__))"], env, 60,
+               cwd, "package directory").stdout.strip()
+    for name in ("hdmlp-pack", "hdmlp-bench"):
+        if f"{name}: {os.path.join(site, 'bin', name)}" not in res.stdout:
+            fail(f"{where}: {name} is not the one bundled in {site}/bin", res)
+    out = os.path.join(cwd, f"tools-{os.path.basename(venv_dir)}")
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(out)
+    cli_ds, py_ds = os.path.join(out, "cli.hdmlp"), os.path.join(out, "py.hdmlp")
+    missing = os.path.join(out, "missing")
+    run(["hdmlp-pack", "-q", "--seed", "7", "--chunk-size", "16", "-o", cli_ds, files], env,
+        120, cwd, f"hdmlp-pack from the venv's PATH ({where})")
+    res = run([py, "-c", PACK, files, py_ds, missing], env, 120, cwd, f"hdmlp.pack ({where})")
+    lines = dict(l.split(" ", 1) for l in res.stdout.splitlines() if " " in l)
+    cli_err = subprocess.run(["hdmlp-pack", "-o", missing + ".never", missing], env=env,
+                             cwd=cwd, capture_output=True, text=True, timeout=60)
+    if lines.get("error") != "NotFoundError True 1" or \
+            lines.get("message") != cli_err.stderr.strip():
+        fail(f"{where}: hdmlp.pack of a missing input should raise NotFoundError with the "
+             f"CLI's message {cli_err.stderr.strip()!r}; got {lines}", res)
+    for name in sorted(os.listdir(cli_ds)):
+        with open(os.path.join(cli_ds, name), "rb") as a, \
+                open(os.path.join(py_ds, name), "rb") as b:
+            if a.read() != b.read():
+                fail(f"{where}: hdmlp.pack and hdmlp-pack differ in {name}")
+    if sorted(os.listdir(cli_ds)) != sorted(os.listdir(py_ds)):
+        fail(f"{where}: hdmlp.pack made {os.listdir(py_ds)}, the CLI {os.listdir(cli_ds)}")
+    for ds in (cli_ds, py_ds):
+        res = run(["hdmlp-pack", "--verify", ds], env, 60, cwd, f"hdmlp-pack --verify {ds}")
+        if res.stdout != "OK\n":
+            fail(f"{where}: --verify {ds} printed {res.stdout!r}", res)
+    res = run(["hdmlp-bench", py_ds, "--memory", "4M", "--epochs", "1", "--json"], env, 120,
+              cwd, f"hdmlp-bench from the venv's PATH ({where})")
+    try:
+        delivered = json.loads(res.stdout)["samples"]
+    except (ValueError, KeyError):
+        delivered = None
+    if delivered != N_SAMPLES:
+        fail(f"{where}: hdmlp-bench did not deliver {N_SAMPLES} samples", res)
+    ldd = run(["ldd", os.path.join(site, "bin", "hdmlp-bench")], env, 60, cwd, "ldd")
+    lib = next((l for l in ldd.stdout.splitlines() if "libhdmlp.so.0" in l), "")
+    if os.path.join(site, "bin", "..", "libhdmlp.so.0") not in lib and \
+            os.path.join(site, "libhdmlp.so.0") not in lib:
+        fail(f"{where}: the bundled hdmlp-bench does not use the bundled libhdmlp: {lib!r}",
+             ldd)
+    shutil.rmtree(out, ignore_errors=True)
+    print(f"[pkg_bundle] {where}: tools OK", flush=True)
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit("usage: pkg_bundle.py SCRATCH   (HDMLP_PACK=PATH/TO/hdmlp-pack)")
@@ -163,6 +243,7 @@ def main():
     os.makedirs(scratch)
     env = clean_env()
     ds = make_dataset(scratch, pack)
+    files = os.path.join(scratch, "files")
 
     # 1. pip install from a copy of the source tree, nothing set.
     src = os.path.join(scratch, "src")
@@ -178,11 +259,15 @@ def main():
     run([py1, "-m", "pip", "install", "-q", "--no-build-isolation", "--no-index",
          os.path.join(src, "python")], env, 600, scratch, "pip install ./python (no variables)")
     check_package(py1, ds, env, scratch, "pip install ./python")
+    check_tools(os.path.dirname(os.path.dirname(py1)), files, env, scratch,
+                "pip install ./python")
     # The same from the root of the tree (its setup.py runs python/setup.py).
     py3 = venv(os.path.join(scratch, "venv3"), env)
     run([py3, "-m", "pip", "install", "-q", "--no-build-isolation", "--no-index", src], env,
         600, scratch, "pip install . (the repository root, no variables)")
     check_package(py3, ds, env, scratch, "pip install . from the root", ranks=1)
+    run([os.path.join(scratch, "venv3", "bin", "hdmlp-pack"), "--version"], env, 60, scratch,
+        "hdmlp-pack of pip install . from the root")
 
     # 2. A wheel, the build tree deleted, installed into a venv elsewhere.
     dist = os.path.join(scratch, "dist")
@@ -198,6 +283,8 @@ def main():
     run([py2, "-m", "pip", "install", "-q", "--no-index", "--no-deps",
          os.path.join(dist, wheels[0])], env, 300, other, "pip install the wheel")
     check_package(py2, ds, env, other, "wheel in a second venv, build tree deleted")
+    check_tools(os.path.dirname(os.path.dirname(py2)), files, env, other,
+                "wheel in a second venv, build tree deleted")
 
     # 3. The module missing: one rank still works, two ranks name it.
     site = subprocess.run([py2, "-c", "import hdmlp, os; print(os.path.dirname(hdmlp.__file__))"],
