@@ -3,11 +3,46 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <threads.h>
 
 #define HD_ERR_DETAIL_MAX 1024
 
-static _Thread_local char last_error[HD_ERR_DETAIL_MAX];
+/* Each thread's detail is a heap buffer reached through a thread-local pointer of the
+ * initial-exec model, which sits in the static TLS block glibc makes with the thread. A
+ * thread-local array in a library that Python loads with dlopen is allocated by glibc on its
+ * first use in each thread instead, and a failed allocation there ends the process ("cannot
+ * allocate memory for thread-local data: ABORT") on the very path that reports running out
+ * of memory. Without a buffer (malloc failed) the detail is a fixed text. A thread's buffer
+ * is freed when it exits (a C11 thread-specific key's destructor). */
+static _Thread_local char *detail __attribute__((tls_model("initial-exec")));
+static _Thread_local int detail_failed __attribute__((tls_model("initial-exec")));
+static once_flag detail_once = ONCE_FLAG_INIT;
+static tss_t detail_key;
+static int detail_key_ok;
+
+static const char detail_lost[] = "out of memory (no room for the error's detail)";
+
+static void detail_key_make(void)
+{
+    detail_key_ok = tss_create(&detail_key, free) == thrd_success;
+}
+
+/* This thread's buffer, made on first use; NULL when out of memory. */
+static char *detail_buf(void)
+{
+    if (detail == NULL) {
+        call_once(&detail_once, detail_key_make);
+        char *b = calloc(1, HD_ERR_DETAIL_MAX);
+        if (b != NULL && detail_key_ok) {
+            tss_set(detail_key, b);
+        }
+        detail = b;
+        detail_failed = b == NULL;
+    }
+    return detail;
+}
 
 const char *hdmlp_strerror(int code)
 {
@@ -35,13 +70,24 @@ const char *hdmlp_err_name(int code)
     }
 }
 
-const char *hdmlp_last_error(void) { return last_error; }
+const char *hdmlp_last_error(void)
+{
+    return detail != NULL ? detail : detail_failed ? detail_lost : "";
+}
 
-void hd_clear_error(void) { last_error[0] = '\0'; }
+void hd_clear_error(void)
+{
+    if (detail != NULL) {
+        detail[0] = '\0';
+    }
+}
 
 int hd_verr(int code, const char *fmt, va_list ap)
 {
-    vsnprintf(last_error, sizeof(last_error), fmt, ap);
+    char *b = detail_buf();
+    if (b != NULL) {
+        vsnprintf(b, HD_ERR_DETAIL_MAX, fmt, ap);
+    }
     return code;
 }
 
@@ -56,18 +102,22 @@ int hd_err(int code, const char *fmt, ...)
 
 int hd_err_wrap(int code, const char *fmt, ...)
 {
+    char *b = detail_buf();
+    if (b == NULL) {
+        return code;
+    }
     char old[HD_ERR_DETAIL_MAX];
-    memcpy(old, last_error, sizeof(old));
+    memcpy(old, b, sizeof(old));
     va_list ap;
     va_start(ap, fmt);
-    const int n = vsnprintf(last_error, sizeof(last_error), fmt, ap);
+    const int n = vsnprintf(b, HD_ERR_DETAIL_MAX, fmt, ap);
     va_end(ap);
-    if (n >= 0 && (size_t)n < sizeof(last_error) - 1) {
+    if (n >= 0 && (size_t)n < HD_ERR_DETAIL_MAX - 1) {
         size_t len = strnlen(old, sizeof(old) - 1);
-        const size_t room = sizeof(last_error) - 1 - (size_t)n;
+        const size_t room = HD_ERR_DETAIL_MAX - 1 - (size_t)n;
         len = len < room ? len : room;
-        memcpy(last_error + n, old, len);
-        last_error[(size_t)n + len] = '\0';
+        memcpy(b + n, old, len);
+        b[(size_t)n + len] = '\0';
     }
     return code;
 }
