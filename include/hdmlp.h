@@ -276,9 +276,26 @@ typedef enum hdmlp_refill {
 
 HDMLP_API int hdmlp_config_create(hdmlp_config **out);
 HDMLP_API void hdmlp_config_free(hdmlp_config *cfg);
-/* Memory budget for everything the loader holds: slots, in-flight reads, scratch.
- * At least 4096 bytes. Default 256 MiB. */
+/* Memory budget for everything the loader holds: slots, samples planned ahead, in-flight
+ * reads, batches, scratch. A ceiling, not a target: the loader plans at most one epoch ahead
+ * of the consumer, so on a dataset smaller than the budget it holds about the dataset's
+ * bytes (slots, the epoch ahead, batches), not the budget. Resident memory stays within
+ * the budget plus a fixed overhead (the index, 8 bytes per sample of order, thread stacks
+ * and about 200 bytes of bookkeeping per sample planned ahead). hdmlp_loader_create refuses
+ * (HDMLP_E_RANGE, naming both) a budget above what this process can get: the machine's
+ * memory (MemTotal), the limit of its memory cgroup (v1 memory.limit_in_bytes or v2
+ * memory.max, ancestors included) or the address space left under RLIMIT_AS / RLIMIT_DATA;
+ * and a budget below the least the dataset needs (naming that least), unless
+ * hdmlp_config_set_memory_raise. The memory is returned to the system when the loader is
+ * freed. At least 4096 bytes. Default 256 MiB. */
 HDMLP_API int hdmlp_config_set_memory(hdmlp_config *cfg, uint64_t bytes);
+/* With `on`, a budget below the least this dataset needs with the rest of the config (two
+ * batches of its largest samples, two chunk read buffers, one abstract chunk, the image
+ * pipeline's buffers...) is raised to that least instead of refused: for budgets given as a
+ * share of the dataset (Python's memory='25%' turns it on), which on a small dataset can be
+ * less than that. hdmlp_stats.memory_budget is then the budget in use and
+ * memory_configured the one set. Default 0: the budget is a hard ceiling. */
+HDMLP_API int hdmlp_config_set_memory_raise(hdmlp_config *cfg, int on);
 /* Samples per batch, 1..2^20. Default 32. */
 HDMLP_API int hdmlp_config_set_batch_size(hdmlp_config *cfg, uint32_t n);
 /* Seed of the delivery order. Default 0. */
@@ -309,7 +326,7 @@ HDMLP_API int hdmlp_config_set_engine(hdmlp_config *cfg, hdmlp_engine engine);
 #define HDMLP_DIRECT_IO_AUTO 2
 HDMLP_API int hdmlp_config_set_direct_io(hdmlp_config *cfg, int on);
 /* Most requests the scheduler may plan ahead of the consumer; 0 = as far as memory
- * allows. Default 0. */
+ * allows. Never more than one epoch's (this rank's samples per epoch). Default 0. */
 HDMLP_API int hdmlp_config_set_lookahead(hdmlp_config *cfg, uint64_t requests);
 HDMLP_API int hdmlp_config_set_policy(hdmlp_config *cfg, hdmlp_policy policy);
 HDMLP_API int hdmlp_config_set_refill(hdmlp_config *cfg, hdmlp_refill refill);
@@ -785,6 +802,9 @@ typedef struct hdmlp_stats {
     uint64_t pool_unit;
     /* the strict order's refill policy in use (hdmlp_policy; HDMLP_POLICY_AUTO resolved) */
     uint64_t policy;
+    /* the budget set (hdmlp_config_set_memory); memory_budget above is the one in use, more
+     * when hdmlp_config_set_memory_raise raised it to the least that works */
+    uint64_t memory_configured;
 } hdmlp_stats;
 
 HDMLP_API int hdmlp_loader_stats(hdmlp_loader *ld, hdmlp_stats *out);

@@ -6,6 +6,7 @@
 
 struct hdmlp_config {
     uint64_t memory;
+    int memory_raise; /* raise a budget below the least that works to it */
     uint32_t batch;
     uint64_t seed;
     uint64_t epochs; /* 0 = unbounded */

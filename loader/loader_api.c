@@ -186,6 +186,10 @@ int loader_create_with(hdmlp_dataset *ds, const hdmlp_config *cfg,
     loader_sizing sz;
     rc = loader_size(ld->ix, &ld->cfg, &sz);
     if (rc == HDMLP_OK) {
+        ld->cfg.memory = sz.memory; /* raised to the least that works (memory_raise) */
+        rc = iomode_check_budget(sz.memory);
+    }
+    if (rc == HDMLP_OK) {
         a = sz.abstract_chunks;
         ld->slot_cap = sz.slot_cap;
         ld->remote_cap = sz.remote_cap;
@@ -211,7 +215,8 @@ int loader_create_with(hdmlp_dataset *ds, const hdmlp_config *cfg,
     if (rc == HDMLP_OK) {
         rc = loader_alloc(ld, a);
     }
-    ld->st.memory_budget = cfg->memory;
+    ld->st.memory_budget = ld->cfg.memory;
+    ld->st.memory_configured = cfg->memory;
     ld->st.source_op_ns = (uint64_t)(ld->cfg.op_us * 1000.0);
     ld->st.source_bytes_per_s = (uint64_t)ld->cfg.bytes_per_s;
     ld->st.calibrated = (uint64_t)calibrated;

@@ -167,6 +167,13 @@ int hdmlp_config_set_memory(hdmlp_config *cfg, uint64_t bytes)
     return HDMLP_OK;
 }
 
+int hdmlp_config_set_memory_raise(hdmlp_config *cfg, int on)
+{
+    CHECK_CFG(cfg);
+    cfg->memory_raise = on != 0;
+    return HDMLP_OK;
+}
+
 int hdmlp_config_set_batch_size(hdmlp_config *cfg, uint32_t n)
 {
     CHECK_CFG(cfg);

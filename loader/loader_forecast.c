@@ -317,7 +317,8 @@ static int forecast_replay(const fmt_index *ix, const struct hdmlp_config *cfg,
     hd_free(jobs);
     out->epochs = rc == HDMLP_OK ? span : 0;
     out->batches = rc == HDMLP_OK ? batches_per_epoch * span : 0;
-    out->memory_budget = run.memory;
+    out->memory_budget = sz->memory;
+    out->memory_configured = run.memory;
     out->abstract_chunks = sz->abstract_chunks;
     out->chunk_groups = sz->abstract_chunks;
     return rc;

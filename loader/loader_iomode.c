@@ -4,6 +4,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 
@@ -42,14 +43,18 @@ static uint64_t read_key(const char *path, const char *key, uint64_t unit)
     return v;
 }
 
-/* Room of one cgroup directory: limit less the memory that is not page cache. */
-static uint64_t group_room(const char *dir, int v2)
+/* Room of one cgroup directory: its limit less the memory that is not page cache, or with
+ * `limit_only` its limit. UINT64_MAX when it has none. */
+static uint64_t group_room(const char *dir, int v2, int limit_only)
 {
     char p[4200];
     snprintf(p, sizeof(p), "%s/%s", dir, v2 ? "memory.max" : "memory.limit_in_bytes");
     const uint64_t limit = read_u64_file(p);
     if (limit == UINT64_MAX || limit >= (UINT64_C(1) << 60)) {
         return UINT64_MAX; /* no limit */
+    }
+    if (limit_only) {
+        return limit;
     }
     snprintf(p, sizeof(p), "%s/%s", dir, v2 ? "memory.current" : "memory.usage_in_bytes");
     const uint64_t usage = read_u64_file(p);
@@ -63,8 +68,9 @@ static uint64_t group_room(const char *dir, int v2)
     return used < limit ? limit - used : 0;
 }
 
-/* The smallest room over the process's memory cgroup and its ancestors. */
-static uint64_t cgroup_room(void)
+/* The smallest room (or limit) over the process's memory cgroup and its ancestors; the
+ * directory holding it goes to `where` (cap bytes) when not NULL. */
+static uint64_t cgroup_room(int limit_only, char *where, size_t cap)
 {
     FILE *f = fopen("/proc/self/cgroup", "re");
     if (f == NULL) {
@@ -101,8 +107,13 @@ static uint64_t cgroup_room(void)
     for (;;) {
         snprintf(dir, sizeof(dir), "/sys/fs/cgroup%s%s%s", v2 ? "" : "/memory",
                  rel[0] == '/' || rel[0] == '\0' ? "" : "/", rel);
-        const uint64_t r = group_room(dir, v2);
-        room = r < room ? r : room;
+        const uint64_t r = group_room(dir, v2, limit_only);
+        if (r < room) {
+            room = r;
+            if (where != NULL) {
+                snprintf(where, cap, "%s/%s", dir, v2 ? "memory.max" : "memory.limit_in_bytes");
+            }
+        }
         char *slash = strrchr(rel, '/');
         if (slash == NULL || rel[0] == '\0' || strcmp(rel, "/") == 0) {
             break;
@@ -119,8 +130,50 @@ static uint64_t cgroup_room(void)
 uint64_t iomode_cache_room(void)
 {
     const uint64_t avail = read_key("/proc/meminfo", "MemAvailable:", 1024);
-    const uint64_t cg = cgroup_room();
+    const uint64_t cg = cgroup_room(0, NULL, 0);
     return cg < avail ? cg : avail;
+}
+
+/* What is left of resource limit `res` (soft) after `used` bytes; UINT64_MAX without one. */
+static uint64_t rlimit_room(int res, uint64_t used)
+{
+    struct rlimit rl;
+    if (getrlimit(res, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) {
+        return UINT64_MAX;
+    }
+    const uint64_t lim = (uint64_t)rl.rlim_cur;
+    return used == UINT64_MAX ? lim : used < lim ? lim - used : 0;
+}
+
+uint64_t iomode_memory_ceiling(char *what, size_t cap)
+{
+    uint64_t best = read_key("/proc/meminfo", "MemTotal:", 1024);
+    snprintf(what, cap, "the machine's memory (MemTotal in /proc/meminfo)");
+    char where[4300] = "";
+    const uint64_t cg = cgroup_room(1, where, sizeof(where));
+    if (cg < best) {
+        best = cg;
+        snprintf(what, cap, "the limit of this process's memory cgroup (%s)", where);
+    }
+    const uint64_t vm = read_key("/proc/self/status", "VmSize:", 1024);
+    const uint64_t as = rlimit_room(RLIMIT_AS, vm);
+    if (as < best) {
+        best = as;
+        snprintf(what, cap,
+                 "the address space left under RLIMIT_AS (ulimit -v) less the %llu bytes "
+                 "this process maps now",
+                 (unsigned long long)(vm == UINT64_MAX ? 0 : vm));
+    }
+    const uint64_t data = read_key("/proc/self/status", "VmData:", 1024);
+    const uint64_t ds = rlimit_room(RLIMIT_DATA, data);
+    if (ds < best) {
+        best = ds;
+        snprintf(what, cap,
+                 "the data segment left under RLIMIT_DATA (ulimit -d) less the %llu bytes "
+                 "this process uses now",
+                 (unsigned long long)(data == UINT64_MAX ? 0 : data));
+    }
+    return best;
 }
 
 int iomode_resolve(hdmlp_dataset *ds, const struct hdmlp_config *cfg, int *direct,
@@ -168,4 +221,35 @@ uint64_t iomode_max_request(hdmlp_dataset *ds)
         kb = read_u64_file(p);
     }
     return kb == UINT64_MAX ? 0 : kb * 1024;
+}
+
+/* v as "12.3 GiB". */
+static void human(char *buf, size_t cap, uint64_t v)
+{
+    const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    double d = (double)v;
+    int u = 0;
+    while (d >= 1024.0 && u < 6) {
+        d /= 1024.0;
+        u++;
+    }
+    snprintf(buf, cap, "%.1f %s", d, units[u]);
+}
+
+int iomode_check_budget(uint64_t budget)
+{
+    char what[4600];
+    const uint64_t ceiling = iomode_memory_ceiling(what, sizeof(what));
+    if (budget <= ceiling) {
+        return HDMLP_OK;
+    }
+    char want[32], have[32];
+    human(want, sizeof(want), budget);
+    human(have, sizeof(have), ceiling);
+    return hd_err(HDMLP_E_RANGE,
+                  "memory budget %s (%llu bytes) is more than this process can get: %s (%llu "
+                  "bytes), %s; a budget is a ceiling the loader may fill, so ask for at most "
+                  "%llu bytes (less what the rest of the process needs)",
+                  want, (unsigned long long)budget, have, (unsigned long long)ceiling, what,
+                  (unsigned long long)ceiling);
 }

@@ -20,6 +20,18 @@
 /* Bytes the page cache can use now (UINT64_MAX when nothing says). */
 uint64_t iomode_cache_room(void);
 
+/* The most memory this process can get (bytes; UINT64_MAX when nothing says), with what
+ * sets it in `what` (cap bytes): the smallest of the machine's memory (MemTotal), the limit
+ * of the process's memory cgroup (v1 memory.limit_in_bytes or v2 memory.max, the smallest
+ * over its group and their ancestors), and what RLIMIT_AS and RLIMIT_DATA leave beyond the
+ * address space (VmSize) and data (VmData) the process holds now. Limits, not what is free:
+ * the answer does not move with other processes' use or the page cache. */
+uint64_t iomode_memory_ceiling(char *what, size_t cap);
+
+/* HDMLP_E_RANGE naming both numbers and what sets the ceiling when a memory budget is above
+ * iomode_memory_ceiling; HDMLP_OK otherwise. */
+int iomode_check_budget(uint64_t budget);
+
 /* The largest request (bytes) the block device holding ds's segments takes (its
  * queue/max_sectors_kb in sysfs; a partition's from its disk): the block layer splits a
  * longer read into several, each an operation to the device. 0 when unknown (no limit). */

@@ -344,10 +344,17 @@ static int frontier(struct hdmlp_loader *ld)
 }
 
 /* Whether the frontier should move on: the local lookahead wants more, or a peer waits for
- * a position not decided yet. */
+ * a position not decided yet. The lookahead is at most one epoch of this rank's positions
+ * (at least one, so a rank without samples still reaches the end): the budget is a ceiling,
+ * and samples planned further ahead would only hold memory (with a budget above the
+ * dataset, epoch after epoch of it) while the I/O has long caught up. */
 static int want_more(const struct hdmlp_loader *ld)
 {
-    if (ld->cfg.lookahead == 0 || ld->ring_count < ld->cfg.lookahead) {
+    uint64_t ahead = ld->epoch_len > 0 ? ld->epoch_len : 1;
+    if (ld->cfg.lookahead != 0 && ld->cfg.lookahead < ahead) {
+        ahead = ld->cfg.lookahead;
+    }
+    if (ld->ring_count < ahead) {
         return 1;
     }
     for (uint32_t q = 0; q < ld->world; q++) {

@@ -158,57 +158,112 @@ static uint64_t image_part(const struct hdmlp_config *cfg, uint64_t one_batch)
     return img * cfg->batch * batches + one_batch * raw;
 }
 
-int loader_size(const fmt_index *ix, const struct hdmlp_config *cfg, loader_sizing *out)
+/* The fixed parts of a budget of `memory` bytes and the least budget they leave working
+ * (each depends on the budget only through the remote cap's default, 10 %, and the RAM
+ * cache's AUTO rule). */
+typedef struct size_parts {
+    uint64_t remote_cap, io, extra_io, one_batch, batches, answers, images, ram;
+    uint64_t one_chunk, fixed, hold;
+    uint64_t minimum;
+    int overflow; /* a part does not fit 64 bits: no budget works */
+} size_parts;
+
+static void size_parts_of(const fmt_index *ix, const struct hdmlp_config *cfg, uint64_t memory,
+                          uint64_t one_batch, size_parts *p)
 {
     const uint64_t n = ix->h.n_samples;
     const uint32_t k = ix->h.chunk_size;
     const uint64_t mean = ix->h.raw_bytes / n > 0 ? ix->h.raw_bytes / n : 1;
-    const uint64_t batch = cfg->batch < n ? cfg->batch : n;
-    uint64_t remote_cap = 0;
+    p->remote_cap = 0;
     if (cfg->world > 1) {
-        remote_cap = cfg->remote_memory ? cfg->remote_memory : cfg->memory / 10;
+        p->remote_cap = cfg->remote_memory ? cfg->remote_memory : memory / 10;
     }
     const uint64_t max_buf = refill_max_buffer(ix);
     /* Two read buffers and the stager's are reserved; buffers of further I/O threads are
      * charged while they run a job, so the thread count never changes A (nor the order). */
-    const uint64_t io = max_buf * (LOADER_IO_RESERVED + (cfg->ssd_dir != NULL ? 1u : 0u));
-    const uint64_t extra_io =
+    p->io = max_buf * (LOADER_IO_RESERVED + (cfg->ssd_dir != NULL ? 1u : 0u));
+    p->extra_io =
         max_buf * (cfg->threads > LOADER_IO_RESERVED ? cfg->threads - LOADER_IO_RESERVED : 0u);
     /* The batch the consumer holds and the one being assembled: possibly the same samples
      * in two epochs, so twice the largest batch. */
-    const uint64_t one_batch = largest_sum(ix, batch);
-    const uint64_t batches = one_batch == UINT64_MAX ? UINT64_MAX : 2 * one_batch;
-    const uint64_t one_chunk = (uint64_t)k * mean;
+    p->one_batch = one_batch;
+    p->batches = 2 * one_batch;
+    p->one_chunk = (uint64_t)k * mean;
     /* With peers, planning also leaves room for one batch of answers to them (plan_limit
      * below); reserving it keeps a held batch plus the one being assembled admissible. */
-    const uint64_t answers = cfg->world > 1 && one_batch != UINT64_MAX ? one_batch : 0;
+    p->answers = cfg->world > 1 ? one_batch : 0;
     /* The image pipeline's buffers come off the budget first: the rest is sized (and the
      * order chosen) as for a loader without the pipeline given that rest. */
-    const uint64_t images = image_part(cfg, one_batch);
-    const uint64_t base = io + batches + remote_cap + answers + images;
-    uint64_t ram = cfg->ram_cache;
-    if (ram == HDMLP_RAM_CACHE_AUTO) {
+    p->images = image_part(cfg, p->one_batch);
+    const uint64_t base = p->io + p->batches + p->remote_cap + p->answers + p->images;
+    p->ram = cfg->ram_cache;
+    if (p->ram == HDMLP_RAM_CACHE_AUTO) {
         /* Cache every chunk when the budget holds them all (aligned), the reserve above,
          * and abstract memory for an eighth of the dataset (at least two chunks): each chunk
          * is then read from the source once per run. */
         const uint64_t all = loader_aligned_chunk_bytes(ix);
-        const uint64_t rest = all / 8 > 2 * one_chunk ? all / 8 : 2 * one_chunk;
-        ram = cfg->memory >= base + all + rest ? all : 0;
+        const uint64_t rest = all / 8 > 2 * p->one_chunk ? all / 8 : 2 * p->one_chunk;
+        p->ram = memory >= base + all + rest ? all : 0;
     }
     /* Samples out of slots that must always fit (the batches, answers to peers) share one
      * part of the budget with the lookahead: at least an eighth of what the fixed parts
      * leave, and at least the worst case of what is held, so the consumer always
      * progresses, and lookahead uses what the batches do not. */
-    const uint64_t fixed = io + remote_cap + ram + images;
-    const uint64_t hold = batches == UINT64_MAX ? UINT64_MAX : batches + answers;
+    p->fixed = p->io + p->remote_cap + p->ram + p->images;
+    p->hold = p->batches + p->answers;
     /* The shared part is max(hold, flex / 8); the thread count never changes it (nor A, nor
      * the order): read buffers of threads beyond two are charged per job, when there is
      * room (loader_worker.c). */
-    const uint64_t min_a = (hold == UINT64_MAX ? 0 : hold) + one_chunk;
-    const uint64_t min_b = one_chunk + (one_chunk + 6) / 7;
-    const uint64_t minimum = fixed + (min_a > min_b ? min_a : min_b);
-    if (hold == UINT64_MAX || images == UINT64_MAX || fixed < ram || fixed < images ||
-        cfg->memory < minimum) {
+    const uint64_t min_a = p->hold + p->one_chunk;
+    const uint64_t min_b = p->one_chunk + (p->one_chunk + 6) / 7;
+    p->minimum = p->fixed + (min_a > min_b ? min_a : min_b);
+    p->overflow = one_batch > UINT64_MAX / 4 || p->images == UINT64_MAX || p->fixed < p->ram ||
+                  p->fixed < p->images;
+}
+
+/* The least budget of at least `memory` bytes that covers its own minimum (the minimum grows
+ * with the budget through the remote cap's 10 % and the RAM cache's AUTO rule); UINT64_MAX
+ * when none does. */
+static uint64_t raised_budget(const fmt_index *ix, const struct hdmlp_config *cfg,
+                              uint64_t memory, uint64_t one_batch)
+{
+    /* The remote cap's 10 % shrinks the gap tenfold a step: 64 steps reach any fixed point. */
+    for (int i = 0; i < 64; i++) {
+        size_parts p;
+        size_parts_of(ix, cfg, memory, one_batch, &p);
+        if (p.overflow) {
+            return UINT64_MAX;
+        }
+        if (memory >= p.minimum) {
+            return memory;
+        }
+        memory = p.minimum;
+    }
+    return UINT64_MAX;
+}
+
+int loader_size(const fmt_index *ix, const struct hdmlp_config *cfg, loader_sizing *out)
+{
+    const uint32_t k = ix->h.chunk_size;
+    const uint64_t n = ix->h.n_samples;
+    const uint64_t one_batch = largest_sum(ix, cfg->batch < n ? cfg->batch : n);
+    if (one_batch == UINT64_MAX) {
+        return hd_err(HDMLP_E_NOMEM, "loader: out of memory sizing the budget");
+    }
+    uint64_t memory = cfg->memory;
+    size_parts p;
+    size_parts_of(ix, cfg, memory, one_batch, &p);
+    if (!p.overflow && memory < p.minimum && cfg->memory_raise) {
+        /* A budget given as a share of the dataset is raised to the least that works. */
+        const uint64_t raised = raised_budget(ix, cfg, memory, one_batch);
+        if (raised != UINT64_MAX) {
+            memory = raised;
+            size_parts_of(ix, cfg, memory, one_batch, &p);
+        }
+    }
+    if (p.overflow || memory < p.minimum) {
+        const uint64_t minimum =
+            p.overflow ? UINT64_MAX : raised_budget(ix, cfg, memory, one_batch);
         char have[32], need[32];
         fmt_bytes(have, sizeof(have), cfg->memory);
         fmt_bytes(need, sizeof(need), minimum);
@@ -223,18 +278,23 @@ int loader_size(const fmt_index *ix, const struct hdmlp_config *cfg, loader_sizi
             "chunk cache (%llu bytes) and the image pipeline's buffers (%llu bytes); a budget "
             "of %llu bytes (%llu%% of the dataset's raw bytes) works, or a smaller batch size",
             have, (unsigned long long)cfg->memory, need, (unsigned long long)minimum, k,
-            (unsigned long long)ram, (unsigned long long)(images == UINT64_MAX ? 0 : images),
+            (unsigned long long)p.ram,
+            (unsigned long long)(p.images == UINT64_MAX ? 0 : p.images),
             (unsigned long long)minimum, (unsigned long long)pct);
     }
-    out->extra_io = extra_io;
-    /* Planning may fill the budget except what peers' answers (one batch) and prefetches
-     * (the remote cap) may bring in at any time. */
-    out->plan_limit = cfg->memory - remote_cap - (cfg->world > 1 ? one_batch : 0);
-    out->ram_cache = ram;
-    const uint64_t flex = cfg->memory - fixed;
-    const uint64_t shared = hold > flex / 8 ? hold : flex / 8;
+    out->memory = memory;
+    out->extra_io = p.extra_io;
+    /* Planning may fill the budget except what is held outside the accounted bytes (the RAM
+     * cache's chunks, the SSD stager's read buffer) and what peers' answers (one batch) and
+     * prefetches (the remote cap) may bring in at any time. */
+    const uint64_t stager = cfg->ssd_dir != NULL ? refill_max_buffer(ix) : 0;
+    out->plan_limit =
+        memory - p.remote_cap - p.ram - stager - (cfg->world > 1 ? p.one_batch : 0);
+    out->ram_cache = p.ram;
+    const uint64_t flex = memory - p.fixed;
+    const uint64_t shared = p.hold > flex / 8 ? p.hold : flex / 8;
     const uint64_t slot_cap = flex - shared;
-    uint64_t a = slot_cap / one_chunk;
+    uint64_t a = slot_cap / p.one_chunk;
     a = a < 1 ? 1 : a;
     a = a > ix->h.n_chunks / cfg->world ? ix->h.n_chunks / cfg->world : a;
     a *= cfg->world;
@@ -246,12 +306,12 @@ int loader_size(const fmt_index *ix, const struct hdmlp_config *cfg, loader_sizi
             (unsigned long long)ix->h.n_chunks, cfg->world);
     }
     out->abstract_chunks = a;
-    out->read_buffers = io;
-    out->batches = batches + answers;
-    out->lookahead = shared - batches - answers;
+    out->read_buffers = p.io;
+    out->batches = p.batches + p.answers;
+    out->lookahead = shared - p.batches - p.answers;
     out->slot_cap = slot_cap;
-    out->remote_cap = remote_cap;
-    out->images = images;
+    out->remote_cap = p.remote_cap;
+    out->images = p.images;
     out->pool_unit = cfg->order == HDMLP_ORDER_POOL ? loader_pool_unit(ix, cfg) : 0;
     return HDMLP_OK;
 }

@@ -9,6 +9,8 @@
 #define LOADER_IO_RESERVED 2u
 
 typedef struct loader_sizing {
+    uint64_t memory;          /* the budget sized: cfg->memory, or the least that works when
+                               * cfg->memory_raise raised it */
     uint64_t abstract_chunks; /* A, over all ranks */
     uint64_t slot_cap;        /* cap on raw bytes in this rank's valid slots */
     uint64_t remote_cap;      /* cap on samples received ahead of need */
@@ -45,7 +47,9 @@ hdmlp_policy loader_policy(const fmt_index *ix, const struct hdmlp_config *cfg);
  * widened to 4 KiB boundaries stays one request. */
 uint64_t loader_read_window(const struct hdmlp_config *cfg);
 
-/* HDMLP_E_RANGE naming the minimum budget when cfg->memory is too small. */
+/* Splits cfg->memory (see loader_sizing.c). A budget below the least that works is raised
+ * to it with cfg->memory_raise (out->memory), else refused: HDMLP_E_RANGE naming that least
+ * budget, in bytes and as a share of the dataset's raw bytes. HDMLP_E_NOMEM. */
 int loader_size(const fmt_index *ix, const struct hdmlp_config *cfg, loader_sizing *out);
 
 #endif

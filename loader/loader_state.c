@@ -1,11 +1,15 @@
 /*
  * The loader object's lowest layer, used by every other file: its reference count and
- * teardown (the last of the consumer, the API and released batches frees it), and the bytes
- * read from the dataset per planned epoch, and the loader's first failure.
+ * teardown (the last of the consumer, the API and released batches frees it, and gives the
+ * freed memory back to the system), and the bytes read from the dataset per planned epoch,
+ * and the loader's first failure.
  */
 #include "loader_core.h"
 
 #include <stdio.h>
+#ifdef HDMLP_HAVE_MALLOC_TRIM
+#include <malloc.h>
+#endif
 
 static void loader_destroy(hdmlp_loader *ld)
 {
@@ -16,6 +20,12 @@ static void loader_destroy(hdmlp_loader *ld)
     pthread_cond_destroy(&ld->ready_cv);
     config_clear(&ld->cfg);
     hd_free(ld);
+#ifdef HDMLP_HAVE_MALLOC_TRIM
+    /* Samples are many small blocks: freed, they stay in malloc's arenas (free, but resident
+     * and counted in RSS) until something trims them. A loader that held a budget's worth
+     * gives it back here, not at some later allocation, or never. */
+    malloc_trim(0);
+#endif
 }
 
 void loader_unref_unlock(hdmlp_loader *ld)

@@ -13,6 +13,21 @@ static int set_or_raise(py_state *st, int rc, const char *param)
     return 0;
 }
 
+/* Whether memory was given as a share of the dataset ('25%'): the library then raises it to
+ * the least the dataset needs (a small dataset's 25 % can be less than two batches), and
+ * py_loader_make_c warns; a budget in bytes stays a hard ceiling. */
+static int memory_is_share(PyObject *obj)
+{
+    const char *s = PyUnicode_Check(obj) ? PyUnicode_AsUTF8(obj) : NULL;
+    uint64_t bytes = 0;
+    double percent = 0;
+    if (s == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    return hdmlp_parse_size(s, 0, &bytes, &percent) == HDMLP_OK && percent > 0;
+}
+
 /* The ranges hdmlp.h gives for hdmlp_config_set_batch_size and hdmlp_config_set_threads,
  * checked here so that a message states them whatever the value's type and sign. */
 #define PY_BATCH_SIZE_MAX (1u << 20)
@@ -220,6 +235,8 @@ int py_loader_configure(py_state *st, hdmlp_dataset *ds, hdmlp_config *cfg, PyOb
         return -1;
     }
     if (set_or_raise(st, hdmlp_config_set_memory(cfg, p->memory), "memory") < 0 ||
+        set_or_raise(st, hdmlp_config_set_memory_raise(cfg, memory_is_share(a[1])), "memory") <
+            0 ||
         set_or_raise(st, hdmlp_config_set_batch_size(cfg, (uint32_t)p->batch_size),
                      "batch_size") < 0 ||
         set_or_raise(st, hdmlp_config_set_seed(cfg, p->seed), "seed") < 0 ||

@@ -38,6 +38,23 @@ int py_loader_make_c(py_state *st, LoaderObject *self, hdmlp_loader **out)
         py_raise(st, rc, "Loader", detail);
         return -1;
     }
+    /* memory='P%' below what the dataset needs was raised (hdmlp_config_set_memory_raise). */
+    hdmlp_stats s;
+    if (hdmlp_loader_stats(ld, &s) == HDMLP_OK && s.memory_budget > s.memory_configured &&
+        PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
+                         "memory: %llu bytes (the share of the dataset asked for) is less than "
+                         "this dataset needs with batch_size %llu and this configuration; "
+                         "raised to %llu bytes, the least that works (a budget in bytes is "
+                         "never raised)",
+                         (unsigned long long)s.memory_configured,
+                         (unsigned long long)self->p.batch_size,
+                         (unsigned long long)s.memory_budget) < 0) {
+        ts = PyEval_SaveThread();
+        hdmlp_loader_free(ld);
+        PyEval_RestoreThread(ts);
+        *out = NULL;
+        return -1;
+    }
     *out = ld;
     return 0;
 }

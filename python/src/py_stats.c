@@ -119,6 +119,7 @@ PyObject *py_stats_dict(const hdmlp_stats *stats)
     PUT(order)
     PUT(pool_unit)
     PUT(policy)
+    PUT(memory_configured)
 #undef PUT
     return d;
 }
