@@ -347,22 +347,21 @@ class HdmlpIterableDataset(IterableDataset):
         self.classes = self._dataset.classes
         self.num_workers = num_workers
         self._peers = None  # every rank's endpoint (world > 1)
+        if self.world > 1 and peers is not None:
+            peers = list(peers)
+            if peers and not isinstance(peers[0], str):  # one list per worker: older API
+                peers = list(peers[0])
+            self._peers = peers
         # Every argument hdmlp.Loader takes is checked now, as Loader() would (the budget's
-        # minimum excepted), not at the first iteration inside a DataLoader worker.
+        # minimum excepted), not at the first iteration inside a DataLoader worker, and
+        # before the ranks gather their endpoints.
         hdmlp.Loader._check(self._dataset, batch_size, self.memory, seed=self.seed,
                             rank=self.rank, world=self.world, drop_last=drop_last,
-                            image=image, peers=peers if self.world > 1 else None,
-                            **self.loader_kwargs)
-        if self.world > 1:
-            if peers is None:
-                self._peers, token = _gather_peers(self.rank, self.world, 1, self.seed, host)
-                self._peers = self._peers[0]
-                self.loader_kwargs.setdefault("job_token", token)
-            else:
-                peers = list(peers)
-                if peers and not isinstance(peers[0], str):  # one list per worker: older API
-                    peers = list(peers[0])
-                self._peers = peers
+                            image=image, peers=self._peers, **self.loader_kwargs)
+        if self.world > 1 and self._peers is None:
+            self._peers, token = _gather_peers(self.rank, self.world, 1, self.seed, host)
+            self._peers = self._peers[0]
+            self.loader_kwargs.setdefault("job_token", token)
         self._epoch_request = _EpochRequest()  # set_epoch's, taken by the next iteration
         self._loader = None     # per process
         self._loader_pid = None

@@ -517,7 +517,8 @@ PyDoc_STRVAR(
     "next epoch, as with a PyTorch DataLoader. Leaving an epoch early and iterating again\n"
     "skips the rest of it (its batches are read and dropped). set_epoch(e) chooses the\n"
     "epoch of the next iteration: a later epoch drains the epochs in between, an earlier\n"
-    "one recreates the C loader and drains from epoch 0.\n\n"
+    "one recreates the C loader and drains from epoch 0. With epochs=N, an iteration past\n"
+    "epoch N - 1 raises StateError (not an empty epoch).\n\n"
     "One thread at a time takes batches; the GIL is released while waiting and Ctrl-C\n"
     "interrupts a wait (nothing is lost: the next call resumes). Batches stay valid after\n"
     "the loader is closed. A loader does not survive fork().");
