@@ -280,14 +280,17 @@ HDMLP_API void hdmlp_config_free(hdmlp_config *cfg);
  * reads, batches, scratch. A ceiling, not a target: the loader plans at most one epoch ahead
  * of the consumer, so on a dataset smaller than the budget it holds about the dataset's
  * bytes (slots, the epoch ahead, batches), not the budget. Resident memory stays within
- * the budget plus a fixed overhead (the index, 8 bytes per sample of order, thread stacks
- * and about 200 bytes of bookkeeping per sample planned ahead). hdmlp_loader_create refuses
- * (HDMLP_E_RANGE, naming both) a budget above what this process can get: the machine's
- * memory (MemTotal), the limit of its memory cgroup (v1 memory.limit_in_bytes or v2
- * memory.max, ancestors included) or the address space left under RLIMIT_AS / RLIMIT_DATA;
- * and a budget below the least the dataset needs (naming that least), unless
- * hdmlp_config_set_memory_raise. The memory is returned to the system when the loader is
- * freed. At least 4096 bytes. Default 256 MiB. */
+ * the budget plus about 64 MiB (thread stacks, malloc's per-thread arenas, decoder contexts)
+ * and what grows with the dataset, not the budget (its index, 8 bytes per sample for the
+ * order, about 200 bytes per sample planned ahead). Freed samples stay with malloc for
+ * reuse: when several threads take turns calling hdmlp_loader_next, each thread's arena
+ * keeps its own high-water mark (about a fifth of the budget more, measured with two).
+ * hdmlp_loader_create refuses (HDMLP_E_RANGE, naming both numbers) a budget above what this
+ * process can get: the machine's memory (MemTotal), the limit of its memory cgroup (v1
+ * memory.limit_in_bytes or v2 memory.max, ancestors included) or the address space left
+ * under RLIMIT_AS / RLIMIT_DATA; and a budget below the least the dataset needs (naming
+ * that least), unless hdmlp_config_set_memory_raise. The memory is returned to the system
+ * when the loader is freed. At least 4096 bytes. Default 256 MiB. */
 HDMLP_API int hdmlp_config_set_memory(hdmlp_config *cfg, uint64_t bytes);
 /* With `on`, a budget below the least this dataset needs with the rest of the config (two
  * batches of its largest samples, two chunk read buffers, one abstract chunk, the image
