@@ -23,6 +23,8 @@ int bench_configure(const bench_opts *o, hdmlp_config *cfg)
     int st = 0;
 
     st = st ? st : rejected(hdmlp_config_set_memory(cfg, o->memory), "--memory");
+    /* --memory P%: a share of the data, raised to the least that works (run() says so). */
+    st = st ? st : rejected(hdmlp_config_set_memory_raise(cfg, o->memory_pct > 0), "--memory");
     st = st ? st
             : rejected(o->batch > UINT32_MAX
                            ? HDMLP_E_INVAL

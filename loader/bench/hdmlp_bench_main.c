@@ -230,6 +230,15 @@ static int run(const bench_opts *o, hdmlp_dataset *ds, const hdmlp_config *cfg, 
         ids_close(&ids, span, 0);
         return runtime_error("cannot create loader", rc);
     }
+    hdmlp_stats created;
+    if (hdmlp_loader_stats(ld, &created) == HDMLP_OK &&
+        created.memory_budget > created.memory_configured) {
+        fprintf(stderr,
+                "hdmlp-bench: %s--memory %s (%" PRIu64
+                " bytes) is less than this dataset needs "
+                "with this configuration: raised to %" PRIu64 " bytes, the least that works\n",
+                rank_prefix, o->memory_arg, created.memory_configured, created.memory_budget);
+    }
     double t_epoch = t0;
     double t_last = t0;
     while ((rc = hdmlp_loader_next(ld, &batch)) == HDMLP_OK) {
