@@ -225,7 +225,13 @@ def _run(argv, tty):
     """Runs the tool; returns (exit status, its messages)."""
     pair = _open_pty() if tty else None
     err_fd = pair[1] if pair else subprocess.PIPE
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err_fd)
+    try:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err_fd)
+    except BaseException:
+        if pair:
+            os.close(pair[0])
+            os.close(pair[1])
+        raise
     if pair:
         os.close(pair[1])
         err_read = pair[0]

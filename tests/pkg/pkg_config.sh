@@ -97,6 +97,32 @@ print(len(hdmlp.Dataset(sys.argv[2])))
 120" ] || fail "the installed Python package printed: $got"
         step "installed Python package: hdmlp.pack runs $P/bin/hdmlp-pack"
     fi
+    # pip against this prefix, by HDMLP_PREFIX and by pkg-config: the extension links the
+    # prefix's libhdmlp and the console scripts run the prefix's tools.
+    mkdir -p "$SCRATCH/src"
+    cp -r "$SOURCE/python" "$SOURCE/include" "$SCRATCH/src/"
+    rm -rf "$SCRATCH/src/python/build" "$SCRATCH/src/python/"*.egg-info
+    for how in prefix pkg-config; do
+        venv=$SCRATCH/venv-$how
+        "$PY" -m venv --system-site-packages "$venv" || fail "venv"
+        if [ $how = prefix ]; then
+            HDMLP_PREFIX=$P "$venv/bin/pip" install -q --no-build-isolation \
+                --no-index "$SCRATCH/src/python" >"$SCRATCH/pip.log" 2>&1
+        else
+            "$venv/bin/pip" install -q --no-build-isolation --no-index "$SCRATCH/src/python" \
+                >"$SCRATCH/pip.log" 2>&1
+        fi || { cat "$SCRATCH/pip.log" >&2; fail "pip install with libhdmlp from the $how"; }
+        rm -rf "$SCRATCH/src/python/build"
+        where=$(cd "$SCRATCH" && "$venv/bin/python" -m hdmlp where 2>&1) ||
+            fail "$how: python -m hdmlp where: $where"
+        for t in hdmlp-pack hdmlp-bench; do
+            echo "$where" | grep -qx "$t: \($P\|$(cd "$P" && pwd -P)\)/bin/$t" ||
+                fail "$how: the package does not run the prefix's $t: $where"
+        done
+        out=$(PATH=$venv/bin:/usr/bin:/bin hdmlp-pack --verify "$SCRATCH/ds" 2>&1)
+        [ "$out" = OK ] || fail "$how: the venv's hdmlp-pack --verify: $out"
+        step "pip with libhdmlp from the $how: the tools are the prefix's"
+    done
 fi
 rm -rf "$SCRATCH"
 echo "[pkg_config] PASS"
