@@ -282,9 +282,8 @@ HDMLP_API void hdmlp_config_free(hdmlp_config *cfg);
  * bytes (slots, the epoch ahead, batches), not the budget. Resident memory stays within
  * the budget plus about 64 MiB (thread stacks, malloc's per-thread arenas, decoder contexts)
  * and what grows with the dataset, not the budget (its index, 8 bytes per sample for the
- * order, about 200 bytes per sample planned ahead). Freed samples stay with malloc for
- * reuse: when several threads take turns calling hdmlp_loader_next, each thread's arena
- * keeps its own high-water mark (about a fifth of the budget more, measured with two).
+ * order, about 200 bytes per sample planned ahead); sample buffers are the loader's own,
+ * reused by any thread that calls hdmlp_loader_next (up to a tenth more than their bytes).
  * hdmlp_loader_create refuses (HDMLP_E_RANGE, naming both numbers) a budget above what this
  * process can get: the machine's memory (MemTotal), the limit of its memory cgroup (v1
  * memory.limit_in_bytes or v2 memory.max, ancestors included) or the address space left

@@ -18,6 +18,7 @@
  *   1 base         loader_state.c (reference count, source counters), loader_sched.c,
  *                  loader_sampler.c, loader_refill.c, loader_costmodel.c, loader_tier.c,
  *                  loader_sizing.c, loader_probe.c, loader_iomode.c, loader_io*.c,
+ *                  loader_pool.c,
  *                  loader_dataset.c, loader_config.c, loader_units.c, loader_board.c,
  *                  loader_balance.c, loader_balance_apply.c (per-GPU balance: the
  *                  node board, its policy and its hooks) (calling only each
@@ -31,6 +32,7 @@
 #include "loader_dataset.h"
 #include "loader_io.h"
 #include "loader_peer.h"
+#include "loader_pool.h"
 #include "loader_refill.h"
 #include "loader_sched.h"
 #include "loader_sizing.h"
@@ -55,6 +57,7 @@ typedef struct ld_sample {
      * this rank's own block (lender PEER_MEM_OWN) or one a same-host peer lent. */
     peer_mem *home;
     uint32_t lender;
+    struct sample_pool *pool; /* the pool the heap buffer is from, or NULL (malloc) */
 } ld_sample;
 
 typedef struct ld_job {
@@ -238,6 +241,7 @@ struct hdmlp_loader {
     char fail_detail[1024];
 
     hdmlp_stats st;
+    struct sample_pool *pool;  /* sample buffers (loader_pool.c), made on first use */
     struct balance_state *bal; /* the node board (loader_balance_apply.c), or NULL */
     struct image_pipe *pipe;   /* the image pipeline (loader_image_pipe.c), or NULL */
 };
@@ -329,7 +333,7 @@ int plan_advance(struct hdmlp_loader *ld);
 int plan_stuck(const struct hdmlp_loader *ld);
 void sample_free(ld_sample *s);
 /* s->data for s->size bytes: from the transport's shared sample memory when it has room
- * (lock held), else the heap. HDMLP_E_NOMEM. */
+ * (lock held), else the loader's pool (loader_pool.h). HDMLP_E_NOMEM. */
 int sample_data_new(struct hdmlp_loader *ld, ld_sample *s);
 /* Gives s->data back where it came from; s->data NULL after. */
 void sample_data_free(ld_sample *s);

@@ -14,8 +14,13 @@ int sample_data_new(struct hdmlp_loader *ld, ld_sample *s)
     s->data = pm != NULL ? pm->alloc(pm, s->size) : NULL;
     s->home = s->data != NULL ? pm : NULL;
     s->lender = PEER_MEM_OWN;
+    s->pool = NULL;
     if (s->data == NULL) {
-        s->data = hd_malloc(s->size ? s->size : 1);
+        if (ld->pool == NULL) {
+            ld->pool = sample_pool_create();
+        }
+        s->data = ld->pool != NULL ? sample_pool_alloc(ld->pool, s->size) : NULL;
+        s->pool = s->data != NULL ? ld->pool : NULL;
     }
     return s->data != NULL ? HDMLP_OK : HDMLP_E_NOMEM;
 }
@@ -24,11 +29,14 @@ void sample_data_free(ld_sample *s)
 {
     if (s->home != NULL) {
         s->home->give_back(s->home, s->data, s->size, s->lender);
+    } else if (s->pool != NULL) {
+        sample_pool_free(s->pool, s->data);
     } else {
         hd_free(s->data);
     }
     s->data = NULL;
     s->home = NULL;
+    s->pool = NULL;
 }
 
 void sample_free(ld_sample *s)

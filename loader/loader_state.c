@@ -1,15 +1,12 @@
 /*
  * The loader object's lowest layer, used by every other file: its reference count and
  * teardown (the last of the consumer, the API and released batches frees it, and gives the
- * freed memory back to the system), and the bytes read from the dataset per planned epoch,
+ * sample memory back to the system), and the bytes read from the dataset per planned epoch,
  * and the loader's first failure.
  */
 #include "loader_core.h"
 
 #include <stdio.h>
-#ifdef HDMLP_HAVE_MALLOC_TRIM
-#include <malloc.h>
-#endif
 
 static void loader_destroy(hdmlp_loader *ld)
 {
@@ -19,13 +16,10 @@ static void loader_destroy(hdmlp_loader *ld)
     pthread_cond_destroy(&ld->work_cv);
     pthread_cond_destroy(&ld->ready_cv);
     config_clear(&ld->cfg);
+    /* Gives the pooled sample buffers back (and malloc's memory to the system) now, or as
+     * the last batches still held release theirs. */
+    sample_pool_close(ld->pool);
     hd_free(ld);
-#ifdef HDMLP_HAVE_MALLOC_TRIM
-    /* Samples are many small blocks: freed, they stay in malloc's arenas (free, but resident
-     * and counted in RSS) until something trims them. A loader that held a budget's worth
-     * gives it back here, not at some later allocation, or never. */
-    malloc_trim(0);
-#endif
 }
 
 void loader_unref_unlock(hdmlp_loader *ld)
