@@ -334,6 +334,9 @@ class HdmlpIterableDataset(IterableDataset):
         self.rank, self.world = int(rank), int(world)
         self.batch_size = batch_size
         self.memory = hdmlp.parse_memory(memory, self._dataset.raw_bytes)
+        # As given: a share ('25%') below the least the loader needs is raised to it (with a
+        # warning), a budget in bytes is a ceiling; the loader decides, from this.
+        self._memory_arg = memory if isinstance(memory, str) else self.memory
         self.seed = 0 if seed is None else seed
         self.transform = transform
         self.collate = collate
@@ -355,7 +358,7 @@ class HdmlpIterableDataset(IterableDataset):
         # Every argument hdmlp.Loader takes is checked now, as Loader() would (the budget's
         # minimum excepted), not at the first iteration inside a DataLoader worker, and
         # before the ranks gather their endpoints.
-        hdmlp.Loader._check(self._dataset, batch_size, self.memory, seed=self.seed,
+        hdmlp.Loader._check(self._dataset, batch_size, self._memory_arg, seed=self.seed,
                             rank=self.rank, world=self.world, drop_last=drop_last,
                             image=image, peers=self._peers, **self.loader_kwargs)
         if self.world > 1 and self._peers is None:
@@ -513,7 +516,7 @@ class HdmlpIterableDataset(IterableDataset):
             largest = self._dataset.largest_batch_bytes(self.batch_size) + 64 * self.batch_size
         arena = int(math.ceil((workers + 2) * largest / 4096)) * 4096
         return {"name": self._plane_name(), "path": self.path, "batch_size": self.batch_size,
-                "memory": self.memory, "arena": arena, "workers": workers, "seed": self.seed, "rank": self.rank,
+                "memory": self._memory_arg, "arena": arena, "workers": workers, "seed": self.seed, "rank": self.rank,
                 "world": self.world, "drop_last": self.drop_last, "loader_kwargs": kwargs,
                 "state": _plane._encode_state(self._resume), "main_pid": self._main_pid}
 
@@ -548,7 +551,7 @@ class HdmlpIterableDataset(IterableDataset):
             if self.image is not None:
                 kwargs["image"] = self.image
             self._loader = hdmlp.Loader(
-                self._dataset, self.batch_size, self.memory, seed=self.seed,
+                self._dataset, self.batch_size, self._memory_arg, seed=self.seed,
                 rank=self.rank, world=self.world, drop_last=self.drop_last, **kwargs)
             self._resume = None
             self._loader_pid = pid

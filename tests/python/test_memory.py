@@ -235,3 +235,19 @@ def test_share_with_the_image_pipeline_at_batch_32(tmp_root):
         assert batch.images.shape[1:] == (3, 224, 224)
         seen.extend(batch.indices)
     assert sorted(seen) == list(range(n))
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_share_of_a_small_dataset_through_hdmlp_torch(small_shape, workers):
+    """The README's hdmlp.torch example (memory='25%') on a small dataset: raised with a
+    warning in whichever process makes the loader, every sample once."""
+    torch = pytest.importorskip("torch")
+    import hdmlp.torch as ht
+    path, n = small_shape
+    ds = ht.HdmlpIterableDataset(path, batch_size=32, memory="25%", seed=1, epochs=1,
+                                 num_workers=workers, with_indices=True)
+    dl = ht.DataLoader(ds, num_workers=workers)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # raised to the least that works
+        seen = [i for _, _, idx in dl for i in idx.tolist()]
+    assert sorted(seen) == list(range(n))
