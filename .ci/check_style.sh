@@ -23,11 +23,11 @@ check() {
 check format/ 'loader|packer|rpc|pthread|grpc/|protobuf-c/|mpi\.h|archive' "format/ works on buffers only and depends on nothing above it"
 check loader/ 'pack_|packer|grpc/|protobuf-c/|mpi\.h|archive' "loader/ must not depend on packer/ or rpc/ internals"
 check packer/ 'loader_|grpc/|protobuf-c/|mpi\.h' "packer/ must not depend on loader internals or rpc/"
-check loader/bench/ 'format\.h|loader|pack_|fmt_|rpc_' "hdmlp-bench (loader/bench/) uses the public header only"
+check loader/cli/ 'format\.h|loader|pack_|fmt_|rpc_' "hdmlp-bench (loader/cli/) uses the public header only"
 check examples/ 'format\.h|loader|pack_|fmt_' "examples use the public header only"
 check python/ 'format\.h|loader|pack_|fmt_' "python/ uses the public header only"
 # library code never prints or exits
-hits=$(git ls-files format loader | grep -E '\.c$' | grep -vE '_main\.c$|^loader/bench/' |
+hits=$(git ls-files format loader | grep -E '\.c$' | grep -vE '_main\.c$|^loader/cli/' |
        xargs -r grep -nE '\b(printf|fprintf|puts|perror|abort|exit)\s*\(' | grep -v snprintf || true)
 if [ -n "$hits" ]; then
     echo "check_style: library code prints or exits:" >&2

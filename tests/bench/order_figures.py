@@ -15,7 +15,7 @@ Figures (K samples a chunk, chunk = storage position // K; N samples; L the epoc
   same_chunk_distance   mean |pos(a) - pos(b)| over pairs of samples of the same chunk
                         delivered in the same epoch, divided by (L + 1) / 3 (the same mean
                         in a true permutation of L positions), pooled pair-weighted over
-                        epochs: hdmlp-bench's own definition (loader/bench/bench_random.h).
+                        epochs: hdmlp-bench's own definition (loader/cli/bench_random.h).
                         1 = a chunk's samples as spread as in a permutation, small =
                         clustered in time.
   epoch_position_correlation

@@ -21,8 +21,8 @@ targets=(index chunk rpc list archive image)
 work=$(mktemp -d "${TMPDIR:-/tmp}/hdmlp-fuzz.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
-srcs=(format/*.c)
-common=(-g -D_GNU_SOURCE -std=c11 -I include -I format)
+srcs=(format/*.c format/base/*.c)
+common=(-g -D_GNU_SOURCE -std=c11 -I include -I format/base -I format)
 libs=(-lzstd -lxxhash)
 
 # Extra sources, flags and libraries of one target (fuzz_rpc: the protobuf-c codec).
@@ -32,7 +32,7 @@ target_extra() {
     if [ "$1" = rpc ]; then
         mkdir -p "$work/gen"
         protoc-c --proto_path=rpc --c_out="$work/gen" rpc/hdmlp.proto
-        extra=(-I loader -I rpc -I "$work/gen" rpc/rpc_codec.c "$work/gen/hdmlp.pb-c.c"
+        extra=(-I loader/ranks -I rpc -I "$work/gen" rpc/rpc_codec.c "$work/gen/hdmlp.pb-c.c"
             -lprotobuf-c)
     fi
     if [ "$1" = list ] || [ "$1" = archive ]; then # the packer library, without its CLI
@@ -41,7 +41,7 @@ target_extra() {
             -lspng -lm -lpthread)
     fi
     if [ "$1" = image ]; then # the image pipeline's decode and augmentation
-        extra=(-I loader loader/loader_image_{decode,jpeg,aug,config}.c -lturbojpeg -ljpeg -lspng
+        extra=(-I loader/image loader/image/loader_image_{decode,jpeg,aug,config}.c -lturbojpeg -ljpeg -lspng
             -lm)
     fi
 }

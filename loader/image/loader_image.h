@@ -121,7 +121,7 @@ int image_resize_region(const image_buf *src, double y0, double x0, double bh, d
  * batch) in the config's layout and dtype, flipping horizontally if asked. */
 void image_store(const struct hdmlp_image_config *ic, const uint8_t *px, int flip, void *out);
 
-/* The split of threads between I/O and decoding (loader_image_balance.c). */
+/* The split of threads between I/O and decoding (loader_image_split.c). */
 typedef struct image_split {
     uint32_t io, decode;         /* threads allowed to run; their sum stays */
     uint32_t io_max, decode_max; /* threads there are */

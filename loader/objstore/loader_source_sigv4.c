@@ -3,7 +3,7 @@
  * key (HMAC chain over date, region, service) and the final signature. Checked against
  * AWS's published test vectors in tests/test_objstore_sigv4.c.
  */
-#include "loader_sigv4.h"
+#include "loader_source_sigv4.h"
 
 #include <openssl/evp.h>
 #include <openssl/hmac.h>

@@ -4,8 +4,8 @@
  * setters and the AWS environment / ~/.aws files.
  */
 #include "hdmlp.h"
-#include "loader_sigv4.h"
 #include "loader_source.h"
+#include "loader_source_sigv4.h"
 #include "support/testds.h"
 
 #include <criterion/criterion.h>

@@ -5,7 +5,7 @@
 #include "loader_source_xfer.h"
 
 #include "format.h"
-#include "loader_sigv4.h"
+#include "loader_source_sigv4.h"
 
 #include <stdio.h>
 #include <string.h>

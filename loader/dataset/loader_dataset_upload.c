@@ -9,7 +9,7 @@
 
 #include "format.h"
 #include "loader_dataset.h"
-#include "loader_sigv4.h"
+#include "loader_source_sigv4.h"
 
 #include <errno.h>
 #include <fcntl.h>

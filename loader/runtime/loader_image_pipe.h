@@ -67,7 +67,7 @@ struct image_pipe {
     uint64_t win_read;    /* samples the I/O threads completed */
     uint64_t win_idle_ns; /* decode threads waiting for samples */
     uint64_t win_full_ns; /* the consumer waiting on a full queue */
-    int verdict;          /* image_split.verdict (loader_image_balance.c) */
+    int verdict;          /* image_split.verdict (loader_image_split.c) */
 };
 
 /* Assembles the next raw batch and hands it out of the raw layer (counted in the stats,

@@ -5,7 +5,7 @@
  * backoff (5xx, 429, timeouts, dropped connections, short bodies), or failed (403, 404,
  * 416, a body longer than asked, TLS and URL errors). A ranged answer must carry the range
  * asked for (Content-Range); another range is retried like a cut body. s3:// requests carry
- * a SigV4 Authorization header (loader_sigv4.c) for exactly the path and Host sent (libcurl
+ * a SigV4 signature (loader_source_sigv4.c) for exactly the path and Host sent (libcurl
  * is told not to rewrite dot segments). Every request has a connect limit, a low-speed limit
  * and a deadline that covers its retries, so no batch can hang. The operations (reads, HEAD,
  * PUT, multipart, ...) are in loader_source_ops.c.
@@ -13,7 +13,7 @@
 #include "loader_source_xfer.h"
 
 #include "format.h"
-#include "loader_sigv4.h"
+#include "loader_source_sigv4.h"
 
 #include <curl/curl.h>
 

@@ -6,7 +6,7 @@
 #include "loader_source.h"
 
 #include "format.h"
-#include "loader_sigv4.h"
+#include "loader_source_sigv4.h"
 
 #include <stdio.h>
 #include <stdlib.h>

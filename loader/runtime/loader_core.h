@@ -12,10 +12,10 @@
  *   5 API          loader_api.c (create, free, stats; starts threads, wires the exchange)
  *   4 consumer     loader_next.c (batches), loader_resume.c (saved positions),
  *      threads     loader_worker.c (I/O threads)
- *   3 movers       loader_exchange.c (peers), loader_stage.c (SSD stager)
+ *   3 movers       loader_exchange.c (peers), loader_tier_stage.c (SSD stager)
  *   2 planning     loader_plan.c (scheduler ahead of the consumer, refill jobs, outboxes,
  *                  the cost model's learning), loader_forecast.c
- *   1 base         loader_state.c (reference count, source counters), loader_sched.c,
+ *   1 base         loader_teardown.c (reference count, source counters), loader_sched.c,
  *                  loader_sampler.c, loader_refill.c, loader_costmodel.c, loader_tier.c,
  *                  loader_sizing.c, loader_probe.c, loader_iomode.c, loader_io*.c,
  *                  loader_pool.c,
@@ -297,7 +297,7 @@ static inline void loader_note_peak(struct hdmlp_loader *ld)
     }
 }
 
-/* loader_state.c: reference count and teardown; source bytes per epoch; failure */
+/* loader_teardown.c: reference count and teardown; source bytes per epoch; failure */
 /* Drops a reference (lock held; released here) and frees the loader after the last. */
 void loader_unref_unlock(struct hdmlp_loader *ld);
 /* Adds bytes read from the dataset directory in planned epoch `epoch` (lock held). */
@@ -316,7 +316,7 @@ void loader_announce_done(struct hdmlp_loader *ld);
 void loader_learn(struct hdmlp_loader *ld, int tier_kind, uint32_t ops, uint64_t bytes,
                   double service_us);
 
-/* loader_stage.c: the SSD stager thread */
+/* loader_tier_stage.c: the SSD stager thread */
 void *stage_main(void *arg);
 /* An I/O thread's verified whole read of an SSD-placed chunk's first load (len bytes in
  * buf, of cap bytes; the tail is zeroed up to the chunk's alignment) goes to the cache,
