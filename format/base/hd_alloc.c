@@ -1,5 +1,5 @@
 /* The one allocation wrapper every library allocation goes through. */
-#include "format.h"
+#include "hd_base.h"
 
 #include <stdlib.h>
 #include <sys/mman.h>

@@ -1,5 +1,5 @@
 /* The error table, thread-local error detail, and errno mapping. */
-#include "format.h"
+#include "hd_base.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -5,7 +5,7 @@
  */
 #include "loader_source.h"
 
-#include "format.h"
+#include "hd_base.h"
 #include "loader_source_sigv4.h"
 
 #include <stdio.h>

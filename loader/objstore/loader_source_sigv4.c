@@ -1,9 +1,11 @@
 /*
  * AWS Signature Version 4: the canonical request, the string to sign, the derived signing
  * key (HMAC chain over date, region, service) and the final signature. Checked against
- * AWS's published test vectors in tests/test_objstore_sigv4.c.
+ * AWS's published test vectors in tests/loader/objstore/test_objstore_sigv4.c.
  */
 #include "loader_source_sigv4.h"
+
+#include "hd_base.h"
 
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -41,7 +43,7 @@ static int hmac(const void *key, size_t key_len, const char *msg, unsigned char 
                 &n) != NULL &&
                    n == 32
                ? 0
-               : -1;
+               : HDMLP_E_INVAL;
 }
 
 int sigv4_uri_encode(const char *s, size_t n, int keep_slash, char *out, size_t cap)
@@ -54,7 +56,7 @@ int sigv4_uri_encode(const char *s, size_t n, int keep_slash, char *out, size_t 
                           (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.' ||
                           c == '~' || (c == '/' && keep_slash);
         if (o + (plain ? 1 : 3) >= cap) {
-            return -1;
+            return HDMLP_E_INVAL;
         }
         if (plain) {
             out[o++] = (char)c;
@@ -65,7 +67,7 @@ int sigv4_uri_encode(const char *s, size_t n, int keep_slash, char *out, size_t 
         }
     }
     if (o >= cap) {
-        return -1;
+        return HDMLP_E_INVAL;
     }
     out[o] = '\0';
     return (int)o;
@@ -76,13 +78,13 @@ static int by_name(const void *a, const void *b)
     return strcmp(((const sigv4_header *)a)->name, ((const sigv4_header *)b)->name);
 }
 
-/* Appends printf-style text at *pos; -1 once the buffer is full. */
+/* Appends printf-style text at *pos; HDMLP_E_INVAL once the buffer is full. */
 static int put(char *buf, size_t cap, size_t *pos, const char *fmt, const char *a,
                const char *b)
 {
     const int n = snprintf(buf + *pos, cap - *pos, fmt, a, b);
     if (n < 0 || (size_t)n >= cap - *pos) {
-        return -1;
+        return HDMLP_E_INVAL;
     }
     *pos += (size_t)n;
     return 0;
@@ -95,7 +97,7 @@ int sigv4_authorization(const sigv4_request *r, char *out, size_t cap, char cano
         r->region == NULL || r->service == NULL || r->access_key == NULL ||
         r->secret_key == NULL || r->n_headers > SIGV4_MAX_HEADERS ||
         (r->n_headers > 0 && r->headers == NULL)) {
-        return -1;
+        return HDMLP_E_INVAL;
     }
     sigv4_header h[SIGV4_MAX_HEADERS];
     if (r->n_headers > 0) {
@@ -108,12 +110,12 @@ int sigv4_authorization(const sigv4_request *r, char *out, size_t cap, char cano
     for (unsigned i = 0; i < r->n_headers; i++) {
         if (put(signed_names, sizeof(signed_names), &sn, "%s%s", i ? ";" : "", h[i].name) !=
             0) {
-            return -1;
+            return HDMLP_E_INVAL;
         }
     }
-    char *canon = malloc(SIGV4_TEXT_MAX);
+    char *canon = hd_malloc(SIGV4_TEXT_MAX);
     if (canon == NULL) {
-        return -1;
+        return hd_err(HDMLP_E_NOMEM, "SigV4: no memory for the canonical request");
     }
     size_t cn = 0;
     int bad = put(canon, SIGV4_TEXT_MAX, &cn, "%s\n%s\n", r->method, r->uri);
@@ -123,12 +125,12 @@ int sigv4_authorization(const sigv4_request *r, char *out, size_t cap, char cano
     }
     bad |= put(canon, SIGV4_TEXT_MAX, &cn, "\n%s\n%s", signed_names, r->payload_hash);
     if (bad) {
-        free(canon);
-        return -1;
+        hd_free(canon);
+        return HDMLP_E_INVAL;
     }
     char canon_hash[65];
     sigv4_sha256_hex(canon, cn, canon_hash);
-    free(canon);
+    hd_free(canon);
     if (canon_hash_out != NULL) {
         memcpy(canon_hash_out, canon_hash, sizeof(canon_hash));
     }
@@ -139,16 +141,16 @@ int sigv4_authorization(const sigv4_request *r, char *out, size_t cap, char cano
     char scope[256];
     if (snprintf(scope, sizeof(scope), "%s/%s/%s/aws4_request", date, r->region, r->service) >=
         (int)sizeof(scope)) {
-        return -1;
+        return HDMLP_E_INVAL;
     }
     char to_sign[512];
     if (snprintf(to_sign, sizeof(to_sign), "AWS4-HMAC-SHA256\n%s\n%s\n%s", r->amz_date, scope,
                  canon_hash) >= (int)sizeof(to_sign)) {
-        return -1;
+        return HDMLP_E_INVAL;
     }
     char kkey[256];
     if (snprintf(kkey, sizeof(kkey), "AWS4%s", r->secret_key) >= (int)sizeof(kkey)) {
-        return -1;
+        return HDMLP_E_INVAL;
     }
     unsigned char k[32], k2[32], sig[32];
     const int failed = hmac(kkey, strlen(kkey), date, k) != 0 ||
@@ -158,12 +160,12 @@ int sigv4_authorization(const sigv4_request *r, char *out, size_t cap, char cano
     OPENSSL_cleanse(k, sizeof(k));
     OPENSSL_cleanse(k2, sizeof(k2));
     if (failed) {
-        return -1;
+        return HDMLP_E_INVAL;
     }
     char sig_hex[65];
     hex(sig, sizeof(sig), sig_hex);
     const int n =
         snprintf(out, cap, "AWS4-HMAC-SHA256 Credential=%s/%s, SignedHeaders=%s, Signature=%s",
                  r->access_key, scope, signed_names, sig_hex);
-    return n < 0 || (size_t)n >= cap ? -1 : 0;
+    return n < 0 || (size_t)n >= cap ? HDMLP_E_INVAL : 0;
 }

@@ -33,12 +33,14 @@ void sigv4_sha256_hex(const void *data, size_t len, char out[65]);
 /* Writes the Authorization header value ("AWS4-HMAC-SHA256 Credential=..., SignedHeaders=...,
  * Signature=...") into out and, when canon_hash is not NULL, the hex SHA-256 of the canonical
  * request (the third line of the string to sign, which servers such as S3 return with a
- * SignatureDoesNotMatch) into canon_hash. Returns 0, or -1 when out (cap bytes) is too
- * small, a field is missing or there are more than 16 headers. Thread-safe. */
+ * SignatureDoesNotMatch) into canon_hash. Returns 0, HDMLP_E_INVAL (-1) when out (cap bytes)
+ * is too small, a field is missing or there are more than 16 headers, or HDMLP_E_NOMEM.
+ * Thread-safe. */
 int sigv4_authorization(const sigv4_request *r, char *out, size_t cap, char canon_hash[65]);
 
 /* URI-encodes s[0..n) as SigV4 wants (unreserved characters kept, '/' kept when keep_slash,
- * everything else %XX upper case) into out. Returns the length, or -1 if cap is too small. */
+ * everything else %XX upper case) into out. Returns the length, or HDMLP_E_INVAL (-1) if cap
+ * is too small. */
 int sigv4_uri_encode(const char *s, size_t n, int keep_slash, char *out, size_t cap);
 
 #endif
