@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Structural checks from STYLE.md / DESIGN.md §2: formatting and dependency direction.
+# Structural checks from STYLE.md / DESIGN.md §2: formatting and dependency direction (the
+# layering rules of README "Layout": .ci/check_layers.py, from includes and, given a build
+# directory ($HDMLP_BUILD, else build-ci/ or build/), from the built objects' symbols).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 fail=0
@@ -39,6 +41,10 @@ hits=$(git ls-files '*.c' '*.h' | grep -v '^tests/fuzz/corpus/' | xargs -r grep 
 if [ -n "$hits" ]; then
     echo "check_style: asprintf/vasprintf (their leaks are suppressed under ASan; use malloc+snprintf):" >&2
     echo "$hits" >&2
+    fail=1
+fi
+# the layering rules of README "Layout"
+if ! python3 .ci/check_layers.py; then
     fail=1
 fi
 exit $fail

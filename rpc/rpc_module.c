@@ -1,6 +1,6 @@
 /*
  * The entry point of libhdmlp-rpc.so, the distributed stack as a module that the shared
- * libhdmlp loads on demand (loader/loader_rpc_module.h). Also the module's definitions of
+ * libhdmlp loads on demand (loader_rpc_module.h). Also the module's definitions of
  * the library helpers rpc/ calls (hd_err, hd_malloc, config_copy, ...): libhdmlp keeps them
  * hidden, so they forward to the host table libhdmlp hands over, which keeps error detail
  * in the library's own thread-local (hdmlp_last_error) and allocations in its wrappers.

@@ -24,7 +24,7 @@ step "build (RelWithDebInfo, -Werror)"
 build build-ci
 
 step "style and dependency checks"
-bash .ci/check_style.sh
+HDMLP_BUILD=build-ci bash .ci/check_style.sh
 
 step "tests"
 (cd build-ci && ctest -j"$jobs" --output-on-failure) 2>&1 | tee build-ci/ctest.log

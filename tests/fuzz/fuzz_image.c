@@ -1,9 +1,9 @@
 /*
- * libFuzzer target: the image pipeline's decode entry on hostile bytes (loader/
+ * libFuzzer target: the image pipeline's decode entry on hostile bytes (loader/image/
  * loader_image_decode.c: JPEG through TurboJPEG, PNG through libspng, raw HDRI arrays), then
- * the augmentation of whatever decoded (loader/loader_image_aug.c: RandomResizedCrop or the
+ * the augmentation of whatever decoded (loader_image_aug.c: RandomResizedCrop or the
  * validation crop, PIL bilinear resampling, the store in every layout and dtype), with the
- * training crop decoded again as a region (loader/loader_image_jpeg.c).
+ * training crop decoded again as a region (loader_image_jpeg.c).
  *
  * Input: byte 0 selects output channels (bit 0: 1 or 3), DCT scale (bits 1-2: 1/1..1/8), mode
  * (bit 3), layout (bit 4), dtype (bit 5) and flip (bit 6); byte 1 the output side (4..35);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerates the throwaway TLS test files in this directory (tests/test_tls.c):
+# Regenerates the throwaway TLS test files in this directory (tests/rpc/test_tls.c):
 #   ca.pem                the test CA (its key is thrown away)
 #   rank.pem, rank.key    a peer certificate signed by that CA, for 127.0.0.1, ::1 and
 #                         localhost, usable as server and client certificate
