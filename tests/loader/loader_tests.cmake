@@ -3,20 +3,23 @@
 
 # ---- datasets (tests/support/testds.c writes the test datasets) -------------------------
 hdmlp_add_test(NAME test_dataset
-  SOURCES loader/dataset/test_dataset.c loader/dataset/test_dataset_corrupt.c support/dataset_fixture.c support/testds.c
+  SOURCES loader/dataset/test_dataset.c loader/dataset/test_dataset_corrupt.c
+          support/dataset_fixture.c support/testds.c
   TIMEOUT 300)
 
 # ---- loader: public API and errors, properties over random parameters, randomness of the
 # delivered order. Each binary runs its tests two at a time (--jobs=2); timeouts leave room
 # for sanitizer builds.
 hdmlp_add_test(NAME test_loader
-  SOURCES loader/runtime/test_loader.c loader/runtime/test_loader_config.c loader/runtime/test_loader_batches.c loader/runtime/test_loader_errors.c
-          loader/runtime/test_loader_wait.c loader/runtime/test_loader_budget.c support/loader_fixture.c
-          support/release_queue.c support/testds.c
+  SOURCES loader/runtime/test_loader.c loader/runtime/test_loader_config.c
+          loader/runtime/test_loader_batches.c loader/runtime/test_loader_errors.c
+          loader/runtime/test_loader_wait.c loader/runtime/test_loader_budget.c
+          support/loader_fixture.c support/release_queue.c support/testds.c
   LIBS m
   TIMEOUT 120)
 hdmlp_add_test(NAME test_loader_props
-  SOURCES loader/runtime/test_loader_props.c loader/runtime/test_loader_props_memory.c loader/runtime/test_loader_props_order.c
+  SOURCES loader/runtime/test_loader_props.c loader/runtime/test_loader_props_memory.c
+          loader/runtime/test_loader_props_order.c
           support/props_case.c support/props_run.c support/testds.c
   LIBS m
   TIMEOUT 600)
@@ -34,7 +37,8 @@ hdmlp_add_test(NAME test_image_aug
   LIBS m
   TIMEOUT 120)
 hdmlp_add_test(NAME test_image_loader
-  SOURCES loader/image/test_image_loader.c support/testimg.c support/testds.c support/fakenet.c
+  SOURCES loader/image/test_image_loader.c support/testimg.c support/testds.c
+          support/fakenet.c
   LIBS hdmlp_packer m
   TIMEOUT 300)
 hdmlp_add_test(NAME test_image_errors
@@ -69,7 +73,8 @@ hdmlp_add_test(NAME test_objstore_sigv4
 
 # Against nginx and tests/objstore/objstore_server.py on 127.0.0.1 (skips without them).
 hdmlp_add_test(NAME test_objstore
-  SOURCES loader/objstore/test_objstore.c loader/objstore/test_objstore_s3.c loader/objstore/test_objstore_strict.c support/objstore_fixture.c
+  SOURCES loader/objstore/test_objstore.c loader/objstore/test_objstore_s3.c
+          loader/objstore/test_objstore_strict.c support/objstore_fixture.c
           support/testds.c
   TIMEOUT 300)
 target_compile_definitions(test_objstore PRIVATE HDMLP_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
@@ -110,7 +115,8 @@ hdmlp_add_test(NAME test_balance
   SOURCES loader/ranks/test_balance.c support/testds.c support/fakenet.c
   TIMEOUT 300)
 # The same under TSan (plain C, label threads).
-add_executable(balance_threads loader/ranks/balance_threads.c support/testds.c support/fakenet.c)
+add_executable(balance_threads loader/ranks/balance_threads.c support/testds.c
+  support/fakenet.c)
 target_link_libraries(balance_threads PRIVATE hdmlp_static)
 target_include_directories(balance_threads PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
 add_test(NAME balance_threads COMMAND balance_threads)
@@ -118,8 +124,8 @@ set_tests_properties(balance_threads PROPERTIES TIMEOUT 300 LABELS threads
   ENVIRONMENT "HDMLP_TEST_TMP=${CMAKE_CURRENT_BINARY_DIR}/tmp")
 
 # Threading stress without Criterion, so it also runs under TSan (Criterion does not).
-add_executable(stress_threads loader/runtime/stress_threads.c support/release_queue.c support/testds.c
-  support/fakenet.c)
+add_executable(stress_threads loader/runtime/stress_threads.c support/release_queue.c
+  support/testds.c support/fakenet.c)
 target_link_libraries(stress_threads PRIVATE hdmlp_static)
 target_include_directories(stress_threads PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
 add_test(NAME stress_threads COMMAND stress_threads)
@@ -138,7 +144,8 @@ set_tests_properties(test_image_threads PROPERTIES TIMEOUT 300 LABELS threads
 # scratch clean-up, this machine's figures, and (where cgroup v1 blkio is writable) a
 # throttled disk.
 hdmlp_add_test(NAME test_probe
-  SOURCES loader/cost/test_probe.c loader/cost/test_probe_targets.c loader/cost/test_probe_throttle.c support/probe_fixture.c
+  SOURCES loader/cost/test_probe.c loader/cost/test_probe_targets.c
+          loader/cost/test_probe_throttle.c support/probe_fixture.c
           support/testds.c
   LIBS m
   TIMEOUT 180)

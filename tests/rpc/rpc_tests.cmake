@@ -2,7 +2,8 @@
 # ---- rpc/: codec and gRPC transport on loopback, the same-host path, TLS, and the MPI
 # bootstrap under mpirun (hdmlp-bench over TLS: tests/dist/).
 hdmlp_add_test(NAME test_rpc
-  SOURCES rpc/test_rpc.c rpc/test_rpc_codec.c rpc/test_rpc_failures.c rpc/test_rpc_bench.c rpc/test_rpc_loader.c
+  SOURCES rpc/test_rpc.c rpc/test_rpc_codec.c rpc/test_rpc_failures.c rpc/test_rpc_bench.c
+          rpc/test_rpc_loader.c
           support/rpc_fixture.c support/testds.c
   LIBS PkgConfig::GRPC
   TIMEOUT 600)
