@@ -46,7 +46,9 @@ SOURCES = ["src/py_module.c", "src/py_state.c", "src/py_errors.c", "src/py_args.
            "src/py_dataset_read.c", "src/py_dataset_props.c", "src/py_batch.c",
            "src/py_loader.c", "src/py_loader_fetch.c", "src/py_loader_iter.c",
            "src/py_config.c", "src/py_stats.c", "src/py_resume.c", "src/py_wait.c",
-           "src/py_ring.c", "src/py_image.c"]
+           "src/py_ring.c", "src/py_image.c",
+           # The size grammar hdmlp-bench and hdmlp-pack read (libc only; not in libhdmlp).
+           "../loader/loader_units.c"]
 # What a bundled build copies next to the extension (file name in the CMake build tree →
 # name in the package): the library under its SONAME, and the distributed-stack module.
 BUNDLED = [("libhdmlp.so.0", "libhdmlp.so.0"), ("libhdmlp-rpc.so", "libhdmlp-rpc.so")]
@@ -239,10 +241,10 @@ setup(
     ext_modules=[Extension(
         "hdmlp._hdmlp",
         sources=[os.path.normpath(os.path.join(REL, src)) for src in SOURCES],
-        include_dirs=list(include_dirs),
+        include_dirs=list(include_dirs) + [os.path.join(ROOT, "loader")],
         library_dirs=list(library_dirs),
         runtime_library_dirs=list(library_dirs),
-        libraries=["hdmlp", "pthread"],
+        libraries=["hdmlp", "pthread", "m"],
         extra_compile_args=["-std=c11", "-D_GNU_SOURCE", "-fvisibility=hidden", "-Wall",
                             "-Wextra"],
     )],
