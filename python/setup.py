@@ -46,9 +46,10 @@ SOURCES = ["src/py_module.c", "src/py_state.c", "src/py_errors.c", "src/py_args.
            "src/py_dataset_read.c", "src/py_dataset_props.c", "src/py_batch.c",
            "src/py_loader.c", "src/py_loader_fetch.c", "src/py_loader_iter.c",
            "src/py_config.c", "src/py_stats.c", "src/py_resume.c", "src/py_wait.c",
-           "src/py_ring.c", "src/py_image.c",
-           # The size grammar hdmlp-bench and hdmlp-pack read (libc only; not in libhdmlp).
-           "../loader/loader_units.c"]
+           "src/py_ring.c", "src/py_image.c"]
+# The size grammar hdmlp-bench and hdmlp-pack also read (libc only, not part of libhdmlp's
+# API), from the source tree; compiled from a copy in build_temp (BuildExt.add_units).
+UNITS = ("loader/loader_units.c", "loader/loader_units.h")
 # What a bundled build copies next to the extension (file name in the CMake build tree →
 # name in the package): the library under its SONAME, and the distributed-stack module.
 BUNDLED = [("libhdmlp.so.0", "libhdmlp.so.0"), ("libhdmlp-rpc.so", "libhdmlp-rpc.so")]
@@ -180,7 +181,21 @@ class BuildExt(build_ext):
                       "libhdmlp: the package will look for them on PATH (or $HDMLP_PACK, "
                       "$HDMLP_BENCH)", flush=True)
         self.write_toolpaths(tools)
+        self.add_units()
         super().run()
+
+    def add_units(self):
+        dest = os.path.abspath(os.path.join(self.build_temp, "units"))
+        os.makedirs(dest, exist_ok=True)
+        for rel in UNITS:
+            src = os.path.join(ROOT, rel)
+            if not os.path.isfile(src):
+                fail(f"{src} not found: the extension compiles it in (install from a checkout "
+                     "of the repository)")
+            shutil.copy2(src, os.path.join(dest, os.path.basename(rel)))
+        for ext in self.extensions:
+            ext.sources.append(os.path.join(dest, os.path.basename(UNITS[0])))
+            ext.include_dirs.append(dest)
 
     def write_toolpaths(self, tools):
         dest = os.path.dirname(self.get_ext_fullpath("hdmlp._hdmlp"))
@@ -241,7 +256,7 @@ setup(
     ext_modules=[Extension(
         "hdmlp._hdmlp",
         sources=[os.path.normpath(os.path.join(REL, src)) for src in SOURCES],
-        include_dirs=list(include_dirs) + [os.path.join(ROOT, "loader")],
+        include_dirs=list(include_dirs),
         library_dirs=list(library_dirs),
         runtime_library_dirs=list(library_dirs),
         libraries=["hdmlp", "pthread", "m"],
