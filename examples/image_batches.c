@@ -53,7 +53,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s: %s\n", hdmlp_strerror(rc), hdmlp_last_error());
     } else {
         const double s = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
-        hdmlp_loader_stats(ld, &st);
+        hdmlp_loader_stats(ld, &st, sizeof st);
         printf("%llu images in %.2f s (%.0f/s), label sum %llu; decoded %llu, failed %llu; "
                "threads: %llu I/O, %llu decode (%llu moves)\n",
                (unsigned long long)images, s, s > 0 ? images / s : 0.0,

@@ -216,23 +216,6 @@ hdmlp_dataset_upload(const char *dir, const char *url, const hdmlp_source_config
                      void *arg);
 
 /* ---------------------------------------------------------------------------------------
- * Sizes as text, as hdmlp-bench and the Python module read them ("256M", "25%").
- * ------------------------------------------------------------------------------------- */
-/* Parses `text` into *bytes: optional blanks, a number >= 0 (decimal digits with an optional
- * fraction and exponent: "2", "1.5", ".5", "4e9"), optional blanks, a unit, optional blanks.
- * Units, in any case: none or B (bytes); K, M, G, T or KiB, MiB, GiB, TiB (powers of 1024);
- * KB, MB, GB, TB (powers of 1000). Or the number and "%": P% (P > 0) is P percent of
- * `percent_of`. The result is rounded down to whole bytes and must be below 2^64 (and so
- * must P / 100). `percent` is NULL or receives P for a percentage and 0 for a plain size.
- * percent_of 0 with percent NULL refuses percentages; with percent set, a percentage is
- * accepted and *bytes is P% of percent_of (0 if that is 0: a caller that learns the total
- * later applies *percent itself). Returns HDMLP_OK, or HDMLP_E_INVAL with a detail naming
- * the text (not a number, unknown unit, 0%, too large), leaving *bytes and *percent as they
- * were. Independent of the locale; thread-safe; text is only read. */
-HDMLP_API int hdmlp_parse_size(const char *text, uint64_t percent_of, uint64_t *bytes,
-                               double *percent);
-
-/* ---------------------------------------------------------------------------------------
  * Loader configuration. A config is a plain value object: not thread-safe, may be freed
  * as soon as hdmlp_loader_create() returns. Each setter checks its range and returns
  * HDMLP_E_INVAL (naming the parameter) without changing the config on failure.
@@ -486,16 +469,19 @@ HDMLP_API int hdmlp_config_set_node_board(hdmlp_config *cfg, int mode);
  * initialise. HDMLP_E_UNSUPPORTED when built without MPI, or when the shared library cannot
  * load its distributed module libhdmlp-rpc.so (hdmlp_last_error names it and why). */
 HDMLP_API int hdmlp_config_bootstrap_mpi(hdmlp_config *cfg, const char *bind_host);
-/* Collects every rank's stats snapshot on rank 0 (an MPI_Gather of the struct's bytes over
- * MPI_COMM_WORLD, for programs launched with mpirun, e.g. after hdmlp_config_bootstrap_mpi).
- * Collective: every rank must call it, the same number of times. On rank 0, all_on_rank0
- * receives world entries in rank order (entry r from rank r); elsewhere it is not touched
- * and may be NULL (HDMLP_E_INVAL on rank 0 only, after taking part). HDMLP_E_STATE when MPI
- * is not initialised or already finalised, HDMLP_E_UNSUPPORTED when built without MPI,
- * HDMLP_E_PEER when the collective fails. Call from the thread that initialised MPI. */
+/* Collects every rank's stats snapshot on rank 0 (an MPI_Gather of the first `size` bytes of
+ * *mine over MPI_COMM_WORLD, for programs launched with mpirun, e.g. after
+ * hdmlp_config_bootstrap_mpi). size is HDMLP_STATS_SIZE (the struct as the program was
+ * compiled), the same on every rank. Collective: every rank must call it, the same number
+ * of times. On rank 0, all_on_rank0 receives world entries of `size` bytes in rank order
+ * (entry r from rank r); elsewhere it is not touched and may be NULL (HDMLP_E_INVAL on rank
+ * 0 only, after taking part). HDMLP_E_INVAL when mine is NULL or size is 0 or above
+ * INT_MAX, HDMLP_E_STATE when MPI is not initialised or already finalised,
+ * HDMLP_E_UNSUPPORTED when built without MPI, HDMLP_E_PEER when the collective fails. Call
+ * from the thread that initialised MPI. */
 struct hdmlp_stats;
 HDMLP_API int hdmlp_mpi_gather_stats(const struct hdmlp_stats *mine,
-                                     struct hdmlp_stats *all_on_rank0);
+                                     struct hdmlp_stats *all_on_rank0, size_t size);
 
 /* ---------------------------------------------------------------------------------------
  * Loader. One consumer thread calls hdmlp_loader_next(); batches may be released from any
@@ -591,9 +577,9 @@ HDMLP_API const hdmlp_sample_view *hdmlp_batch_samples(const hdmlp_batch *batch)
  * rounding between passes), which torchvision applies to PIL images. JPEG decoding may use
  * libjpeg-turbo's DCT scaling (decoding at 1/2, 1/4 or 1/8 size) when the crop is still at
  * least twice the output size after it; the result then differs from a full decode and
- * resize by a few levels (tests/test_image_decode.c states the bound). Turn it off for
- * exact parity. Training crops of JPEGs decode only the crop's rows and columns (the whole
- * stream is still read, so damage anywhere is found); their pixels are a full decode's.
+ * resize by a few levels (tests/loader/image/test_image_decode.c states the bound). Turn it
+ * off for exact parity. Training crops of JPEGs decode only the crop's rows and columns (the
+ * whole stream is still read, so damage anywhere is found); their pixels are a full decode's.
  * ------------------------------------------------------------------------------------- */
 typedef struct hdmlp_image_config hdmlp_image_config;
 
@@ -702,7 +688,12 @@ typedef struct hdmlp_image_batch {
  * on NULL. Any thread, while the batch is held. */
 HDMLP_API int hdmlp_batch_image(const hdmlp_batch *batch, hdmlp_image_batch *out);
 
-/* Counters since creation. All byte counts are exact. */
+/* Counters since creation. All byte counts are exact. The struct only grows: a new field is
+ * appended at its end (every field is a uint64_t or an array of them); none is ever moved,
+ * resized or removed. The calls that fill one take the size the caller was compiled with
+ * (HDMLP_STATS_SIZE), so a program built against an older hdmlp.h keeps working with a
+ * newer library (it gets the fields it knows), and a newer program with an older library
+ * gets 0 in the fields that library does not have. */
 typedef struct hdmlp_stats {
     uint64_t samples;                /* samples delivered */
     uint64_t batches;                /* batches delivered */
@@ -809,7 +800,15 @@ typedef struct hdmlp_stats {
     uint64_t memory_configured;
 } hdmlp_stats;
 
-HDMLP_API int hdmlp_loader_stats(hdmlp_loader *ld, hdmlp_stats *out);
+/* The `size` argument of the calls that fill an hdmlp_stats: the struct as this program
+ * was compiled. */
+#define HDMLP_STATS_SIZE sizeof(hdmlp_stats)
+
+/* Copies the loader's counters into out: min(size, the library's sizeof(hdmlp_stats))
+ * bytes, then zeros out to `size` bytes (fields newer than the library). Nothing at or past
+ * (char *)out + size is written. Pass HDMLP_STATS_SIZE (or sizeof of your struct).
+ * HDMLP_E_INVAL when ld or out is NULL or size is 0. Any thread, at any time. */
+HDMLP_API int hdmlp_loader_stats(hdmlp_loader *ld, hdmlp_stats *out, size_t size);
 /* Exact resume. hdmlp_loader_save_state writes a small state (at most HDMLP_STATE_MAX bytes:
  * seed, epoch, position after the last batch handed out, and a fingerprint of the dataset
  * and of the config fields that shape the order) into buf and sets *len. A loader created
@@ -846,14 +845,15 @@ HDMLP_API int hdmlp_loader_cost_history(hdmlp_loader *ld, hdmlp_cost_point *out,
  * Fills *out with the counters a run reports when it ends (samples, batches, epochs,
  * requests, hits, misses, chunk_loads, read_ops, bytes_read, bytes_delivered, whole and
  * ranged refills, fill histogram, abstract chunks; timing fields 0); for world > 1, this
- * rank's. Optional arrays (NULL to skip): chunk_loads[c] = loads of chunk c by this rank
- * (hdmlp_dataset_chunk_count entries), first_use[c] = the first load's sequence number
- * (epoch × N + global position; UINT64_MAX if never), epoch_source_bytes[e] = bytes this
- * rank reads from the dataset directory in epoch e (epochs entries). With tiers, source
- * bytes assume each cached chunk is in its cache by its next load (the RAM cache is filled
- * by the first load; the SSD stager runs in the background). Thread-safe for ds. */
+ * rank's. out and size as for hdmlp_loader_stats (size 0: HDMLP_E_INVAL). Optional arrays (NULL
+ * to skip): chunk_loads[c] = loads of chunk c by this rank (hdmlp_dataset_chunk_count entries),
+ * first_use[c] = the first load's sequence number (epoch × N + global position; UINT64_MAX if
+ * never), epoch_source_bytes[e] = bytes this rank reads from the dataset directory in epoch e
+ * (epochs entries). With tiers, source bytes assume each cached chunk is in its cache by its
+ * next load (the RAM cache is filled by the first load; the SSD stager runs in the background).
+ * Thread-safe for ds. */
 HDMLP_API int hdmlp_loader_forecast(hdmlp_dataset *ds, const hdmlp_config *cfg,
-                                    hdmlp_stats *out, uint64_t *chunk_loads,
+                                    hdmlp_stats *out, size_t size, uint64_t *chunk_loads,
                                     uint64_t *first_use, uint64_t *epoch_source_bytes);
 
 #ifdef __cplusplus

@@ -47,6 +47,9 @@ SOURCES = ["src/py_module.c", "src/py_state.c", "src/py_errors.c", "src/py_args.
            "src/py_loader.c", "src/py_loader_fetch.c", "src/py_loader_iter.c",
            "src/py_config.c", "src/py_stats.c", "src/py_resume.c", "src/py_wait.c",
            "src/py_ring.c", "src/py_image.c"]
+# The size grammar hdmlp-bench and hdmlp-pack also read (libc only, not part of libhdmlp's
+# API), from the source tree; compiled from a copy in build_temp (BuildExt.add_units).
+UNITS = ("loader/config/loader_units.c", "loader/config/loader_units.h")
 # What a bundled build copies next to the extension (file name in the CMake build tree →
 # name in the package): the library under its SONAME, and the distributed-stack module.
 BUNDLED = [("libhdmlp.so.0", "libhdmlp.so.0"), ("libhdmlp-rpc.so", "libhdmlp-rpc.so")]
@@ -178,7 +181,21 @@ class BuildExt(build_ext):
                       "libhdmlp: the package will look for them on PATH (or $HDMLP_PACK, "
                       "$HDMLP_BENCH)", flush=True)
         self.write_toolpaths(tools)
+        self.add_units()
         super().run()
+
+    def add_units(self):
+        dest = os.path.abspath(os.path.join(self.build_temp, "units"))
+        os.makedirs(dest, exist_ok=True)
+        for rel in UNITS:
+            src = os.path.join(ROOT, rel)
+            if not os.path.isfile(src):
+                fail(f"{src} not found: the extension compiles it in (install from a checkout "
+                     "of the repository)")
+            shutil.copy2(src, os.path.join(dest, os.path.basename(rel)))
+        for ext in self.extensions:
+            ext.sources.append(os.path.join(dest, os.path.basename(UNITS[0])))
+            ext.include_dirs.append(dest)
 
     def write_toolpaths(self, tools):
         dest = os.path.dirname(self.get_ext_fullpath("hdmlp._hdmlp"))
@@ -242,7 +259,7 @@ setup(
         include_dirs=list(include_dirs),
         library_dirs=list(library_dirs),
         runtime_library_dirs=list(library_dirs),
-        libraries=["hdmlp", "pthread"],
+        libraries=["hdmlp", "pthread", "m"],
         extra_compile_args=["-std=c11", "-D_GNU_SOURCE", "-fvisibility=hidden", "-Wall",
                             "-Wextra"],
     )],

@@ -17,4 +17,11 @@
 int rpc_transport_create(const struct hdmlp_config *cfg, const peer_handler *h,
                          peer_transport **out);
 
+/* hdmlp_config_bootstrap_mpi and hdmlp_mpi_gather_stats (hdmlp.h), reached through the
+ * rpc_module table (rpc_loader.c); arguments already checked (cfg and mine not NULL, size
+ * in 1..INT_MAX). */
+int rpc_bootstrap_mpi(struct hdmlp_config *cfg, const char *bind_host);
+int rpc_gather_stats(const struct hdmlp_stats *mine, struct hdmlp_stats *all_on_rank0,
+                     size_t size);
+
 #endif

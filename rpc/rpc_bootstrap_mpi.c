@@ -1,5 +1,6 @@
 /*
- * hdmlp_config_bootstrap_mpi: rank, world, endpoints, seed and job token from MPI.
+ * rpc_bootstrap_mpi (behind hdmlp_config_bootstrap_mpi, loader/loader_rpc_load.c): rank,
+ * world, endpoints, seed and job token from MPI.
  *
  * Every rank picks a free TCP port on bind_host (rpc_pick_endpoint: bind port 0, read it
  * back, release it; another process could take the port before the transport binds it,
@@ -10,8 +11,9 @@
  * waiting in a collective. bind_host NULL means this host's name (gethostname). Call it
  * from one thread (MPI is initialised with MPI_THREAD_FUNNELED when we initialise it).
  *
- * hdmlp_mpi_gather_stats: every rank's hdmlp_stats on rank 0 (MPI_Gather of the bytes on a
- * duplicate of MPI_COMM_WORLD), for tools such as hdmlp-bench that report per rank.
+ * rpc_gather_stats (behind hdmlp_mpi_gather_stats): every rank's hdmlp_stats on rank 0
+ * (MPI_Gather of the caller's `size` bytes on a duplicate of MPI_COMM_WORLD), for tools
+ * such as hdmlp-bench that report per rank.
  */
 #include "rpc_transport.h"
 
@@ -74,11 +76,8 @@ static int random_token(uint64_t *out)
     return 1;
 }
 
-int hdmlp_config_bootstrap_mpi(hdmlp_config *cfg, const char *bind_host)
+int rpc_bootstrap_mpi(hdmlp_config *cfg, const char *bind_host)
 {
-    if (cfg == NULL) {
-        return hd_err(HDMLP_E_INVAL, "bootstrap_mpi: NULL config");
-    }
     int init = 0, fin = 0;
     MPI_Initialized(&init);
     MPI_Finalized(&fin);
@@ -189,11 +188,8 @@ int hdmlp_config_bootstrap_mpi(hdmlp_config *cfg, const char *bind_host)
     return out;
 }
 
-int hdmlp_mpi_gather_stats(const hdmlp_stats *mine, hdmlp_stats *all_on_rank0)
+int rpc_gather_stats(const hdmlp_stats *mine, hdmlp_stats *all_on_rank0, size_t size)
 {
-    if (mine == NULL) {
-        return hd_err(HDMLP_E_INVAL, "mpi_gather_stats: NULL stats");
-    }
     int init = 0, fin = 0;
     MPI_Initialized(&init);
     MPI_Finalized(&fin);
@@ -208,19 +204,18 @@ int hdmlp_mpi_gather_stats(const hdmlp_stats *mine, hdmlp_stats *all_on_rank0)
         return rc;
     }
     /* Rank 0 without a buffer still takes part (the others are already in the collective). */
-    hdmlp_stats *scratch = NULL;
-    hdmlp_stats *dst = all_on_rank0;
+    void *scratch = NULL;
+    void *dst = all_on_rank0;
     if (rank == 0 && dst == NULL) {
-        scratch = hd_calloc((size_t)world, sizeof(hdmlp_stats));
+        scratch = hd_calloc((size_t)world, size);
         dst = scratch;
     }
     if (rank == 0 && dst == NULL) {
-        /* world x 440 bytes: practically unreachable; the others then wait in the gather. */
+        /* world x ~600 bytes: practically unreachable; the others then wait in the gather. */
         MPI_Comm_free(&comm);
         return hd_err(HDMLP_E_NOMEM, "mpi_gather_stats: out of memory");
     }
-    rc = MPI_Gather(mine, (int)sizeof(hdmlp_stats), MPI_BYTE, dst, (int)sizeof(hdmlp_stats),
-                    MPI_BYTE, 0, comm);
+    rc = MPI_Gather(mine, (int)size, MPI_BYTE, dst, (int)size, MPI_BYTE, 0, comm);
     MPI_Comm_free(&comm);
     hd_free(scratch);
     if (rc != MPI_SUCCESS) {

@@ -1,7 +1,13 @@
-/* The public loader constructor: the loader with the gRPC transport for its peers. */
+/* What rpc/ gives the library (loader/loader_rpc_module.h): the gRPC transport for a
+ * loader's peers, the MPI bootstrap and the MPI stats gather. The static libhdmlp.a calls
+ * rpc_module_fill directly, the module libhdmlp-rpc.so from hdmlp_rpc_module_init; either
+ * way the public functions are defined once, in loader/loader_rpc_load.c. */
+#include "loader_rpc_module.h"
 #include "rpc.h"
 
-int hdmlp_loader_create(hdmlp_dataset *ds, const hdmlp_config *cfg, hdmlp_loader **out)
+void rpc_module_fill(rpc_module *out)
 {
-    return loader_create_with(ds, cfg, rpc_transport_create, out);
+    out->transport_create = rpc_transport_create;
+    out->bootstrap_mpi = rpc_bootstrap_mpi;
+    out->gather_stats = rpc_gather_stats;
 }

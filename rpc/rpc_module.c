@@ -4,7 +4,7 @@
  * the library helpers rpc/ calls (hd_err, hd_malloc, config_copy, ...): libhdmlp keeps them
  * hidden, so they forward to the host table libhdmlp hands over, which keeps error detail
  * in the library's own thread-local (hdmlp_last_error) and allocations in its wrappers.
- * Not part of libhdmlp.a, which links rpc/ directly.
+ * Not part of libhdmlp.a, which links rpc/ directly (rpc_loader.c fills the same table).
  */
 #include "loader_rpc_module.h"
 #include "rpc.h"
@@ -65,8 +65,6 @@ int hdmlp_rpc_module_init(const rpc_host *h, rpc_module *out, char *err, size_t 
         return HDMLP_E_UNSUPPORTED;
     }
     host = h;
-    out->transport_create = rpc_transport_create;
-    out->bootstrap_mpi = hdmlp_config_bootstrap_mpi;
-    out->gather_stats = hdmlp_mpi_gather_stats;
+    rpc_module_fill(out);
     return HDMLP_OK;
 }

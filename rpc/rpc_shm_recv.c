@@ -27,13 +27,14 @@ void shm_in_close(rpc_shm *s, shm_in *c)
     c->more = 0;
 }
 
-/* Rejects a sender: says why on its socket, counts it, closes the ring. */
+/* Rejects a sender: counts it, says why on its socket, closes the ring (counted first, so
+ * a sender that has read the reason finds the rejection in the stats). */
 void shm_in_reject(rpc_shm *s, shm_in *c, const char *why)
 {
-    rpc_shm_send_packet(c->sock, why, strlen(why), NULL, 0);
     pthread_mutex_lock(&s->t->lock);
     s->t->st.rejected++;
     pthread_mutex_unlock(&s->t->lock);
+    rpc_shm_send_packet(c->sock, why, strlen(why), NULL, 0);
     shm_in_close(s, c);
 }
 

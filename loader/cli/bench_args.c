@@ -4,6 +4,7 @@
 
 #include "bench_launch.h"
 #include "bench_parse.h"
+#include "loader_units.h"
 
 #include <getopt.h>
 #include <stdlib.h>
@@ -175,7 +176,7 @@ static const struct option longopts[] = {
 /* A plain size (no percentage); -1 if malformed. */
 static int size_arg(const char *arg, uint64_t *out)
 {
-    return hdmlp_parse_size(arg, 0, out, NULL) == HDMLP_OK ? 0 : -1;
+    return units_parse_size(arg, 0, out, NULL, NULL, 0);
 }
 
 /* One option; returns -1 to continue, else the exit status. */
@@ -187,7 +188,7 @@ static int one_option(int c, const char *arg, char **argv, bench_opts *o)
     case OPT_MEMORY:
         o->memory_arg = arg;
         /* A percentage is resolved once the dataset is open (memory_pct > 0, memory 0). */
-        if (hdmlp_parse_size(arg, 0, &o->memory, &o->memory_pct) != HDMLP_OK) {
+        if (units_parse_size(arg, 0, &o->memory, &o->memory_pct, NULL, 0) != 0) {
             return usage_error("--memory: invalid size '%s'", arg);
         }
         return -1;

@@ -42,7 +42,7 @@ static int gather_words(const uint64_t *mine, size_t n, uint64_t *all, uint32_t 
         const size_t m = n - off < CARRIER_WORDS ? n - off : CARRIER_WORDS;
         memset(&carrier, 0, sizeof carrier);
         memcpy(&carrier, mine + off, m * sizeof(uint64_t));
-        const int rc = hdmlp_mpi_gather_stats(&carrier, recv);
+        const int rc = hdmlp_mpi_gather_stats(&carrier, recv, sizeof carrier);
         if (rc != HDMLP_OK && first == HDMLP_OK) {
             first = rc;
             gather_failed(rc);
@@ -141,7 +141,7 @@ int bench_dist_gather(const bench_opts *o, const bench_rank *mine, uint32_t worl
     } else {
         pack(mine, span, w);
     }
-    const int grc = hdmlp_mpi_gather_stats(&mine->st, stats);
+    const int grc = hdmlp_mpi_gather_stats(&mine->st, stats, sizeof mine->st);
     if (grc != HDMLP_OK && rc == 0) {
         rc = gather_failed(grc);
     }

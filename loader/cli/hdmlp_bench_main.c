@@ -10,6 +10,7 @@
 #include "bench_dist.h"
 #include "bench_random.h"
 #include "bench_report.h"
+#include "loader_units.h"
 
 #include <hdmlp.h>
 
@@ -231,7 +232,7 @@ static int run(const bench_opts *o, hdmlp_dataset *ds, const hdmlp_config *cfg, 
         return runtime_error("cannot create loader", rc);
     }
     hdmlp_stats created;
-    if (hdmlp_loader_stats(ld, &created) == HDMLP_OK &&
+    if (hdmlp_loader_stats(ld, &created, sizeof created) == HDMLP_OK &&
         created.memory_budget > created.memory_configured) {
         fprintf(stderr,
                 "hdmlp-bench: %s--memory %s (%" PRIu64
@@ -318,7 +319,7 @@ static int run(const bench_opts *o, hdmlp_dataset *ds, const hdmlp_config *cfg, 
         }
     }
     if (status == 0) {
-        rc = hdmlp_loader_stats(ld, &r->st);
+        rc = hdmlp_loader_stats(ld, &r->st, sizeof r->st);
         if (rc == HDMLP_OK) {
             rc = hdmlp_loader_cost_history(ld, r->cost_history, 32, &r->cost_points);
             r->cost_points = r->cost_points < 32 ? r->cost_points : 32;
@@ -372,7 +373,7 @@ static void propose_split(const bench_opts *o, hdmlp_dataset *ds, hdmlp_config *
     for (size_t i = 0; i < sizeof(percent) / sizeof(percent[0]); i++) {
         hdmlp_stats st;
         hdmlp_config_set_ram_cache(cfg, o->memory / 100 * percent[i]);
-        const int rc = hdmlp_loader_forecast(ds, cfg, &st, NULL, NULL, NULL);
+        const int rc = hdmlp_loader_forecast(ds, cfg, &st, sizeof st, NULL, NULL, NULL);
         if (rc != HDMLP_OK) {
             fprintf(stderr, "  RAM cache %3u%%: not possible (%s)\n", percent[i],
                     hdmlp_last_error());
@@ -407,7 +408,7 @@ static int plan(const bench_opts *o, hdmlp_dataset *ds, const hdmlp_config *cfg,
         return BENCH_EXIT_RUNTIME;
     }
     const double t0 = now_s();
-    const int rc = hdmlp_loader_forecast(ds, cfg, &r->st, NULL, NULL, all);
+    const int rc = hdmlp_loader_forecast(ds, cfg, &r->st, sizeof r->st, NULL, NULL, all);
     r->seconds = now_s() - t0;
     for (uint64_t e = 0; rc == HDMLP_OK && e < bench_span(o); e++) {
         r->epoch_source_bytes[e] = all[o->start_epoch + e];
@@ -487,9 +488,10 @@ int main(int argc, char **argv)
         bench_args_free(&o);
         return BENCH_EXIT_RUNTIME;
     }
-    if (o.memory_pct > 0 && hdmlp_parse_size(o.memory_arg, hdmlp_dataset_raw_bytes(ds),
-                                             &o.memory, NULL) != HDMLP_OK) {
-        fprintf(stderr, "hdmlp-bench: --memory: %s\n", hdmlp_last_error());
+    char err[512];
+    if (o.memory_pct > 0 && units_parse_size(o.memory_arg, hdmlp_dataset_raw_bytes(ds),
+                                             &o.memory, NULL, err, sizeof err) != 0) {
+        fprintf(stderr, "hdmlp-bench: --memory: %s\n", err);
         bench_args_free(&o);
         return BENCH_EXIT_USAGE;
     }

@@ -47,6 +47,7 @@ struct hdmlp_config {
     int same_host;  /* HDMLP_SAME_HOST_*: how peers on this host are reached */
     int node_board; /* HDMLP_NODE_BOARD_*: balance across local ranks */
     struct hdmlp_image_config *image; /* the image pipeline's config (owned), or NULL */
+    int stager_off;                   /* tests only (loader_testing.h): no SSD stager thread */
 };
 
 void config_defaults(struct hdmlp_config *cfg);
@@ -57,18 +58,15 @@ void config_clear(struct hdmlp_config *cfg);
 #include "loader_peer.h"
 
 /* Creates a loader whose peers are reached through `factory` (tests inject an in-process
- * transport; hdmlp_loader_create passes the gRPC transport: rpc/rpc_loader.c in libhdmlp.a,
- * loader_rpc_load.c via the module in the shared library). A NULL factory
- * allows world 1 only. */
+ * transport; hdmlp_loader_create, loader_rpc_load.c, passes rpc/'s gRPC transport when
+ * world > 1). A NULL factory allows world 1 only. */
 int loader_create_with(hdmlp_dataset *ds, const hdmlp_config *cfg,
                        peer_transport_factory factory, hdmlp_loader **out);
 
-/* Waits until the SSD stager has gone through its chunks (tests: staging only uses idle
- * I/O capacity, so it finishes once the consumer stops asking). */
-void loader_wait_staged(hdmlp_loader *ld);
-/* Tests: no stager thread, so only first loads stage chunks (as when I/O is never idle);
- * set before creating a loader. */
-extern int loader_stager_off;
+/* Copies *full into the caller's hdmlp_stats of `size` bytes (the size it was compiled
+ * with): the common prefix, then zeros up to size for fields this library lacks. Writes
+ * exactly `size` bytes. */
+void loader_stats_out(hdmlp_stats *out, size_t size, const hdmlp_stats *full);
 
 /* Slots of abstract memory currently holding a valid sample (at the planning frontier). */
 uint64_t loader_slots_occupied(const hdmlp_loader *ld);

@@ -1,12 +1,15 @@
 /*
- * Sizes as text ("256M", "1.5GiB", "500MB", "25%"): hdmlp_parse_size, the one grammar
- * hdmlp-bench and the Python module read. Exact: the digits are scaled with integer
- * arithmetic (no strtod, so no locale and no rounding before the final floor), and every
- * step is checked against 2^64.
+ * Sizes as text ("256M", "1.5GiB", "500MB", "25%"): units_parse_size, the one grammar
+ * hdmlp-bench, hdmlp-pack and the Python module read. Not part of libhdmlp (no size text
+ * crosses its API): libc only, compiled into each program that reads sizes
+ * (loader_units.h). Exact: the digits are scaled with integer arithmetic (no strtod, so no
+ * locale and no rounding before the final floor), and every step is checked against 2^64.
  */
-#include "format.h"
+#include "loader_units.h"
 
 #include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 /* Saturation of a written exponent: far beyond any value that fits, far below overflow. */
@@ -173,10 +176,24 @@ static int unit_is(const char *s, size_t len, const char *name)
     return 1;
 }
 
-int hdmlp_parse_size(const char *text, uint64_t percent_of, uint64_t *bytes, double *percent)
+/* Writes the message into err (if room) and returns -1. */
+__attribute__((format(printf, 3, 4))) static int fail(char *err, size_t errlen, const char *fmt,
+                                                      ...)
+{
+    if (err != NULL && errlen > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+int units_parse_size(const char *text, uint64_t percent_of, uint64_t *bytes, double *percent,
+                     char *err, size_t errlen)
 {
     if (text == NULL || bytes == NULL) {
-        return hd_err(HDMLP_E_INVAL, "size: text or bytes is NULL");
+        return fail(err, errlen, "size: text or bytes is NULL");
     }
     const char *s = text;
     while (is_blank(*s)) {
@@ -185,7 +202,7 @@ int hdmlp_parse_size(const char *text, uint64_t percent_of, uint64_t *bytes, dou
     size_number nb;
     s = read_number(s, &nb);
     if (s == NULL) {
-        return hd_err(HDMLP_E_INVAL, "size '%.200s': expected a number >= 0", text);
+        return fail(err, errlen, "size '%.200s': expected a number >= 0", text);
     }
     while (is_blank(*s)) {
         s++;
@@ -197,36 +214,35 @@ int hdmlp_parse_size(const char *text, uint64_t percent_of, uint64_t *bytes, dou
     uint64_t v = 0;
     if (len == 1 && s[0] == '%') {
         if (!nonzero(&nb)) {
-            return hd_err(HDMLP_E_INVAL, "size '%.200s': a percentage must be above 0", text);
+            return fail(err, errlen, "size '%.200s': a percentage must be above 0", text);
         }
         if (percent_of == 0 && percent == NULL) {
-            return hd_err(HDMLP_E_INVAL, "size '%.200s': a percentage is not accepted here",
-                          text);
+            return fail(err, errlen, "size '%.200s': a percentage is not accepted here", text);
         }
         /* With percent_of 0 the check still bounds P (P / 100 below 2^64). */
         if (scale(&nb, percent_of != 0 ? percent_of : 1, -2, &v) != 0) {
-            return hd_err(HDMLP_E_INVAL, "size '%.200s': 2^64 bytes or more", text);
+            return fail(err, errlen, "size '%.200s': 2^64 bytes or more", text);
         }
         *bytes = percent_of != 0 ? v : 0;
         if (percent != NULL) {
             *percent = approximate(&nb);
         }
-        return HDMLP_OK;
+        return 0;
     }
     for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
         if (unit_is(s, len, units[i].name)) {
             if (scale(&nb, units[i].factor, 0, &v) != 0) {
-                return hd_err(HDMLP_E_INVAL, "size '%.200s': 2^64 bytes or more", text);
+                return fail(err, errlen, "size '%.200s': 2^64 bytes or more", text);
             }
             *bytes = v;
             if (percent != NULL) {
                 *percent = 0;
             }
-            return HDMLP_OK;
+            return 0;
         }
     }
-    return hd_err(HDMLP_E_INVAL,
-                  "size '%.200s': unknown unit '%.*s' (expected B, K, M, G, T, KiB, MiB, GiB, "
-                  "TiB, KB, MB, GB, TB or %%)",
-                  text, len > 40 ? 40 : (int)len, s);
+    return fail(err, errlen,
+                "size '%.200s': unknown unit '%.*s' (expected B, K, M, G, T, KiB, MiB, GiB, "
+                "TiB, KB, MB, GB, TB or %%)",
+                text, len > 40 ? 40 : (int)len, s);
 }

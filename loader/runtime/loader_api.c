@@ -270,7 +270,7 @@ int loader_create_with(hdmlp_dataset *ds, const hdmlp_config *cfg,
     if (rc == HDMLP_OK && ld->cfg.image != NULL) {
         rc = image_pipe_start(ld);
     }
-    if (rc == HDMLP_OK && ld->tier != NULL && ld->cfg.ssd_dir != NULL && !loader_stager_off) {
+    if (rc == HDMLP_OK && ld->tier != NULL && ld->cfg.ssd_dir != NULL && !ld->cfg.stager_off) {
         if (pthread_create(&ld->stager, NULL, stage_main, ld) != 0) {
             rc = hd_err(HDMLP_E_NOMEM, "loader: cannot start the SSD stager");
         } else {
@@ -452,16 +452,26 @@ int hdmlp_loader_cost_history(hdmlp_loader *ld, hdmlp_cost_point *out, size_t n,
     return HDMLP_OK;
 }
 
-int hdmlp_loader_stats(hdmlp_loader *ld, hdmlp_stats *out)
+void loader_stats_out(hdmlp_stats *out, size_t size, const hdmlp_stats *full)
 {
-    if (ld == NULL || out == NULL) {
-        return hd_err(HDMLP_E_INVAL, "loader_stats: loader and out are required");
+    const size_t n = size < sizeof(*full) ? size : sizeof(*full);
+    memcpy(out, full, n);
+    if (size > n) {
+        memset((char *)out + n, 0, size - n);
+    }
+}
+
+int hdmlp_loader_stats(hdmlp_loader *ld, hdmlp_stats *out, size_t size)
+{
+    if (ld == NULL || out == NULL || size == 0) {
+        return hd_err(HDMLP_E_INVAL, "loader_stats: loader, out and a size are required");
     }
     pthread_mutex_lock(&ld->lock);
-    *out = ld->st;
+    hdmlp_stats st = ld->st;
     if (ld->tier != NULL) {
-        out->ram_cached_chunks = tier_ram_chunks(ld->tier);
+        st.ram_cached_chunks = tier_ram_chunks(ld->tier);
     }
     pthread_mutex_unlock(&ld->lock);
+    loader_stats_out(out, size, &st);
     return HDMLP_OK;
 }

@@ -354,13 +354,11 @@ int loader_place_tiers(const fmt_index *ix, const struct hdmlp_config *cfg,
     return rc;
 }
 
-int hdmlp_loader_forecast(hdmlp_dataset *ds, const hdmlp_config *given, hdmlp_stats *out,
+/* The forecast into a whole hdmlp_stats of this library's size. */
+static int forecast_stats(hdmlp_dataset *ds, const hdmlp_config *given, hdmlp_stats *out,
                           uint64_t *chunk_loads, uint64_t *first_use,
                           uint64_t *epoch_source_bytes)
 {
-    if (ds == NULL || given == NULL || out == NULL) {
-        return hd_err(HDMLP_E_INVAL, "forecast: dataset, config and out are required");
-    }
     if (given->epochs == 0) {
         return hd_err(HDMLP_E_INVAL, "forecast: needs a bounded number of epochs");
     }
@@ -412,5 +410,20 @@ int hdmlp_loader_forecast(hdmlp_dataset *ds, const hdmlp_config *given, hdmlp_st
     }
     tier_free(t);
     hd_free(first_of);
+    return rc;
+}
+
+int hdmlp_loader_forecast(hdmlp_dataset *ds, const hdmlp_config *cfg, hdmlp_stats *out,
+                          size_t size, uint64_t *chunk_loads, uint64_t *first_use,
+                          uint64_t *epoch_source_bytes)
+{
+    if (ds == NULL || cfg == NULL || out == NULL || size == 0) {
+        return hd_err(HDMLP_E_INVAL, "forecast: dataset, config, out and a size are required");
+    }
+    hdmlp_stats st;
+    const int rc = forecast_stats(ds, cfg, &st, chunk_loads, first_use, epoch_source_bytes);
+    if (rc == HDMLP_OK) {
+        loader_stats_out(out, size, &st);
+    }
     return rc;
 }

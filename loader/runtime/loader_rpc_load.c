@@ -1,8 +1,11 @@
 /*
- * The shared libhdmlp's entry points into the distributed stack: hdmlp_loader_create,
- * hdmlp_config_bootstrap_mpi and hdmlp_mpi_gather_stats, with libhdmlp-rpc.so loaded on
- * first need (loader_rpc_module.h). A single-rank loader never loads it, so a process
- * that only reads locally maps neither gRPC nor MPI.
+ * The library's entry points into the distributed stack, defined here once for both
+ * libraries: hdmlp_loader_create, hdmlp_config_bootstrap_mpi and hdmlp_mpi_gather_stats
+ * check their arguments and then call rpc/ through an rpc_module table
+ * (loader_rpc_module.h). The shared libhdmlp gets the table from libhdmlp-rpc.so, loaded
+ * on first need: a single-rank loader never loads it, so a process that only reads
+ * locally maps neither gRPC nor MPI. The static libhdmlp.a (this file compiled with
+ * HDMLP_RPC_LINKED) links rpc/ and takes the table from rpc_module_fill.
  *
  * Where the module is looked for: beside the libhdmlp that holds this code (dladdr; the
  * build tree, an install prefix's libdir and a pip-installed package all keep the two
@@ -13,7 +16,10 @@
  */
 #include "loader_rpc_module.h"
 
+#ifndef HDMLP_RPC_LINKED
 #include <dlfcn.h>
+#endif
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -23,6 +29,9 @@ static rpc_module module;
 static int module_rc = HDMLP_OK;
 static char module_err[1024];
 
+#ifdef HDMLP_RPC_LINKED
+static void load_module(void) { rpc_module_fill(&module); }
+#else
 /* Directory of the object holding this file's data, with a trailing '/', or "" if unknown. */
 static void own_dir(char *dir, size_t len)
 {
@@ -94,6 +103,7 @@ static void load_module(void)
         snprintf(module_err, sizeof module_err, "%s: %s", RPC_MODULE_FILE, err);
     }
 }
+#endif
 
 /* The loaded module, or NULL with the error set ("what" names the caller). */
 static const rpc_module *get_module(const char *what)
@@ -131,11 +141,15 @@ int hdmlp_config_bootstrap_mpi(hdmlp_config *cfg, const char *bind_host)
     return m != NULL ? m->bootstrap_mpi(cfg, bind_host) : module_rc;
 }
 
-int hdmlp_mpi_gather_stats(const hdmlp_stats *mine, hdmlp_stats *all_on_rank0)
+int hdmlp_mpi_gather_stats(const hdmlp_stats *mine, hdmlp_stats *all_on_rank0, size_t size)
 {
     if (mine == NULL) {
         return hd_err(HDMLP_E_INVAL, "mpi_gather_stats: NULL stats");
     }
+    if (size == 0 || size > INT_MAX) {
+        return hd_err(HDMLP_E_INVAL, "mpi_gather_stats: size %zu (expected HDMLP_STATS_SIZE)",
+                      size);
+    }
     const rpc_module *m = get_module("mpi_gather_stats");
-    return m != NULL ? m->gather_stats(mine, all_on_rank0) : module_rc;
+    return m != NULL ? m->gather_stats(mine, all_on_rank0, size) : module_rc;
 }

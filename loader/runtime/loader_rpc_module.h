@@ -6,7 +6,9 @@
  * time a config has world > 1 or a program asks for the MPI bootstrap. The module resolves
  * the library's internal helpers through the rpc_host table below (they are hidden in
  * libhdmlp) and the public API through its DT_NEEDED on libhdmlp. The static libhdmlp.a
- * links rpc/ directly and never loads the module.
+ * links rpc/ directly and never loads the module: its loader_rpc_load.c (compiled with
+ * HDMLP_RPC_LINKED) takes the table from rpc_module_fill. The public functions behind the
+ * table are defined once, in loader_rpc_load.c, for both libraries.
  */
 #ifndef HDMLP_LOADER_RPC_MODULE_H
 #define HDMLP_LOADER_RPC_MODULE_H
@@ -40,8 +42,13 @@ struct hdmlp_stats;
 typedef struct rpc_module {
     peer_transport_factory transport_create;
     int (*bootstrap_mpi)(struct hdmlp_config *cfg, const char *bind_host);
-    int (*gather_stats)(const struct hdmlp_stats *mine, struct hdmlp_stats *all_on_rank0);
+    int (*gather_stats)(const struct hdmlp_stats *mine, struct hdmlp_stats *all_on_rank0,
+                        size_t size);
 } rpc_module;
+
+/* Fills *out with rpc/'s functions (rpc/rpc_loader.c): linked into libhdmlp.a and into the
+ * module, never into the shared libhdmlp. */
+void rpc_module_fill(rpc_module *out);
 
 /* The module's entry point: checks the host's version and config size, keeps the host
  * table for the life of the process and fills *out. Returns 0 or a negative HDMLP_E_*

@@ -12,6 +12,7 @@
  * full disk), leaving the rest on the source.
  */
 #include "loader_core.h"
+#include "loader_testing.h"
 
 #include <errno.h>
 #include <string.h>
@@ -36,7 +37,7 @@ static int read_whole(int fd, uint8_t *buf, uint64_t len, uint64_t off)
     return done == len ? 0 : -1;
 }
 
-int loader_stager_off;
+void loader_testing_stager_off(hdmlp_config *cfg, int off) { cfg->stager_off = off != 0; }
 
 void stage_first_load(struct hdmlp_loader *ld, uint64_t chunk, uint8_t *buf, uint64_t len,
                       uint64_t cap)

@@ -1,5 +1,6 @@
 /* hdmlp-pack: argv, messages and exit codes (0 ok, 1 failure, 2 usage error). */
 #include "hdmlp.h"
+#include "loader_units.h"
 #include "pack_cli.h"
 #include "packer.h"
 
@@ -434,7 +435,7 @@ static int parse_args(int argc, char **argv, args *a)
             break;
         case OPT_SEGMENT:
             /* The sizes hdmlp-bench and Python take (K = KiB, KB = 1000). */
-            if (hdmlp_parse_size(optarg, 0, &a->o.segment_size, NULL) != HDMLP_OK) {
+            if (units_parse_size(optarg, 0, &a->o.segment_size, NULL, NULL, 0) != 0) {
                 usage_error("--segment-size must be a size such as 512M or 2G (got '%s')",
                             optarg);
                 return 2;

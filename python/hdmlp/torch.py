@@ -428,16 +428,20 @@ class HdmlpIterableDataset(IterableDataset):
         """Picklable position after the last batch the DataLoader yielded: {'format',
         'version', 'loader': hdmlp.Loader.state_dict(), 'epoch', 'set_epoch'}: 'epoch' is
         the epoch the next iteration after load_state_dict delivers (the rest of), which is
-        the pending set_epoch if any, else the loader's; 'set_epoch' is the pending
-        set_epoch or None. With num_workers > 0 it needs hdmlp.torch.DataLoader (which
+        the pending set_epoch if any, else the loader's, or the next one when the saved
+        epoch was complete (so `for epoch in range(sd['epoch'], epochs)` resumes, and after
+        the last epoch runs nothing); 'set_epoch' is the pending set_epoch or None. With num_workers > 0 it needs hdmlp.torch.DataLoader (which
         counts the yielded batches). Raises hdmlp.StateError when there is no position to
         save."""
         def wrap(loader_state):
             pending = self._pending_epoch()
+            epoch = loader_state["epoch"]
+            if pending is not None:
+                epoch = pending
+            elif loader_state["batch"] >= len(self):  # saved after an epoch's last batch
+                epoch += 1
             return {"format": self.STATE_FORMAT, "version": self.STATE_VERSION,
-                    "loader": loader_state,
-                    "epoch": loader_state["epoch"] if pending is None else pending,
-                    "set_epoch": pending}
+                    "loader": loader_state, "epoch": epoch, "set_epoch": pending}
         loader = self._loader if self._loader_pid == os.getpid() else None
         if loader is not None and (self._yielded is None or self._yielded[0] == 0):
             return wrap(loader.state_dict())

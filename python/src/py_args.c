@@ -1,6 +1,8 @@
 /* Argument conversion: non-negative integers, memory sizes, enumerated choices. */
 #include "py_internal.h"
 
+#include "loader_units.h"
+
 #include <ctype.h>
 
 int py_arg_u64(py_state *st, PyObject *obj, const char *param, uint64_t *out)
@@ -108,7 +110,7 @@ int py_arg_memory(py_state *st, PyObject *obj, uint64_t raw_bytes, uint64_t *out
         }
         /* A percentage of raw_bytes 0 is 0 (parse_memory's default), not an error. */
         double percent = 0;
-        if (hdmlp_parse_size(s, raw_bytes, out, &percent) != HDMLP_OK) {
+        if (units_parse_size(s, raw_bytes, out, &percent, NULL, 0) != 0) {
             py_raise_arg(st, "memory",
                          "expected bytes as an int or a string like '256M', '1.5GiB', "
                          "'500MB' or '25%%' (of the dataset's raw bytes), got %R",

@@ -4,6 +4,8 @@
  */
 #include "py_internal.h"
 
+#include "loader_units.h"
+
 static int set_or_raise(py_state *st, int rc, const char *param)
 {
     if (rc != HDMLP_OK) {
@@ -25,7 +27,7 @@ static int memory_is_share(PyObject *obj)
         PyErr_Clear();
         return 0;
     }
-    return hdmlp_parse_size(s, 0, &bytes, &percent) == HDMLP_OK && percent > 0;
+    return units_parse_size(s, 0, &bytes, &percent, NULL, 0) == 0 && percent > 0;
 }
 
 /* The ranges hdmlp.h gives for hdmlp_config_set_batch_size and hdmlp_config_set_threads,

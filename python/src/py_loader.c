@@ -321,7 +321,7 @@ static PyObject *loader_stats(LoaderObject *self, PyObject *unused)
         return NULL;
     }
     hdmlp_stats s;
-    const int rc = hdmlp_loader_stats(self->ld, &s);
+    const int rc = hdmlp_loader_stats(self->ld, &s, sizeof s);
     if (rc != HDMLP_OK) {
         return py_raise(st, rc, "stats", NULL);
     }

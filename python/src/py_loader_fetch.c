@@ -40,7 +40,8 @@ int py_loader_make_c(py_state *st, LoaderObject *self, hdmlp_loader **out)
     }
     /* memory='P%' below what the dataset needs was raised (hdmlp_config_set_memory_raise). */
     hdmlp_stats s;
-    if (hdmlp_loader_stats(ld, &s) == HDMLP_OK && s.memory_budget > s.memory_configured &&
+    if (hdmlp_loader_stats(ld, &s, sizeof s) == HDMLP_OK &&
+        s.memory_budget > s.memory_configured &&
         PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
                          "memory: %llu bytes (the share of the dataset asked for) is less than "
                          "this dataset needs with batch_size %llu and this configuration; "

@@ -134,7 +134,7 @@ int main(int argc, char **argv)
     }
     hdmlp_stats st;
     t0 = now_s();
-    const int rc = hdmlp_loader_forecast(ds, cfg, &st, NULL, NULL, NULL);
+    const int rc = hdmlp_loader_forecast(ds, cfg, &st, sizeof st, NULL, NULL, NULL);
     const double t = now_s() - t0;
     if (rc != HDMLP_OK) {
         fprintf(stderr, "bench_forecast: %s\n", hdmlp_last_error());

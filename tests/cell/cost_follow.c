@@ -88,7 +88,7 @@ int main(int argc, char **argv)
         hdmlp_batch_release(b);
         batches++;
         hdmlp_stats st;
-        hdmlp_loader_stats(ld, &st);
+        hdmlp_loader_stats(ld, &st, sizeof st);
         const double op = (double)st.source_op_ns / 1e3;
         if (!switched && st.chunk_loads >= switch_after) {
             if (write_line(file, line) != 0) {
@@ -112,7 +112,7 @@ int main(int argc, char **argv)
         return 1;
     }
     hdmlp_stats st;
-    hdmlp_loader_stats(ld, &st);
+    hdmlp_loader_stats(ld, &st, sizeof st);
     printf("{\"switched\": %s, \"followed\": %s, \"reads_at_switch\": %" PRIu64
            ", \"reads_to_follow\": %" PRIu64 ", \"op_us_before\": %.1f, \"op_us_after\": %.1f"
            ", \"op_us_end\": %.1f, \"bytes_per_s_end\": %" PRIu64 ", \"cost_reads\": %" PRIu64

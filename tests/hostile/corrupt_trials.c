@@ -239,7 +239,7 @@ static int trial(uint64_t t, uint64_t seed)
     hdmlp_stats st;
     memset(&st, 0, sizeof(st));
     if (ld != NULL) {
-        hdmlp_loader_stats(ld, &st);
+        hdmlp_loader_stats(ld, &st, sizeof st);
     }
     alarm(0);
     /* classify */

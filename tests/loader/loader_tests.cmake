@@ -14,6 +14,7 @@ hdmlp_add_test(NAME test_loader
   SOURCES loader/runtime/test_loader.c loader/runtime/test_loader_config.c
           loader/runtime/test_loader_batches.c loader/runtime/test_loader_errors.c
           loader/runtime/test_loader_wait.c loader/runtime/test_loader_budget.c
+          loader/runtime/test_loader_stats_size.c
           support/loader_fixture.c support/release_queue.c support/testds.c
   LIBS m
   TIMEOUT 120)
@@ -53,8 +54,11 @@ if(TARGET hdmlp-pack AND TARGET hdmlp_example_image_batches)
                    ${HDMLP_TEST_PYTHON} ${CMAKE_CURRENT_BINARY_DIR}/tmp)
   set_tests_properties(test_image_example PROPERTIES TIMEOUT 120)
 endif()
-# hdmlp_parse_size: the size grammar of hdmlp-bench and the Python module (pure, no I/O).
-hdmlp_add_test(NAME test_units SOURCES loader/config/test_units.c TIMEOUT 60)
+# units_parse_size: the size grammar of hdmlp-bench, hdmlp-pack and the Python module
+# (loader/config/loader_units.c, compiled into each; pure, no I/O).
+hdmlp_add_test(NAME test_units
+  SOURCES loader/config/test_units.c ${PROJECT_SOURCE_DIR}/loader/config/loader_units.c
+  TIMEOUT 60)
 
 # ---- scheduler, sampler, refill plans, cost model, forecast, tiers (policy) --------------
 hdmlp_add_test(NAME test_sched SOURCES loader/protocol/test_sched.c TIMEOUT 180)

@@ -101,6 +101,10 @@ print(len(hdmlp.Dataset(sys.argv[2])))
     # prefix's libhdmlp and the console scripts run the prefix's tools.
     mkdir -p "$SCRATCH/src"
     cp -r "$SOURCE/python" "$SOURCE/include" "$SCRATCH/src/"
+    # the size grammar the extension compiles in (python/setup.py, UNITS)
+    mkdir -p "$SCRATCH/src/loader/config"
+    cp "$SOURCE/loader/config/loader_units.c" "$SOURCE/loader/config/loader_units.h" \
+        "$SCRATCH/src/loader/config/"
     rm -rf "$SCRATCH/src/python/build" "$SCRATCH/src/python/"*.egg-info
     for how in prefix pkg-config; do
         venv=$SCRATCH/venv-$how

@@ -24,6 +24,11 @@ def test_pip_install_into_a_venv(tmp_path, small_ds):
     shutil.copytree(os.path.join(SOURCE_DIR, "python"), src / "python",
                     ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
     shutil.copytree(os.path.join(SOURCE_DIR, "include"), src / "include")
+    # the size grammar the extension compiles in (python/setup.py, UNITS)
+    (src / "loader" / "config").mkdir(parents=True)
+    for name in ("loader_units.c", "loader_units.h"):
+        shutil.copy2(os.path.join(SOURCE_DIR, "loader", "config", name),
+                     src / "loader" / "config" / name)
     env = dict(os.environ, HDMLP_BUILD_DIR=os.path.abspath(lib_dir))
     env.pop("PYTHONPATH", None)
     # venv, pip and the programs they run (compiler, lsb_release, ...) are not hdmlp's: no

@@ -435,3 +435,32 @@ def test_a_loop_restarted_at_the_states_epoch_neither_repeats_nor_skips(fixed_ds
         ds.set_epoch(epoch)
         rest.extend(i for _, _, idx in dl for i in idx.tolist())
     assert first + rest == [i for e in range(4) for i in ref[e]]
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_state_saved_after_a_complete_epoch_resumes_at_the_next(fixed_ds, workers):
+    # The README's loop saves after each epoch: 'epoch' is then the next one (it was the
+    # completed one, so the loop re-ran an empty epoch first, and a state saved after the
+    # last epoch made the resumed loop iterate past the end)
+    memory = hdmlp.parse_memory(MEM, hdmlp.Dataset(fixed_ds.path).raw_bytes)
+    ref = reference(fixed_ds, memory, 3)
+
+    def make():
+        ds = ht.HdmlpIterableDataset(fixed_ds.path, 32, MEM, seed=5, epochs=3,
+                                     with_indices=True)
+        return ds, ht.DataLoader(ds, num_workers=workers, persistent_workers=workers > 0)
+
+    for stop in (0, 2):
+        ds, dl = make()
+        got = []
+        for epoch in range(stop + 1):
+            ds.set_epoch(epoch)
+            got.append([i for _, _, idx in dl for i in idx.tolist()])
+        sd = dl.state_dict()
+        assert sd["epoch"] == stop + 1 and sd["set_epoch"] is None
+        ds, dl = make()
+        dl.load_state_dict(sd)
+        for epoch in range(sd["epoch"], 3):
+            ds.set_epoch(epoch)
+            got.append([i for _, _, idx in dl for i in idx.tolist()])
+        assert got == ref[:3], f"stopped after epoch {stop}"

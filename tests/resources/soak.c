@@ -70,7 +70,7 @@ int cmd_soak(uint64_t epochs)
     rss[epochs - 1] = rss_bytes();
     fds[epochs - 1] = open_fds();
     hdmlp_stats st;
-    hdmlp_loader_stats(ld, &st);
+    hdmlp_loader_stats(ld, &st, sizeof st);
     CHECK(st.epochs == epochs && st.samples == epochs * n, "stats: %llu epochs, %llu samples",
           (unsigned long long)st.epochs, (unsigned long long)st.samples);
     CHECK(st.peak_memory_bytes <= st.memory_budget, "peak %llu > budget %llu",

@@ -95,7 +95,7 @@ int run_all(hdmlp_dataset *ds, const hdmlp_config *cfg, hdmlp_stats *st)
         ec_close(&ec);
     }
     if (st) {
-        hdmlp_loader_stats(ld, st);
+        hdmlp_loader_stats(ld, st, sizeof *st);
     }
     free(ec.seen);
     hdmlp_loader_free(ld);

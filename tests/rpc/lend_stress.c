@@ -113,7 +113,7 @@ static void *consume_main(void *arg)
     pthread_mutex_unlock(&r->mu);
     pthread_join(rel, NULL);
     hdmlp_loader_finish(r->ld);
-    hdmlp_loader_stats(r->ld, &r->st);
+    hdmlp_loader_stats(r->ld, &r->st, sizeof r->st);
     hdmlp_loader_free(r->ld);
     if (r->last != NULL) { /* lent blocks outlive the loader and its transport */
         uint8_t *want = malloc(SPEC.max_size);

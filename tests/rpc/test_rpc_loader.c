@@ -29,7 +29,7 @@ static void *e2e_consume(void *arg)
     e2e_rank *r = arg;
     r->rc = testds_drain(r->ld, &r->seq);
     snprintf(r->err, sizeof r->err, "%s", hdmlp_last_error());
-    hdmlp_loader_stats(r->ld, &r->st);
+    hdmlp_loader_stats(r->ld, &r->st, sizeof r->st);
     hdmlp_loader_free(r->ld);
     r->ld = NULL;
     return NULL;

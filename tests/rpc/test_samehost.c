@@ -462,7 +462,7 @@ static void *consume(void *arg)
     }
     snprintf(r->err, sizeof r->err, "%s", hdmlp_last_error());
     hdmlp_loader_finish(r->ld);
-    hdmlp_loader_stats(r->ld, &r->st);
+    hdmlp_loader_stats(r->ld, &r->st, sizeof r->st);
     hdmlp_loader_free(r->ld);
     r->ld = NULL;
     if (held != NULL) {

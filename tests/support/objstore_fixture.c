@@ -282,7 +282,7 @@ uint64_t *objstore_drain(hdmlp_dataset *ds, hdmlp_refill refill, uint32_t thread
     cr_assert_eq(k, 2 * n, "delivered %llu of %llu", (unsigned long long)k,
                  (unsigned long long)(2 * n));
     if (st != NULL) {
-        hdmlp_loader_stats(ld, st);
+        hdmlp_loader_stats(ld, st, sizeof *st);
     }
     hdmlp_loader_free(ld);
     hdmlp_config_free(cfg);

@@ -273,7 +273,7 @@ void run_loader(hdmlp_dataset *ds, const lcase *c, uint64_t budget, hdmlp_engine
         if (check_boundaries && in_epoch == full) {
             const uint64_t occ = loader_slots_occupied(ld);
             hdmlp_stats st;
-            cr_assert_eq(hdmlp_loader_stats(ld, &st), HDMLP_OK);
+            cr_assert_eq(hdmlp_loader_stats(ld, &st, sizeof st), HDMLP_OK);
             const uint64_t ahead = st.requests - c->ds.n_samples * (e + 1);
             r->slot_checks++;
             if (occ > r->slots_boundary) {
@@ -290,7 +290,7 @@ void run_loader(hdmlp_dataset *ds, const lcase *c, uint64_t budget, hdmlp_engine
     hdmlp_batch *b = POISON_BATCH;
     r->rc_again = hdmlp_loader_next(ld, &b);
     r->again_out_null = b == NULL;
-    cr_assert_eq(hdmlp_loader_stats(ld, &r->st), HDMLP_OK);
+    cr_assert_eq(hdmlp_loader_stats(ld, &r->st, sizeof r->st), HDMLP_OK);
     hdmlp_loader_free(ld);
     free(scratch);
 }

@@ -1,17 +1,28 @@
-/* hdmlp_parse_size: the size grammar shared by hdmlp-bench and the Python module. */
-#include <hdmlp.h>
+/* units_parse_size: the size grammar shared by hdmlp-bench, hdmlp-pack and the Python
+ * module (loader/loader_units.c, compiled into each). */
+#include "loader_units.h"
 
 #include <criterion/criterion.h>
 #include <string.h>
 
 #define SENTINEL 0x5a5a5a5a5a5a5a5aULL
 
+/* The last parse's message. */
+static char detail[512];
+
+/* units_parse_size with its message in `detail`. */
+static int parse(const char *text, uint64_t percent_of, uint64_t *bytes, double *percent)
+{
+    detail[0] = '\0';
+    return units_parse_size(text, percent_of, bytes, percent, detail, sizeof detail);
+}
+
 /* text parses, without percentages, to want. */
 static void expect_bytes(const char *text, uint64_t want)
 {
     uint64_t got = SENTINEL;
-    const int rc = hdmlp_parse_size(text, 0, &got, NULL);
-    cr_expect_eq(rc, HDMLP_OK, "'%s': %s (%s)", text, hdmlp_strerror(rc), hdmlp_last_error());
+    const int rc = parse(text, 0, &got, NULL);
+    cr_expect_eq(rc, 0, "'%s': %s", text, detail);
     cr_expect_eq(got, want, "'%s': %llu, expected %llu", text, (unsigned long long)got,
                  (unsigned long long)want);
 }
@@ -21,12 +32,11 @@ static void expect_invalid(const char *text, uint64_t percent_of)
 {
     uint64_t got = SENTINEL;
     double percent = -1;
-    cr_expect_eq(hdmlp_parse_size(text, percent_of, &got, NULL), HDMLP_E_INVAL,
-                 "'%s' was accepted as %llu", text, (unsigned long long)got);
+    cr_expect_eq(parse(text, percent_of, &got, NULL), -1, "'%s' was accepted as %llu", text,
+                 (unsigned long long)got);
     cr_expect_eq(got, SENTINEL, "'%s': *bytes changed on failure", text);
-    cr_expect(strstr(hdmlp_last_error(), text) != NULL, "'%s': detail '%s' does not name it",
-              text, hdmlp_last_error());
-    cr_expect_eq(hdmlp_parse_size(text, percent_of, &got, &percent), HDMLP_E_INVAL,
+    cr_expect(strstr(detail, text) != NULL, "'%s': detail '%s' does not name it", text, detail);
+    cr_expect_eq(parse(text, percent_of, &got, &percent), -1,
                  "'%s' was accepted with a percent out-parameter", text);
     cr_expect_eq(percent, -1, "'%s': *percent changed on failure", text);
 }
@@ -101,18 +111,18 @@ Test(units, percent_of_a_total)
 {
     uint64_t got = SENTINEL;
     double percent = -1;
-    cr_assert_eq(hdmlp_parse_size("25%", 1000, &got, NULL), HDMLP_OK);
+    cr_assert_eq(parse("25%", 1000, &got, NULL), 0);
     cr_expect_eq(got, 250);
-    cr_assert_eq(hdmlp_parse_size(" 12.5 % ", 1000, &got, &percent), HDMLP_OK);
+    cr_assert_eq(parse(" 12.5 % ", 1000, &got, &percent), 0);
     cr_expect_eq(got, 125);
     cr_expect_eq(percent, 12.5);
-    cr_assert_eq(hdmlp_parse_size("33%", 10, &got, NULL), HDMLP_OK);
+    cr_assert_eq(parse("33%", 10, &got, NULL), 0);
     cr_expect_eq(got, 3, "rounded down: %llu", (unsigned long long)got);
-    cr_assert_eq(hdmlp_parse_size("200%", 3, &got, NULL), HDMLP_OK);
+    cr_assert_eq(parse("200%", 3, &got, NULL), 0);
     cr_expect_eq(got, 6);
-    cr_assert_eq(hdmlp_parse_size("100%", UINT64_MAX, &got, NULL), HDMLP_OK);
+    cr_assert_eq(parse("100%", UINT64_MAX, &got, NULL), 0);
     cr_expect_eq(got, UINT64_MAX);
-    cr_assert_eq(hdmlp_parse_size("2.5e1%", 1000, &got, NULL), HDMLP_OK);
+    cr_assert_eq(parse("2.5e1%", 1000, &got, NULL), 0);
     cr_expect_eq(got, 250);
 }
 
@@ -120,12 +130,12 @@ Test(units, percent_kept_for_later_when_total_unknown)
 {
     uint64_t got = SENTINEL;
     double percent = -1;
-    cr_assert_eq(hdmlp_parse_size("25%", 0, &got, &percent), HDMLP_OK);
+    cr_assert_eq(parse("25%", 0, &got, &percent), 0);
     cr_expect_eq(got, 0);
     cr_expect_eq(percent, 25.0);
-    cr_assert_eq(hdmlp_parse_size("0.5%", 0, &got, &percent), HDMLP_OK);
+    cr_assert_eq(parse("0.5%", 0, &got, &percent), 0);
     cr_expect_eq(percent, 0.5);
-    cr_assert_eq(hdmlp_parse_size("64M", 0, &got, &percent), HDMLP_OK);
+    cr_assert_eq(parse("64M", 0, &got, &percent), 0);
     cr_expect_eq(got, 64ULL << 20);
     cr_expect_eq(percent, 0.0, "a plain size sets *percent to 0");
 }
@@ -133,9 +143,9 @@ Test(units, percent_kept_for_later_when_total_unknown)
 Test(units, percent_refused_without_total_or_out_parameter)
 {
     uint64_t got = SENTINEL;
-    cr_expect_eq(hdmlp_parse_size("25%", 0, &got, NULL), HDMLP_E_INVAL);
+    cr_expect_eq(parse("25%", 0, &got, NULL), -1);
     cr_expect_eq(got, SENTINEL);
-    cr_expect(strstr(hdmlp_last_error(), "25%") != NULL, "detail: %s", hdmlp_last_error());
+    cr_expect(strstr(detail, "25%") != NULL, "detail: %s", detail);
 }
 
 Test(units, malformed_rejected)
@@ -172,7 +182,18 @@ Test(units, overflow_rejected_not_wrapped)
 Test(units, null_arguments)
 {
     uint64_t got = SENTINEL;
-    cr_expect_eq(hdmlp_parse_size(NULL, 0, &got, NULL), HDMLP_E_INVAL);
-    cr_expect_eq(hdmlp_parse_size("1K", 0, NULL, NULL), HDMLP_E_INVAL);
+    cr_expect_eq(parse(NULL, 0, &got, NULL), -1);
+    cr_expect_eq(parse("1K", 0, NULL, NULL), -1);
+    cr_expect_eq(got, SENTINEL);
+}
+
+Test(units, message_optional_and_bounded)
+{
+    uint64_t got = SENTINEL;
+    cr_expect_eq(units_parse_size("12X", 0, &got, NULL, NULL, 0), -1, "no message buffer");
+    char small[8];
+    memset(small, '#', sizeof small);
+    cr_expect_eq(units_parse_size("12X", 0, &got, NULL, small, sizeof small), -1);
+    cr_expect_eq(small[sizeof small - 1], '\0', "message cut to the buffer");
     cr_expect_eq(got, SENTINEL);
 }

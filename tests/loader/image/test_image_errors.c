@@ -68,7 +68,7 @@ Test(image_errors, corrupt_images_skipped_and_counted)
     cr_assert_eq(drain(ld, &r, 1), HDMLP_END, "%s", hdmlp_last_error());
     cr_assert_eq(r.n, 2 * 30); /* 32 samples per epoch, 2 damaged */
     hdmlp_stats st;
-    hdmlp_loader_stats(ld, &st);
+    hdmlp_loader_stats(ld, &st, sizeof st);
     cr_assert_eq(st.skipped_samples, 4);
     cr_assert_eq(st.decode_failures, 4);
     cr_assert_eq(st.images_decoded, 60);
@@ -186,7 +186,7 @@ Test(image_errors, the_smallest_accepted_budget_runs_a_loop_holding_one_batch)
     hdmlp_image_config *ic = image_config(96, 96);
     hdmlp_loader *ld = smallest_loader(ds, cfg, ic, 64 << 10);
     hdmlp_stats st;
-    cr_assert_eq(hdmlp_loader_stats(ld, &st), HDMLP_OK);
+    cr_assert_eq(hdmlp_loader_stats(ld, &st, sizeof st), HDMLP_OK);
     cr_assert_geq(st.budget_images, 4ull * 8 * 96 * 96 * 3); /* prefetch 2 + two held */
     hdmlp_batch *held = NULL, *b = NULL;
     uint64_t n = 0;
@@ -199,7 +199,7 @@ Test(image_errors, the_smallest_accepted_budget_runs_a_loop_holding_one_batch)
     cr_assert_eq(rc, HDMLP_END, "%s", hdmlp_last_error());
     cr_assert_eq(n, 128);
     hdmlp_batch_release(held);
-    cr_assert_eq(hdmlp_loader_stats(ld, &st), HDMLP_OK);
+    cr_assert_eq(hdmlp_loader_stats(ld, &st, sizeof st), HDMLP_OK);
     cr_assert_leq(st.peak_memory_bytes, st.memory_budget);
     hdmlp_loader_free(ld);
     hdmlp_image_config_free(ic);

@@ -72,7 +72,7 @@ Test(image_loader, same_batches_as_without_the_pipeline_exactly_once)
     }
     cr_assert_lt(same, 20);
     hdmlp_stats st;
-    cr_assert_eq(hdmlp_loader_stats(b, &st), HDMLP_OK);
+    cr_assert_eq(hdmlp_loader_stats(b, &st, sizeof st), HDMLP_OK);
     cr_assert_eq(st.images_decoded, 180);
     cr_assert_eq(st.decode_failures, 0);
     cr_assert_eq(st.samples, 180);
@@ -98,7 +98,7 @@ Test(image_loader, pool_order_same_batches_as_without_the_pipeline)
     hdmlp_image_config *ic = image_config(32, 32);
     hdmlp_loader *b = same_batches_as_plain(ds, cfg, ic, &img);
     hdmlp_stats st;
-    cr_assert_eq(hdmlp_loader_stats(b, &st), HDMLP_OK);
+    cr_assert_eq(hdmlp_loader_stats(b, &st, sizeof st), HDMLP_OK);
     cr_assert_eq(st.order, 1);
     cr_assert_eq(st.images_decoded, 180);
     cr_assert_leq(st.peak_memory_bytes, st.memory_budget);
@@ -366,7 +366,7 @@ Test(image_loader, stats_report_the_rates_and_the_split)
             hdmlp_batch_release(b);
         }
         hdmlp_stats st;
-        hdmlp_loader_stats(ld, &st);
+        hdmlp_loader_stats(ld, &st, sizeof st);
         cr_assert_gt(st.decode_rate, 0, "decode threads %u", decode);
         cr_assert_gt(st.read_rate, 0, "decode threads %u", decode);
         if (decode == 0) { /* automatic: a total of CPUs + 1, at least one of each */

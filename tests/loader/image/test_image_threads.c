@@ -49,7 +49,7 @@ static void *poke(void *arg)
     poker *p = arg;
     while (!atomic_load(&p->stop)) {
         hdmlp_stats st;
-        hdmlp_loader_stats(p->ld, &st);
+        hdmlp_loader_stats(p->ld, &st, sizeof st);
         if (p->interrupt) {
             hdmlp_loader_interrupt(p->ld);
         }

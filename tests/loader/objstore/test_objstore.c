@@ -123,7 +123,7 @@ Test(objstore, ssd_tier_caches_remote_chunks, .timeout = 120)
     size_t known = 0;
     cr_assert_eq(hdmlp_loader_epoch_source_bytes(ld, per_epoch, 3, &known), HDMLP_OK);
     hdmlp_stats st;
-    hdmlp_loader_stats(ld, &st);
+    hdmlp_loader_stats(ld, &st, sizeof st);
     cr_assert_gt(st.ssd_staged_chunks, 0);
     cr_assert_gt(st.ssd_cache_bytes, 0);
     cr_assert_gt(per_epoch[0], 0);

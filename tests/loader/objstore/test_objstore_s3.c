@@ -191,7 +191,7 @@ Test(objstore, upload_multipart_then_read, .timeout = 120)
     hdmlp_loader *ld = NULL;
     cr_assert_eq(hdmlp_loader_create(ds, lc, &ld), HDMLP_OK, "%s", hdmlp_last_error());
     hdmlp_stats st;
-    hdmlp_loader_stats(ld, &st);
+    hdmlp_loader_stats(ld, &st, sizeof st);
     cr_assert_eq(st.calibrated, 1);
     cr_assert_gt(st.source_op_ns_start, 0);
     cr_assert_gt(st.source_bytes_per_s_start, 0);

@@ -53,7 +53,7 @@ static void *consume(void *arg)
         }
         hdmlp_batch_release(b);
     }
-    hdmlp_loader_stats(r->ld, &r->st);
+    hdmlp_loader_stats(r->ld, &r->st, sizeof r->st);
     atomic_store(&r->done, 1);
     return NULL;
 }
@@ -68,7 +68,7 @@ static void *watch(void *arg)
         for (uint32_t r = 0; r < WORLD; r++) {
             if (!atomic_load(&runs[r].done)) {
                 all = 0;
-                hdmlp_loader_stats(runs[r].ld, &st);
+                hdmlp_loader_stats(runs[r].ld, &st, sizeof st);
             }
         }
         if (all) {

@@ -294,7 +294,7 @@ static void *consume(void *arg)
     if (r->rc != HDMLP_END && r->rc != HDMLP_OK) {
         snprintf(r->err, sizeof(r->err), "%s", hdmlp_last_error());
     }
-    hdmlp_loader_stats(r->ld, &r->st);
+    hdmlp_loader_stats(r->ld, &r->st, sizeof r->st);
     hdmlp_loader_free(r->ld);
     r->ld = NULL;
     return NULL;

@@ -67,7 +67,7 @@ static void *consume(void *arg)
     if (r->rc != HDMLP_END) {
         snprintf(r->err, sizeof(r->err), "%s", hdmlp_last_error());
     }
-    hdmlp_loader_stats(r->ld, &r->st);
+    hdmlp_loader_stats(r->ld, &r->st, sizeof r->st);
     hdmlp_loader_free(r->ld);
     r->ld = NULL;
     return NULL;
@@ -198,7 +198,8 @@ Test(distributed, holding_a_batch_never_exhausts_the_smallest_budgets, .timeout 
         const char *peers[2] = {"127.0.0.1:1", "127.0.0.1:1"};
         hdmlp_config_set_peers(cfg, peers, 2);
         hdmlp_stats st;
-        const int ok = hdmlp_loader_forecast(ds, cfg, &st, NULL, NULL, NULL) == HDMLP_OK;
+        const int ok =
+            hdmlp_loader_forecast(ds, cfg, &st, sizeof st, NULL, NULL, NULL) == HDMLP_OK;
         hdmlp_config_free(cfg);
         if (ok) {
             break;

@@ -38,7 +38,7 @@ static void *watch(void *arg)
     watcher *w = arg;
     hdmlp_stats st;
     while (!atomic_load(&w->stop)) {
-        hdmlp_loader_stats(w->ld, &st);
+        hdmlp_loader_stats(w->ld, &st, sizeof st);
         hdmlp_loader_interrupt(w->ld);
     }
     return NULL;

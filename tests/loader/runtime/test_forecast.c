@@ -61,7 +61,7 @@ static void run_to_end(hdmlp_loader *ld, hdmlp_stats *st)
         hdmlp_batch_release(b);
     }
     cr_assert_eq(rc, HDMLP_END, "%s: %s", hdmlp_err_name(rc), hdmlp_last_error());
-    hdmlp_loader_stats(ld, st);
+    hdmlp_loader_stats(ld, st, sizeof *st);
 }
 
 /* The single-rank runs' dataset: 4,099 samples, 32 per chunk, in a new directory `dir`. */
@@ -82,8 +82,8 @@ static void forecast_and_run(hdmlp_dataset *ds, const hdmlp_config *cfg, const c
                              uint64_t *loads, uint64_t *first, uint64_t *epoch_bytes,
                              hdmlp_stats *fc, hdmlp_stats *actual)
 {
-    cr_assert_eq(hdmlp_loader_forecast(ds, cfg, fc, loads, first, epoch_bytes), HDMLP_OK,
-                 "%s: %s", what, hdmlp_last_error());
+    cr_assert_eq(hdmlp_loader_forecast(ds, cfg, fc, sizeof *fc, loads, first, epoch_bytes),
+                 HDMLP_OK, "%s: %s", what, hdmlp_last_error());
     hdmlp_loader *ld = NULL;
     cr_assert_eq(hdmlp_loader_create(ds, cfg, &ld), HDMLP_OK, "%s", hdmlp_last_error());
     run_to_end(ld, actual);
@@ -160,8 +160,8 @@ static void three_ranks(hdmlp_order order, uint32_t pool_reads, hdmlp_policy pol
         hdmlp_config_set_policy(cfg, policy);
         hdmlp_config_set_rank(cfg, r, 3);
         hdmlp_config_set_peers(cfg, peers, 3);
-        cr_assert_eq(hdmlp_loader_forecast(ds, cfg, &fc[r], NULL, NULL, NULL), HDMLP_OK, "%s",
-                     hdmlp_last_error());
+        cr_assert_eq(hdmlp_loader_forecast(ds, cfg, &fc[r], sizeof fc[r], NULL, NULL, NULL),
+                     HDMLP_OK, "%s", hdmlp_last_error());
         cr_assert_eq(loader_create_with(ds, cfg, fakenet_factory, &runs[r].ld), HDMLP_OK);
         hdmlp_config_free(cfg);
     }
@@ -265,9 +265,10 @@ Test(forecast, refuses_unbounded_epochs)
     hdmlp_config_create(&cfg);
     hdmlp_config_set_epochs(cfg, 0);
     hdmlp_stats st;
-    cr_assert_eq(hdmlp_loader_forecast(ds, cfg, &st, NULL, NULL, NULL), HDMLP_E_INVAL);
+    cr_assert_eq(hdmlp_loader_forecast(ds, cfg, &st, sizeof st, NULL, NULL, NULL),
+                 HDMLP_E_INVAL);
     hdmlp_config_set_epochs(cfg, 1);
-    cr_assert_eq(hdmlp_loader_forecast(ds, cfg, &st, NULL, NULL, NULL), HDMLP_OK);
+    cr_assert_eq(hdmlp_loader_forecast(ds, cfg, &st, sizeof st, NULL, NULL, NULL), HDMLP_OK);
     cr_assert_eq(st.samples, 100);
     hdmlp_config_free(cfg);
     hdmlp_dataset_close(ds);
@@ -287,8 +288,8 @@ Test(forecast, a_learning_loader_keeps_order_and_loads, .timeout = 120)
     hdmlp_config *cfg = config(ds, 0.3, HDMLP_REFILL_AUTO, 0);
     hdmlp_config_set_cost_learning(cfg, 1);
     hdmlp_stats fc, actual;
-    cr_assert_eq(hdmlp_loader_forecast(ds, cfg, &fc, NULL, NULL, NULL), HDMLP_OK, "%s",
-                 hdmlp_last_error());
+    cr_assert_eq(hdmlp_loader_forecast(ds, cfg, &fc, sizeof fc, NULL, NULL, NULL), HDMLP_OK,
+                 "%s", hdmlp_last_error());
     cr_expect_eq(fc.cost_learning, 1);
     hdmlp_loader *ld = NULL;
     cr_assert_eq(hdmlp_loader_create(ds, cfg, &ld), HDMLP_OK, "%s", hdmlp_last_error());

@@ -95,7 +95,7 @@ Test(loader_api, budget_below_minimum_is_range_error_naming_it, .timeout = 60)
               "detail '%s' does not propose the budget that works", hdmlp_last_error());
     cr_assert_eq(create_with_budget(ds, min, &ld), HDMLP_OK);
     hdmlp_stats st;
-    cr_assert_eq(hdmlp_loader_stats(ld, &st), HDMLP_OK);
+    cr_assert_eq(hdmlp_loader_stats(ld, &st, sizeof st), HDMLP_OK);
     cr_expect_eq(st.abstract_chunks, 1,
                  "the smallest budget holds one abstract chunk, got %" PRIu64,
                  st.abstract_chunks);
@@ -111,7 +111,7 @@ Test(loader_api, budget_beyond_dataset_gives_one_abstract_chunk_per_chunk, .time
     hdmlp_loader *ld = NULL;
     cr_assert_eq(create_with_budget(ds, ROOMY, &ld), HDMLP_OK);
     hdmlp_stats st;
-    cr_assert_eq(hdmlp_loader_stats(ld, &st), HDMLP_OK);
+    cr_assert_eq(hdmlp_loader_stats(ld, &st, sizeof st), HDMLP_OK);
     cr_expect_eq(st.abstract_chunks, hdmlp_dataset_chunk_count(ds));
     cr_expect_eq(st.chunk_groups, st.abstract_chunks);
     hdmlp_loader_free(ld);
@@ -126,14 +126,14 @@ Test(loader_api, stats_before_first_batch_are_zero, .timeout = 30)
     hdmlp_loader *ld = NULL;
     cr_assert_eq(create_with_budget(ds, ROOMY, &ld), HDMLP_OK);
     hdmlp_stats st;
-    cr_assert_eq(hdmlp_loader_stats(ld, &st), HDMLP_OK);
+    cr_assert_eq(hdmlp_loader_stats(ld, &st, sizeof st), HDMLP_OK);
     cr_expect_eq(st.samples, 0);
     cr_expect_eq(st.batches, 0);
     cr_expect_eq(st.epochs, 0);
     cr_expect_eq(st.bytes_delivered, 0);
     cr_expect_eq(st.memory_budget, ROOMY);
-    cr_expect_eq(hdmlp_loader_stats(NULL, &st), HDMLP_E_INVAL);
-    cr_expect_eq(hdmlp_loader_stats(ld, NULL), HDMLP_E_INVAL);
+    cr_expect_eq(hdmlp_loader_stats(NULL, &st, sizeof st), HDMLP_E_INVAL);
+    cr_expect_eq(hdmlp_loader_stats(ld, NULL, sizeof st), HDMLP_E_INVAL);
     hdmlp_loader_free(ld);
     hdmlp_dataset_close(ds);
 }
@@ -255,7 +255,7 @@ Test(loader_api, end_after_last_epoch_and_on_every_further_call, .timeout = 30)
         cr_expect_null(b);
     }
     hdmlp_stats st;
-    cr_assert_eq(hdmlp_loader_stats(ld, &st), HDMLP_OK);
+    cr_assert_eq(hdmlp_loader_stats(ld, &st, sizeof st), HDMLP_OK);
     cr_expect_eq(st.epochs, 3);
     cr_expect_eq(st.samples, 600);
     hdmlp_loader_free(ld);
@@ -300,7 +300,7 @@ Test(loader_api, short_last_batch_dropped_with_drop_last, .timeout = 30)
         cr_expect_eq(epochs[i], i / 2);
     }
     hdmlp_stats st;
-    cr_assert_eq(hdmlp_loader_stats(ld, &st), HDMLP_OK);
+    cr_assert_eq(hdmlp_loader_stats(ld, &st, sizeof st), HDMLP_OK);
     cr_expect_eq(st.samples, 16);
     cr_expect_eq(st.epochs, 2);
     hdmlp_loader_free(ld);

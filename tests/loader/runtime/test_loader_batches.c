@@ -98,7 +98,7 @@ static void *poll_stats(void *arg)
             break;
         }
         hdmlp_stats st;
-        if (hdmlp_loader_stats(p->ld, &st) == HDMLP_OK) {
+        if (hdmlp_loader_stats(p->ld, &st, sizeof st) == HDMLP_OK) {
             if (st.samples < last || st.peak_memory_bytes > st.memory_budget) {
                 p->regressed = 1;
             }

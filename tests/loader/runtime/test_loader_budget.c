@@ -144,7 +144,7 @@ static void run_epochs(hdmlp_loader *ld, uint64_t epochs, hdmlp_stats *st)
     }
     cr_assert_eq(rc, HDMLP_OK, "next: %s: %s", hdmlp_err_name(rc), hdmlp_last_error());
     cr_assert_eq(done + 1, epochs);
-    cr_assert_eq(hdmlp_loader_stats(ld, st), HDMLP_OK);
+    cr_assert_eq(hdmlp_loader_stats(ld, st, sizeof *st), HDMLP_OK);
 }
 
 Test(loader_api, budget_far_above_the_dataset_holds_an_epoch_ahead_not_the_budget,
@@ -205,19 +205,19 @@ Test(loader_api, memory_raise_lifts_a_budget_below_the_least_that_works, .timeou
     /* With raise: lifted to exactly that budget, which the stats show beside the one set. */
     cr_assert_eq(create(ds, 4096, 1, 1, &ld), HDMLP_OK, "%s", hdmlp_last_error());
     hdmlp_stats st;
-    cr_assert_eq(hdmlp_loader_stats(ld, &st), HDMLP_OK);
+    cr_assert_eq(hdmlp_loader_stats(ld, &st, sizeof st), HDMLP_OK);
     cr_expect_eq(st.memory_budget, least);
     cr_expect_eq(st.memory_configured, 4096);
     testds_seq seq = {0};
     cr_expect_eq(testds_drain(ld, &seq), HDMLP_END, "%s", hdmlp_last_error());
     cr_expect_eq(seq.n, spec.n_samples);
-    cr_assert_eq(hdmlp_loader_stats(ld, &st), HDMLP_OK);
+    cr_assert_eq(hdmlp_loader_stats(ld, &st, sizeof st), HDMLP_OK);
     cr_expect_leq(st.peak_memory_bytes, least);
     testds_seq_free(&seq);
     hdmlp_loader_free(ld);
     /* A budget that works is left as it is. */
     cr_assert_eq(create(ds, ROOMY, 1, 1, &ld), HDMLP_OK, "%s", hdmlp_last_error());
-    cr_assert_eq(hdmlp_loader_stats(ld, &st), HDMLP_OK);
+    cr_assert_eq(hdmlp_loader_stats(ld, &st, sizeof st), HDMLP_OK);
     cr_expect_eq(st.memory_budget, ROOMY);
     cr_expect_eq(st.memory_configured, ROOMY);
     hdmlp_loader_free(ld);

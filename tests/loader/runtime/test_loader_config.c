@@ -247,7 +247,7 @@ Test(config, failed_setter_keeps_the_previous_value, .timeout = 30)
     cr_assert_eq(hdmlp_config_set_batch_size(cfg, 0), HDMLP_E_INVAL);
     hdmlp_loader *ld = new_loader(ds, cfg);
     hdmlp_stats st;
-    cr_assert_eq(hdmlp_loader_stats(ld, &st), HDMLP_OK);
+    cr_assert_eq(hdmlp_loader_stats(ld, &st, sizeof st), HDMLP_OK);
     cr_expect_eq(st.memory_budget, ROOMY, "budget changed by a failed setter");
     hdmlp_batch *b = NULL;
     cr_assert_eq(hdmlp_loader_next(ld, &b), HDMLP_OK);

@@ -352,7 +352,7 @@ static uint64_t abstract_chunks(hdmlp_dataset *ds, uint64_t budget)
     }
     cr_assert_eq(rc, HDMLP_OK, "%s: %s", hdmlp_err_name(rc), hdmlp_last_error());
     hdmlp_stats st;
-    cr_assert_eq(hdmlp_loader_stats(ld, &st), HDMLP_OK);
+    cr_assert_eq(hdmlp_loader_stats(ld, &st, sizeof st), HDMLP_OK);
     hdmlp_loader_free(ld);
     return st.abstract_chunks;
 }

@@ -196,7 +196,7 @@ Test(loader_api, interrupts_and_timeouts_lose_no_samples, .timeout = 60)
     cr_expect_eq(rc, HDMLP_END, "%s: %s", hdmlp_err_name(rc), hdmlp_last_error());
     cr_expect_eq(n, 2 * spec.n_samples);
     hdmlp_stats st;
-    cr_assert_eq(hdmlp_loader_stats(ld, &st), HDMLP_OK);
+    cr_assert_eq(hdmlp_loader_stats(ld, &st, sizeof st), HDMLP_OK);
     cr_expect_eq(st.samples, n);
     free(seen);
     hdmlp_loader_free(ld);

@@ -107,7 +107,7 @@ Test(reliability, skip_mode_leaves_out_and_reports_only_the_bad_sample, .timeout
         }
         cr_assert_eq(rc, HDMLP_END, "%s: %s", hdmlp_err_name(rc), hdmlp_last_error());
         hdmlp_stats st;
-        hdmlp_loader_stats(ld, &st);
+        hdmlp_loader_stats(ld, &st, sizeof st);
         char last[1024];
         hdmlp_loader_last_skip(ld, last, sizeof(last));
         printf("skip mode %d: %llu delivered, %llu skipped; last: %s\n", m,
@@ -173,7 +173,7 @@ Test(reliability, skip_mode_fails_an_epoch_that_skipped_every_sample, .timeout =
     cr_assert_eq(got, 0);
     cr_assert_eq(batches, 1500 / 20 - 1, "every batch of epoch 0 but its last (empty ones)");
     hdmlp_stats st;
-    hdmlp_loader_stats(ld, &st);
+    hdmlp_loader_stats(ld, &st, sizeof st);
     cr_assert_eq(st.skipped_samples, 1500);
     hdmlp_batch *b = NULL;
     cr_assert_eq(hdmlp_loader_next(ld, &b), HDMLP_E_CORRUPT, "failing stays failed");
@@ -194,7 +194,7 @@ Test(reliability, skip_mode_passes_an_epoch_that_kept_one_sample, .timeout = 60)
     cr_assert_eq(got, 2, "sample 321 in each of two epochs");
     cr_assert_eq(batches, 2 * (1500 / 20));
     hdmlp_stats st;
-    hdmlp_loader_stats(ld, &st);
+    hdmlp_loader_stats(ld, &st, sizeof st);
     cr_assert_eq(st.skipped_samples, 2 * 1499);
     hdmlp_loader_free(ld);
     hdmlp_dataset_close(ds);

@@ -3,6 +3,7 @@
 #include "hdmlp.h"
 #include "loader.h"
 #include "loader_dataset.h"
+#include "loader_testing.h"
 #include "loader_tier.h"
 #include "support/testds.h"
 
@@ -24,6 +25,8 @@ typedef struct run_result {
 
 /* The order of the runs below (the pool order reads each chunk in 4 parts). */
 static hdmlp_order run_order = HDMLP_ORDER_STRICT;
+/* Whether the runs below start without the SSD stager (loader_testing_stager_off). */
+static int stager_off;
 
 /* Runs `epochs` epochs, checking exactly-once and every sample's bytes. */
 static run_result run(hdmlp_dataset *ds, double memory_frac, uint64_t ram, const char *ssd,
@@ -39,6 +42,7 @@ static run_result run(hdmlp_dataset *ds, double memory_frac, uint64_t ram, const
     hdmlp_config_set_ssd_cache(cfg, ssd, ssd_cap);
     hdmlp_config_set_order(cfg, run_order);
     hdmlp_config_set_pool_reads(cfg, 4);
+    loader_testing_stager_off(cfg, stager_off);
     hdmlp_loader *ld = NULL;
     run_result r;
     memset(&r, 0, sizeof(r));
@@ -63,10 +67,10 @@ static run_result run(hdmlp_dataset *ds, double memory_frac, uint64_t ram, const
         cr_assert_eq(seen[i], 1, "sample %llu of epoch %llu not delivered",
                      (unsigned long long)(i % n), (unsigned long long)(i / n));
     }
-    if (ssd != NULL && !loader_stager_off) {
+    if (ssd != NULL && !stager_off) {
         loader_wait_staged(ld); /* deterministic staging for the checks below */
     }
-    hdmlp_loader_stats(ld, &r.st);
+    hdmlp_loader_stats(ld, &r.st, sizeof r.st);
     hdmlp_loader_epoch_source_bytes(ld, r.epoch_source, 8, &r.epochs_known);
     hdmlp_loader_free(ld);
     hdmlp_config_free(cfg);
@@ -186,9 +190,9 @@ Test(tiers, first_loads_stage_chunks_without_idle_io, .timeout = 120)
     hdmlp_dataset *ds = make(dir, sizeof(dir));
     snprintf(ssd, sizeof(ssd), "%s/../%s-ssd", dir, strrchr(dir, '/') + 1);
     const uint64_t chunks = hdmlp_dataset_chunk_count(ds);
-    loader_stager_off = 1;
+    stager_off = 1;
     const run_result first = run(ds, 0.3, 0, ssd, 1ull << 30, 2);
-    loader_stager_off = 0;
+    stager_off = 0;
     uint64_t tmp = 0;
     const uint64_t files = cache_files(ssd, &tmp);
     printf("stager off: %llu of %llu chunks staged by their first loads; source %llu %llu\n",
