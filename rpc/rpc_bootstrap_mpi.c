@@ -1,6 +1,6 @@
 /*
- * rpc_bootstrap_mpi (behind hdmlp_config_bootstrap_mpi, loader/loader_rpc_load.c): rank,
- * world, endpoints, seed and job token from MPI.
+ * rpc_bootstrap_mpi (behind hdmlp_config_bootstrap_mpi, loader/runtime/loader_rpc_load.c):
+ * rank, world, endpoints, seed and job token from MPI.
  *
  * Every rank picks a free TCP port on bind_host (rpc_pick_endpoint: bind port 0, read it
  * back, release it; another process could take the port before the transport binds it,

@@ -1,7 +1,7 @@
-/* What rpc/ gives the library (loader/loader_rpc_module.h): the gRPC transport for a
+/* What rpc/ gives the library (loader/runtime/loader_rpc_module.h): the gRPC transport for a
  * loader's peers, the MPI bootstrap and the MPI stats gather. The static libhdmlp.a calls
  * rpc_module_fill directly, the module libhdmlp-rpc.so from hdmlp_rpc_module_init; either
- * way the public functions are defined once, in loader/loader_rpc_load.c. */
+ * way the public functions are defined once, in loader/runtime/loader_rpc_load.c. */
 #include "loader_rpc_module.h"
 #include "rpc.h"
 

@@ -1,5 +1,5 @@
 /* units_parse_size: the size grammar shared by hdmlp-bench, hdmlp-pack and the Python
- * module (loader/loader_units.c, compiled into each). */
+ * module (loader/config/loader_units.c, compiled into each). */
 #include "loader_units.h"
 
 #include <criterion/criterion.h>
