@@ -2,6 +2,7 @@
 #include "hd_base.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +21,10 @@ static _Thread_local char *detail __attribute__((tls_model("initial-exec")));
 static _Thread_local int detail_failed __attribute__((tls_model("initial-exec")));
 static once_flag detail_once = ONCE_FLAG_INIT;
 static tss_t detail_key;
-static int detail_key_ok;
+/* Atomic: call_once orders its write before every caller's read, but glibc's call_once
+ * reaches pthread_once internally, past the interceptor through which ThreadSanitizer sees
+ * that ordering, so a plain int is reported as a race. */
+static atomic_int detail_key_ok;
 
 static const char detail_lost[] = "out of memory (no room for the error's detail)";
 
