@@ -139,3 +139,28 @@ def run_python(code, env_extra=None, timeout=60):
     env.update(env_extra or {})
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env=env, timeout=timeout)
+
+
+def ranks_epoch_sequences(make_loader, world, epochs=2, timeout=120):
+    """Runs `world` ranks in threads over loopback peers; make_loader(rank, world, peers)
+    returns a loader (a context manager). Returns {rank: epoch_sequences(loader, epochs)};
+    a rank's exception is raised here."""
+    import threading
+    from test_resume import free_port
+    peers = [f"127.0.0.1:{free_port()}" for _ in range(world)]
+    out, errors = {}, []
+
+    def rank(r):
+        try:
+            with make_loader(r, world, peers) as ld:
+                out[r] = epoch_sequences(ld, epochs)
+        except BaseException as e:  # reported by the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=rank, args=(r,)) for r in range(world)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout)
+    assert not errors, errors
+    return out

@@ -2,12 +2,11 @@
 import os
 import pickle
 import subprocess
-import threading
 
 import pytest
 
 import hdmlp
-from conftest import epoch_sequences
+from conftest import epoch_sequences, ranks_epoch_sequences
 from test_objstore import s3  # noqa: F401  (the S3 server fixture)
 
 MEM = "25%"
@@ -82,24 +81,11 @@ def test_pool_resume_matches_an_uninterrupted_run(small_ds, cut):
 
 @pytest.mark.parametrize("world", [2, 3])
 def test_pool_ranks_exchange_and_deliver_each_sample_once(small_ds, world):
-    from test_resume import free_port
-    peers = [f"127.0.0.1:{free_port()}" for _ in range(world)]
-    out, errors = {}, []
+    def make(r, w, peers):
+        return pool_loader(small_ds.path, rank=r, world=w, peers=peers, job_token=3,
+                           peer_timeout=20)
 
-    def rank(r):
-        try:
-            with pool_loader(small_ds.path, rank=r, world=world, peers=peers, job_token=3,
-                             peer_timeout=20) as ld:
-                out[r] = epoch_sequences(ld, 2)
-        except BaseException as e:  # reported by the main thread
-            errors.append(e)
-
-    threads = [threading.Thread(target=rank, args=(r,)) for r in range(world)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-    assert not errors, errors
+    out = ranks_epoch_sequences(make, world)
     for e in range(2):
         lens = {len(out[r][e]) for r in range(world)}
         assert max(lens) - min(lens) <= 1  # equal shares (N % world ranks get one more)
