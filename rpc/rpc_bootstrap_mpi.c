@@ -4,7 +4,8 @@
  *
  * Every rank picks a free TCP port on bind_host (rpc_pick_endpoint: bind port 0, read it
  * back, release it; another process could take the port before the transport binds it,
- * which then fails with HDMLP_E_IO naming the address) and the endpoints are all-gathered.
+ * which then fails with HDMLP_E_IO naming the address) and the endpoints are all-gathered;
+ * a rank whose endpoint equals an earlier rank's picks again (up to 8 rounds).
  * Rank 0 draws the job token from /dev/urandom and broadcasts it with its seed. Collectives
  * run on a duplicate of MPI_COMM_WORLD with MPI_ERRORS_RETURN; the ranks first agree that
  * all are ready, so a local failure fails every rank together instead of leaving the others
@@ -25,6 +26,27 @@
 #include <unistd.h>
 
 #define EP_LEN 272 /* one gathered endpoint, NUL-terminated; "" = that rank failed */
+
+/* Whether rank r's gathered endpoint equals an earlier rank's. */
+static int has_earlier_twin(const char *all, int r)
+{
+    for (int i = 0; i < r; i++) {
+        if (strncmp(&all[(size_t)i * EP_LEN], &all[(size_t)r * EP_LEN], EP_LEN) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static int any_twin(const char *all, int world)
+{
+    for (int r = 1; r < world; r++) {
+        if (has_earlier_twin(all, r)) {
+            return 1;
+        }
+    }
+    return 0;
+}
 
 /* MPI itself is process-global; this flag only avoids registering the handler twice. */
 static int finalize_registered;
@@ -136,6 +158,18 @@ int rpc_bootstrap_mpi(hdmlp_config *cfg, const char *bind_host)
     uint64_t pair[2] = {0, 0};
     if (rc == MPI_SUCCESS && least.ok) {
         rc = MPI_Allgather(ep, EP_LEN, MPI_CHAR, all, EP_LEN, MPI_CHAR, comm);
+        /* Ranks of one host pick and release their ports before any listens, so two can
+         * draw the same one (seen in CI): every rank sees the same endpoints, and while two
+         * are equal the later of each pair picks again. */
+        for (int round = 0; rc == MPI_SUCCESS && round < 8 && any_twin(all, world); round++) {
+            if (has_earlier_twin(all, rank)) {
+                char again[EP_LEN];
+                if (rpc_pick_endpoint(host, again, sizeof again) == HDMLP_OK) {
+                    memcpy(ep, again, sizeof ep);
+                }
+            }
+            rc = MPI_Allgather(ep, EP_LEN, MPI_CHAR, all, EP_LEN, MPI_CHAR, comm);
+        }
         if (rank == 0) {
             pair[0] = 0; /* stays 0 if /dev/urandom fails: every rank sees it */
             random_token(&pair[0]);
