@@ -164,3 +164,21 @@ def ranks_epoch_sequences(make_loader, world, epochs=2, timeout=120):
         t.join(timeout)
     assert not errors, errors
     return out
+
+
+def resume_at(make_loader, samples, epochs=2):
+    """Takes `samples` deliveries (whole batches) from make_loader(), saves its state through
+    pickle, and finishes `epochs` epochs in make_loader(state=...). Returns (the
+    deliveries before + after the cut, the state)."""
+    import pickle
+    ld = make_loader()
+    got = []
+    while len(got) < samples and (b := ld.next_batch()) is not None:
+        got.extend(b.indices)
+    sd = pickle.loads(pickle.dumps(ld.state_dict()))
+    ld.close()
+    again = make_loader(state=sd)
+    while again.epoch < epochs:
+        for b in again:
+            got.extend(b.indices)
+    return got, sd

@@ -1,13 +1,12 @@
 """The strict order's clairvoyant policy through the loader: what 'auto' picks, exactly once,
 the C order, resume, ranks and workers (the forecast's agreement is in test_forecast.c)."""
 import os
-import pickle
 import subprocess
 
 import pytest
 
 import hdmlp
-from conftest import epoch_sequences, ranks_epoch_sequences, pack, write_tree
+from conftest import epoch_sequences, ranks_epoch_sequences, resume_at, pack, write_tree
 
 MEM = "25%"
 BATCH = 32
@@ -68,18 +67,8 @@ def test_clairvoyant_is_exactly_once_and_the_c_order(small_ds, tmp_path):
 @pytest.mark.parametrize("cut", [1, 40, 63, 100])
 def test_clairvoyant_resume_matches_an_uninterrupted_run(small_ds, cut):
     ref = [i for seq in epoch_sequences(cv_loader(small_ds.path), 2) for i in seq]
-    ld = cv_loader(small_ds.path)
-    got = []
-    while len(got) < cut * BATCH and (b := ld.next_batch()) is not None:
-        got.extend(b.indices)
-    sd = pickle.loads(pickle.dumps(ld.state_dict()))
-    ld.close()
-    again = cv_loader(small_ds.path, state=sd)
-    rest = []
-    while again.epoch < 2:
-        for b in again:
-            rest.extend(b.indices)
-    assert got + rest == ref, f"cut {cut}"
+    got, sd = resume_at(lambda **kw: cv_loader(small_ds.path, **kw), cut * BATCH)
+    assert got == ref, f"cut {cut}"
     # a fill-rate loader does not continue a clairvoyant state (another order)
     with pytest.raises(ValueError, match="policy"):
         cv_loader(small_ds.path, state=sd, policy="fill-rate")

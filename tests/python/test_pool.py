@@ -1,12 +1,11 @@
 """The pool order (order='pool'): exactly once, the C order, workers, ranks and resume."""
 import os
-import pickle
 import subprocess
 
 import pytest
 
 import hdmlp
-from conftest import epoch_sequences, ranks_epoch_sequences
+from conftest import epoch_sequences, ranks_epoch_sequences, resume_at
 from test_objstore import s3  # noqa: F401  (the S3 server fixture)
 
 MEM = "25%"
@@ -60,18 +59,8 @@ def test_pool_arguments_are_checked(small_ds):
 @pytest.mark.parametrize("cut", [1, 40, 63, 100])
 def test_pool_resume_matches_an_uninterrupted_run(small_ds, cut):
     ref = [i for seq in epoch_sequences(pool_loader(small_ds.path), 2) for i in seq]
-    ld = pool_loader(small_ds.path)
-    got = []
-    while len(got) < cut * BATCH and (b := ld.next_batch()) is not None:
-        got.extend(b.indices)
-    sd = pickle.loads(pickle.dumps(ld.state_dict()))
-    ld.close()
-    again = pool_loader(small_ds.path, state=sd)
-    rest = []
-    while again.epoch < 2:
-        for b in again:
-            rest.extend(b.indices)
-    assert got + rest == ref, f"cut {cut}"
+    got, sd = resume_at(lambda **kw: pool_loader(small_ds.path, **kw), cut * BATCH)
+    assert got == ref, f"cut {cut}"
     # a state of the other order, or of another read unit, is refused by name
     with pytest.raises(ValueError, match="order"):
         hdmlp.Loader(small_ds.path, BATCH, MEM, seed=SEED, epochs=2, state=sd)
