@@ -52,6 +52,13 @@ uint32_t loader_pool_unit(const fmt_index *ix, const struct hdmlp_config *cfg)
     return r >= k ? 1u : (uint32_t)((k + r - 1) / r);
 }
 
+/* The largest read of `request` bytes' worth that stays one request once aligned for direct
+ * I/O: two alignment blocks less. */
+static uint64_t window_of(uint64_t request)
+{
+    return request > 4 * FMT_ALIGN ? request - 2 * FMT_ALIGN : request;
+}
+
 hdmlp_policy loader_policy(const fmt_index *ix, const struct hdmlp_config *cfg)
 {
     if (cfg->policy != HDMLP_POLICY_AUTO) {
@@ -63,15 +70,14 @@ hdmlp_policy loader_policy(const fmt_index *ix, const struct hdmlp_config *cfg)
     /* The default request, not the device's: the policy shapes the order, which must not
      * depend on the storage (hdmlp.h). */
     const uint64_t c = ix->h.n_chunks ? ix->h.n_chunks : 1;
-    return loader_aligned_chunk_bytes(ix) / c > LOADER_POOL_REQUEST_DEFAULT - 2 * FMT_ALIGN
+    return loader_aligned_chunk_bytes(ix) / c > window_of(LOADER_POOL_REQUEST_DEFAULT)
                ? HDMLP_POLICY_CLAIRVOYANT
                : HDMLP_POLICY_FILL_RATE;
 }
 
 uint64_t loader_read_window(const struct hdmlp_config *cfg)
 {
-    const uint64_t request = device_request(cfg);
-    return request > 4 * FMT_ALIGN ? request - 2 * FMT_ALIGN : request;
+    return window_of(device_request(cfg));
 }
 
 /* Sizes abstract memory; HDMLP_E_RANGE naming the minimum if the budget is too small. */
