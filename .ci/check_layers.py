@@ -370,6 +370,19 @@ if objects:
         for src, obj in sorted(by_folder.get(fo, {}).items()):
             for s in sorted(nm(obj, False) & hidden):
                 fail(f"{fo}/ calls the library through hdmlp.h only", f"{src}: {s}")
+    # no call circles between the library's files: an edge from a file to each file that
+    # defines a symbol its object uses (the layering the internal headers describe).
+    lib_objs = {src: obj for fo in LIBRARY for src, obj in by_folder.get(fo, {}).items()}
+    definer = {}
+    for src, obj in lib_objs.items():
+        for s in nm(obj, True):
+            definer.setdefault(s, src)
+    call_graph = {src: {definer[s] for s in nm(obj, False) if definer.get(s, src) != src}
+                  for src, obj in lib_objs.items()}
+    c = find_cycle(call_graph)
+    if c:
+        fail("no call circles between the library's files (from the objects' symbols)",
+             " -> ".join(c))
     # no raw allocation in library code outside the base (programs and bindings allocate
     # with libc: they see only the public header). getline's buffer is freed with free().
     ALLOC_OK = {("packer/pack_scan_list.c", "free")}

@@ -2,7 +2,7 @@
  * format/ — the on-disk format on buffers only (no files, no threads). See FORMAT.md.
  * Internal header: not installed.
  *
- * Layering (a file calls only those below it; no circles, checked from the object files):
+ * Layering (a file calls only those below it; .ci/check_layers.py fails on a call circle):
  *   fmt_index.c (index encode/decode), fmt_chunk.c (chunk headers; reads index records)
  *   fmt_codec.c (sample checksums and zstd codecs)
  *   format/base/ (hd_base.h: allocation and the thread-local error detail)

@@ -1,9 +1,9 @@
 /*
  * Shared internals of the packing library (not for the CLI).
  *
- * Layering: a file calls only files on lower layers (checked from the object files; no
- * circles). Lower layers report through the caller's callbacks in pack_opts, passed down,
- * never by calling the driver.
+ * Layering: a file calls only files on lower layers (.ci/check_layers.py fails on a call
+ * circle, from the objects' symbols). Lower layers report through the caller's callbacks in
+ * pack_opts, passed down, never by calling the driver.
  *   5 CLI         pack_main.c → pack_inspect.c (→ pack_image.c's probe), pack_progress.c,
  *                 pack_run() (packer.h)
  *   4 driver      pack_run.c: scan → sort → shuffle → dictionary → chunks → index → commit

@@ -1,8 +1,8 @@
 /*
  * Shared state of the gRPC transport (rpc_transport.c, rpc_client.c, rpc_server.c).
  *
- * Layering of rpc/ (a file calls only those below it; no circles, checked from the object
- * files):
+ * Layering of rpc/ (a file calls only those below it; .ci/check_layers.py fails on a call
+ * circle, from the objects' symbols):
  *   rpc_loader.c (the module's entry for libhdmlp), rpc_bootstrap_mpi.c
  *   rpc_transport.c (create, send, destroy: picks gRPC or the rings per peer)
  *   rpc_client.c, rpc_server.c (gRPC); rpc_shm.c (the ring thread) → rpc_shm_send.c,

@@ -7,11 +7,6 @@ static uint64_t raw_size(const sched *s, uint64_t x) { return s->size[x]; }
 
 uint64_t sched_sample_size(const sched *s, uint64_t x) { return s->size[x]; }
 
-uint64_t sched_chunk_of(const sched *s, uint64_t x)
-{
-    return s->kmul != 0 ? (uint64_t)(((u128)s->kmul * x) >> 64) : x / s->k;
-}
-
 uint64_t sched_group_of_chunk(const sched *s, uint64_t chunk) { return s->group[chunk]; }
 
 void sched_prefetch(const sched *s, uint64_t x)
@@ -156,31 +151,6 @@ hdmlp_refill sched_load_mode(const sched *s, uint64_t chunk, uint32_t n,
 }
 
 uint64_t sched_slot_count(const sched *s) { return s->a * s->k; }
-
-void sched_mark_all_unfilled(sched *s)
-{
-    for (uint64_t c = 0; c < s->c; c++) {
-        uint64_t *u = s->unfilled + c * s->w;
-        const uint32_t m = sched_chunk_samples(s, c);
-        memset(u, 0, s->w * sizeof(uint64_t));
-        for (uint32_t t = 0; t < m; t++) {
-            u[t / 64] |= 1ull << (t % 64);
-        }
-    }
-}
-
-void sched_free_all_owned(sched *s)
-{
-    s->n_free = 0;
-    for (uint64_t g = s->a; g-- > 0;) {
-        if (!sched_owns(s, g)) {
-            continue;
-        }
-        for (uint32_t t = s->k; t-- > 0;) {
-            s->free_ids[s->n_free++] = g * s->k + t;
-        }
-    }
-}
 
 uint64_t sched_slots_occupied(const sched *s) { return s->occupied; }
 uint64_t sched_slot_bytes(const sched *s) { return s->slot_bytes; }

@@ -1,6 +1,7 @@
-/* The scheduler's state, shared by its files: loader_sched.c (the Brand refill and what all
- * share), loader_sched_pool.c (the pool order) and loader_sched_due.c (the clairvoyant
- * policy). Nothing else includes it. */
+/* The scheduler's state, shared by its files: loader_sched.c (the Brand refill and the
+ * dispatch), loader_sched_pool.c (the pool order), loader_sched_due.c (the clairvoyant
+ * policy) and loader_sched_slots.c (what all three share, below them). Nothing else
+ * includes it. */
 #ifndef HDMLP_LOADER_SCHED_PRIVATE_H
 #define HDMLP_LOADER_SCHED_PRIVATE_H
 
@@ -86,6 +87,7 @@ static inline uint32_t sched_chunk_samples(const sched *s, uint64_t c)
 
 static inline int sched_owns(const sched *s, uint64_t g) { return g % s->p.world == s->p.rank; }
 
+/* loader_sched_slots.c */
 /* Sets every existing sample's unfilled bit (an epoch's start). */
 void sched_mark_all_unfilled(sched *s);
 

@@ -3,11 +3,20 @@
  *
  * Memory sizing is in loader_sizing.c.
  */
+#include "loader_balance_apply.h"
 #include "loader_core.h"
+#include "loader_exchange.h"
+#include "loader_forecast.h"
 #include "loader_image_pipe.h"
 #include "loader_iomode.h"
+#include "loader_next.h"
+#include "loader_plan.h"
 #include "loader_probe.h"
+#include "loader_resume.h"
 #include "loader_sampler.h"
+#include "loader_teardown.h"
+#include "loader_tier_stage.h"
+#include "loader_worker.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -450,15 +459,6 @@ int hdmlp_loader_cost_history(hdmlp_loader *ld, hdmlp_cost_point *out, size_t n,
     *count = h->n;
     pthread_mutex_unlock(&ld->lock);
     return HDMLP_OK;
-}
-
-void loader_stats_out(hdmlp_stats *out, size_t size, const hdmlp_stats *full)
-{
-    const size_t n = size < sizeof(*full) ? size : sizeof(*full);
-    memcpy(out, full, n);
-    if (size > n) {
-        memset((char *)out + n, 0, size - n);
-    }
 }
 
 int hdmlp_loader_stats(hdmlp_loader *ld, hdmlp_stats *out, size_t size)

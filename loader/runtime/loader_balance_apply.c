@@ -6,6 +6,7 @@
  * condition variable, so wake-ups for jobs never go to it). Called with the loader lock held
  * except where said.
  */
+#include "loader_balance_apply.h"
 #include "loader_balance.h"
 #include "loader_core.h"
 

@@ -6,23 +6,21 @@
  * any thread. One mutex guards everything below except what a worker does to the job it
  * has taken off the queue.
  *
- * Layering: a file calls only files on lower layers (checked from the object files; no
- * circles). Upper layers hand lower ones the loader and callbacks; a lower layer never
- * calls up.
- *   5 API          loader_api.c (create, free, stats; starts threads, wires the exchange)
- *   4 consumer     loader_next.c (batches), loader_resume.c (saved positions),
- *      threads     loader_worker.c (I/O threads)
- *   3 movers       loader_exchange.c (peers), loader_tier_stage.c (SSD stager)
+ * Layering: one header per file says what the others may call (loader_<file>.h, each
+ * including this one, the struct); a file calls only files on lower layers, never up, and
+ * .ci/check_layers.py fails on a call circle between the library's files (from the objects'
+ * symbols). Upper layers hand lower ones the loader and callbacks.
+ *   6 API          loader_api.c (create, free, stats; starts threads, wires the exchange)
+ *   5 consumer     loader_next.c (batches), loader_resume.c (saved positions),
+ *     threads      loader_worker.c (I/O threads)
+ *   4 movers       loader_exchange.c (peers), loader_tier_stage.c (SSD stager),
+ *                  loader_image_batch.c (decoded batches to the consumer)
+ *   3 images       loader_image_pipe.c (decode threads, the I/O/decode split)
  *   2 planning     loader_plan.c (scheduler ahead of the consumer, refill jobs, outboxes,
  *                  the cost model's learning), loader_forecast.c
- *   1 base         loader_teardown.c (reference count, source counters), loader_sched.c,
- *                  loader_sampler.c, loader_refill.c, loader_costmodel.c, loader_tier.c,
- *                  loader_sizing.c, loader_probe.c, loader_iomode.c, loader_io*.c,
- *                  loader_pool.c,
- *                  loader_dataset.c, loader_config.c, loader_units.c, loader_board.c,
- *                  loader_balance.c, loader_balance_apply.c (per-GPU balance: the
- *                  node board, its policy and its hooks) (calling only each
- *                  other, without circles); format/
+ *   1 base         loader_teardown.c (reference count, source counters), loader_pool.c,
+ *                  loader_balance_apply.c (the node board's hooks); below runtime/, the
+ *                  subsystems' folders (README "Layout")
  */
 #ifndef HDMLP_LOADER_CORE_H
 #define HDMLP_LOADER_CORE_H
@@ -258,11 +256,6 @@ struct hdmlp_batch {
     struct image_out *image; /* decoded images (image pipeline), or NULL */
 };
 
-/* loader_worker.c */
-int worker_start(struct hdmlp_loader *ld, ld_worker *w);
-void *worker_main(void *arg);
-void worker_free(ld_worker *w);
-
 /* Monotonic nanoseconds (stall times, peer deadlines). */
 static inline uint64_t loader_now_ns(void)
 {
@@ -296,97 +289,5 @@ static inline void loader_note_peak(struct hdmlp_loader *ld)
         ld->st.peak_memory_bytes = now;
     }
 }
-
-/* loader_teardown.c: reference count and teardown; source bytes per epoch; failure */
-/* Drops a reference (lock held; released here) and frees the loader after the last. */
-void loader_unref_unlock(struct hdmlp_loader *ld);
-/* Adds bytes read from the dataset directory in planned epoch `epoch` (lock held). */
-void loader_count_source(struct hdmlp_loader *ld, uint64_t epoch, uint64_t bytes);
-/* Records the loader's first failure (code, detail) and returns it with hd_err (lock held). */
-int loader_fail(struct hdmlp_loader *ld, int code, const char *detail);
-
-/* loader_api.c, loader_next.c */
-void batch_discard(struct hdmlp_loader *ld, struct hdmlp_batch *batch);
-/* Queues DONE for every peer once (lock held). */
-void loader_announce_done(struct hdmlp_loader *ld);
-
-/* A completed read (whole chunk or ranges) of `ops` operations and `bytes` from the source or
- * the SSD tier took `service_us` of the storage's time: the cost model learns from it (lock
- * held). */
-void loader_learn(struct hdmlp_loader *ld, int tier_kind, uint32_t ops, uint64_t bytes,
-                  double service_us);
-
-/* loader_tier_stage.c: the SSD stager thread */
-void *stage_main(void *arg);
-/* An I/O thread's verified whole read of an SSD-placed chunk's first load (len bytes in
- * buf, of cap bytes; the tail is zeroed up to the chunk's alignment) goes to the cache,
- * unless staging stopped. Lock not held. */
-void stage_first_load(struct hdmlp_loader *ld, uint64_t chunk, uint8_t *buf, uint64_t len,
-                      uint64_t cap);
-
-/* loader_forecast.c: chunk placement for tiers from a forecast of the first epochs */
-int loader_place_tiers(const fmt_index *ix, const struct hdmlp_config *cfg,
-                       const loader_sizing *sz, tier **out);
-
-/* loader_plan.c (lock held) */
-int plan_advance(struct hdmlp_loader *ld);
-int plan_stuck(const struct hdmlp_loader *ld);
-void sample_free(ld_sample *s);
-/* s->data for s->size bytes: from the transport's shared sample memory when it has room
- * (lock held), else the loader's pool (loader_pool.h). HDMLP_E_NOMEM. */
-int sample_data_new(struct hdmlp_loader *ld, ld_sample *s);
-/* Gives s->data back where it came from; s->data NULL after. */
-void sample_data_free(ld_sample *s);
-void job_free(ld_job *job);
-uint32_t plan_owner(const struct hdmlp_loader *ld, uint64_t group);
-/* A refill job for the samples at in-chunk `slots` (increasing) of chunk; not queued. */
-int plan_job(struct hdmlp_loader *ld, uint64_t chunk, const uint32_t *slots, uint32_t n,
-             ld_job **out);
-/* Plans a queued auto-refill job again with the model's current estimate when the model
- * has moved since it was planned (an I/O thread calls it when it takes the job): plans run
- * ahead of the reads, and the first ones would otherwise keep the start's guess. The samples
- * do not change, only the read shape; out of memory, the job keeps its plan. */
-void plan_refresh(struct hdmlp_loader *ld, ld_job *job);
-/* Bytes a job adds to the budget (its samples). */
-uint64_t job_bytes(const ld_job *job);
-/* Queues a job for the workers (lock held; charge it first). */
-void plan_enqueue(struct hdmlp_loader *ld, ld_job *job);
-/* Appends a decision for peer `peer` to its outbox, which the exchange sends from. */
-int plan_outbox_push(struct hdmlp_loader *ld, uint32_t peer, const ld_out *o);
-
-/* loader_balance_apply.c: per-GPU balance over the node board (lock held unless said) */
-typedef struct balance_state balance_state;
-/* Attaches the board when the config and the peers call for it (lock not held). */
-int node_balance_start(struct hdmlp_loader *ld, uint64_t lookahead_share);
-void node_balance_tick(struct hdmlp_loader *ld);
-int node_balance_io_allowed(const struct hdmlp_loader *ld, uint32_t i);
-void node_balance_io_wait(struct hdmlp_loader *ld);
-/* Lifts the I/O hold (at shutdown); balance_free detaches (lock not held, threads gone). */
-void node_balance_release(struct hdmlp_loader *ld);
-void node_balance_free(struct hdmlp_loader *ld);
-
-/* loader_resume.c: moves a new loader to a saved position (before consumers start). */
-int resume_apply(struct hdmlp_loader *ld);
-
-/* loader_exchange.c: serving peers and receiving from them */
-void exchange_on_msg(void *ctx, const peer_msg *m);
-void exchange_on_error(void *ctx, uint32_t rank, int code, const char *detail);
-/* Queues answers and prefetches that became possible (lock held). */
-void exchange_serve(struct hdmlp_loader *ld);
-/* Sends what exchange_serve queued; call without the lock. */
-void exchange_flush(struct hdmlp_loader *ld);
-/* Sends what is still queued (DONE among it), then detaches the transport: no flush starts
- * again and new samples go to the heap. Returns the transport for the caller to destroy;
- * call without the lock. */
-peer_transport *exchange_close(struct hdmlp_loader *ld);
-/* A peer that announced DONE while samples this rank decided for it are still unsent: it
- * would have consumed them had it run to the end, so it stopped early (or failed) and never
- * takes them. Returns its rank and sets *left to their count, or UINT32_MAX (lock held). */
-uint32_t exchange_departed(const struct hdmlp_loader *ld, uint64_t *left);
-/* Queues a request for a remote item (lock held). */
-void exchange_request(struct hdmlp_loader *ld, ld_item *it);
-/* Takes a received sample for this rank's sequence number, or NULL (lock held). */
-ld_sample *exchange_take(struct hdmlp_loader *ld, uint64_t seq);
-void exchange_free(struct hdmlp_loader *ld);
 
 #endif

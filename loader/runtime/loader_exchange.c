@@ -6,7 +6,9 @@
  * memory (never reading storage for them), as far as the peer's free remote memory allows.
  * Received samples wait in a map keyed by this rank's sequence number until consumed.
  */
+#include "loader_exchange.h"
 #include "loader_core.h"
+#include "loader_plan.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -3,6 +3,7 @@
  * owner's slot-byte cap, refill read plans) over the planned epochs. Decisions do not
  * depend on I/O timing, so the forecast equals what a run reports.
  */
+#include "loader_forecast.h"
 #include "loader_core.h"
 #include "loader_iomode.h"
 #include "loader_sampler.h"

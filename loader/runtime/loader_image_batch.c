@@ -4,6 +4,8 @@
  * HDMLP_CORRUPT_SKIP, and the public view of a decoded batch.
  */
 #include "loader_image_pipe.h"
+#include "loader_plan.h"
+#include "loader_teardown.h"
 
 #include <errno.h>
 #include <stdio.h>

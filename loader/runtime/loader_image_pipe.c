@@ -8,6 +8,7 @@
  * (automatic mode) moves one thread at a time from what the last window measured.
  */
 #include "loader_image_pipe.h"
+#include "loader_plan.h"
 
 #include "fmt_rng.h"
 

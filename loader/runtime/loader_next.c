@@ -3,8 +3,12 @@
  * positions in order, waiting for refills and for peers' samples; batches go back to the
  * budget when released (from any thread).
  */
+#include "loader_next.h"
 #include "loader_core.h"
+#include "loader_exchange.h"
 #include "loader_image_pipe.h"
+#include "loader_plan.h"
+#include "loader_teardown.h"
 
 #include <errno.h>
 #include <stdio.h>

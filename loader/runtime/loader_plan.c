@@ -3,6 +3,8 @@
  * lookahead) and turns its decisions into delivery items, refill jobs and peers' outbox
  * entries, admitting each only while the memory budget holds. Called with the loader lock held.
  */
+#include "loader_plan.h"
+#include "loader_balance_apply.h"
 #include "loader_core.h"
 #include "loader_sampler.h"
 

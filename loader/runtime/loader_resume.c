@@ -14,8 +14,10 @@
  *   the former relaxed mode, is refused)   76 u32 pool unit (0 for strict)
  *   80 u64 epoch         88 u64 position     96 u64 XXH3 of 0..95
  */
+#include "loader_resume.h"
 #include "loader_core.h"
 #include "loader_image_pipe.h"
+#include "loader_plan.h"
 #include "loader_sampler.h"
 
 #include <stdlib.h>

@@ -4,6 +4,7 @@
  * sample memory back to the system), and the bytes read from the dataset per planned epoch,
  * and the loader's first failure.
  */
+#include "loader_teardown.h"
 #include "loader_core.h"
 
 #include <stdio.h>

@@ -11,7 +11,9 @@
  * verified (header) before they are stored; staging stops at the first write error (e.g. a
  * full disk), leaving the rest on the source.
  */
+#include "loader_tier_stage.h"
 #include "loader_core.h"
+#include "loader_teardown.h"
 #include "loader_testing.h"
 
 #include <errno.h>

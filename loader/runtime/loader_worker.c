@@ -3,9 +3,15 @@
  * the chunk header (whole reads) and every sample's checksum, decode into the samples'
  * own buffers, and report completion. Errors travel with the job's samples.
  */
+#include "loader_worker.h"
+#include "loader_balance_apply.h"
 #include "loader_core.h"
+#include "loader_exchange.h"
 #include "loader_image_pipe.h"
+#include "loader_plan.h"
 #include "loader_source.h"
+#include "loader_teardown.h"
+#include "loader_tier_stage.h"
 
 #include <stdio.h>
 #include <string.h>

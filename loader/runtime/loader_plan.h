@@ -1,0 +1,41 @@
+/*
+ * Planning (loader_plan.c): the scheduler run ahead of the consumer into refill jobs and
+ * outboxes, sample buffers, and the cost model's learning. Lock held unless said.
+ */
+#ifndef HDMLP_LOADER_PLAN_H
+#define HDMLP_LOADER_PLAN_H
+
+#include "loader_core.h"
+
+/* A completed read (whole chunk or ranges) of `ops` operations and `bytes` from the source or
+ * the SSD tier took `service_us` of the storage's time: the cost model learns from it (lock
+ * held). */
+void loader_learn(struct hdmlp_loader *ld, int tier_kind, uint32_t ops, uint64_t bytes,
+                  double service_us);
+
+int plan_advance(struct hdmlp_loader *ld);
+int plan_stuck(const struct hdmlp_loader *ld);
+void sample_free(ld_sample *s);
+/* s->data for s->size bytes: from the transport's shared sample memory when it has room
+ * (lock held), else the loader's pool (loader_pool.h). HDMLP_E_NOMEM. */
+int sample_data_new(struct hdmlp_loader *ld, ld_sample *s);
+/* Gives s->data back where it came from; s->data NULL after. */
+void sample_data_free(ld_sample *s);
+void job_free(ld_job *job);
+uint32_t plan_owner(const struct hdmlp_loader *ld, uint64_t group);
+/* A refill job for the samples at in-chunk `slots` (increasing) of chunk; not queued. */
+int plan_job(struct hdmlp_loader *ld, uint64_t chunk, const uint32_t *slots, uint32_t n,
+             ld_job **out);
+/* Plans a queued auto-refill job again with the model's current estimate when the model
+ * has moved since it was planned (an I/O thread calls it when it takes the job): plans run
+ * ahead of the reads, and the first ones would otherwise keep the start's guess. The samples
+ * do not change, only the read shape; out of memory, the job keeps its plan. */
+void plan_refresh(struct hdmlp_loader *ld, ld_job *job);
+/* Bytes a job adds to the budget (its samples). */
+uint64_t job_bytes(const ld_job *job);
+/* Queues a job for the workers (lock held; charge it first). */
+void plan_enqueue(struct hdmlp_loader *ld, ld_job *job);
+/* Appends a decision for peer `peer` to its outbox, which the exchange sends from. */
+int plan_outbox_push(struct hdmlp_loader *ld, uint32_t peer, const ld_out *o);
+
+#endif
