@@ -5,11 +5,9 @@
 
 #include <string.h>
 
-#define MARK (1ull << 63)
-
 int due_create(sched *s)
 {
-    s->due = hd_malloc(s->n * sizeof(uint64_t));
+    s->due = hd_malloc(s->k * sizeof(uint64_t));
     s->held_at = hd_malloc(s->n * sizeof(uint64_t));
     s->elig = hd_malloc((s->k + 1) * sizeof(uint32_t));
     if (s->due == NULL || s->held_at == NULL || s->elig == NULL) {
@@ -41,31 +39,9 @@ void due_free(sched *s)
     hd_free(s->elig);
 }
 
-/* due = the inverse of the epoch's permutation, in place (cycles followed with a mark). */
-static void invert(uint64_t *a, uint64_t n)
-{
-    for (uint64_t i = 0; i < n; i++) {
-        if (a[i] & MARK) {
-            continue;
-        }
-        uint64_t p = i, x = a[i];
-        while (x != i) {
-            const uint64_t next = a[x];
-            a[x] = p | MARK;
-            p = x;
-            x = next;
-        }
-        a[i] = p | MARK;
-    }
-    for (uint64_t i = 0; i < n; i++) {
-        a[i] &= ~MARK;
-    }
-}
-
 void due_begin_epoch(sched *s, uint64_t epoch)
 {
-    sampler_epoch(s->p.seed, epoch, s->n, s->due);
-    invert(s->due, s->n);
+    sampler_init(&s->due_order, s->p.seed, epoch, s->n);
     sched_mark_all_unfilled(s);
     sched_free_all_owned(s);
 }
@@ -116,14 +92,15 @@ static void best_window(const sched *s, uint64_t c, const uint32_t *e, uint32_t 
     }
 }
 
-/* Sorts the first n of v (in-chunk slots of chunk c) by position in the epoch. */
-static void sort_by_due(const sched *s, uint64_t c, uint32_t *v, uint32_t n)
+/* Sorts the first n of v (in-chunk slots of the miss's chunk, candidates whose positions
+ * due_request noted in s->due) by position in the epoch. */
+static void sort_by_due(const sched *s, uint32_t *v, uint32_t n)
 {
     for (uint32_t i = 1; i < n; i++) {
         const uint32_t t = v[i];
-        const uint64_t d = s->due[c * s->k + t];
+        const uint64_t d = s->due[t];
         uint32_t j = i;
-        for (; j > 0 && s->due[c * s->k + v[j - 1]] > d; j--) {
+        for (; j > 0 && s->due[v[j - 1]] > d; j--) {
             v[j] = v[j - 1];
         }
         v[j] = t;
@@ -171,15 +148,18 @@ int due_request(sched *s, uint64_t x, sched_step *out)
             (unsigned long long)x);
     }
     /* Candidates: t and the chunk's samples due within the horizon, unread this epoch. */
-    const uint64_t until = s->due[x] + s->horizon;
+    const uint64_t until = sampler_pos(&s->due_order, x) + s->horizon;
     const uint32_t m = sched_chunk_samples(s, c);
     uint32_t n = 0, it = 0;
     for (uint32_t i = 0; i < m; i++) {
         if (i == t) {
             it = n;
             s->elig[n++] = i;
-        } else if (unfilled(s, c, i) && s->due[c * s->k + i] <= until) {
-            s->elig[n++] = i;
+        } else if (unfilled(s, c, i)) {
+            s->due[i] = sampler_pos(&s->due_order, c * s->k + i);
+            if (s->due[i] <= until) {
+                s->elig[n++] = i;
+            }
         }
     }
     const uint64_t width = s->p.window_bytes != 0 ? s->p.window_bytes : UINT64_MAX;
@@ -194,7 +174,7 @@ int due_request(sched *s, uint64_t x, sched_step *out)
         }
     }
     out->fillable = n_keep + 1;
-    sort_by_due(s, c, keep, n_keep);
+    sort_by_due(s, keep, n_keep);
     uint32_t kept = 0;
     for (; kept < n_keep && s->occupied < s->hold_cap; kept++) {
         const uint64_t sz = s->size[c * s->k + keep[kept]];

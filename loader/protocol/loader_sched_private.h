@@ -6,6 +6,7 @@
 #define HDMLP_LOADER_SCHED_PRIVATE_H
 
 #include "fmt_rng.h"
+#include "loader_sampler.h"
 #include "loader_sched.h"
 
 #define NIL UINT64_MAX
@@ -61,7 +62,8 @@ struct sched {
     uint64_t owned_slots; /* slots of the owner's groups */
 
     /* strict, policy clairvoyant (loader_sched_due.c); free_ids above holds its free slots */
-    uint64_t *due;     /* N: each sample's position in the epoch */
+    sampler due_order; /* the epoch's order: a sample's position is sampler_pos */
+    uint64_t *due;     /* K: positions of the last miss's chunk's candidates, by slot */
     uint64_t *held_at; /* N: the slot id holding the sample, or NIL */
     uint64_t horizon;  /* positions ahead whose samples a read may keep */
     uint64_t hold_cap; /* samples it may keep (one owned slot stays free for the delivered) */

@@ -55,7 +55,6 @@ static void loader_release_all(hdmlp_loader *ld)
     exchange_free(ld);
     hd_free(ld->slot_buf);
     hd_free(ld->ring);
-    hd_free(ld->perm);
     hd_free(ld->epoch_len_of);
     hd_free(ld->epoch_source);
     tier_free(ld->tier);
@@ -70,7 +69,6 @@ static void loader_release_all(hdmlp_loader *ld)
     hd_free(ld->workers);
     ld->slot_buf = NULL;
     ld->ring = NULL;
-    ld->perm = NULL;
     ld->epoch_len_of = NULL;
     ld->sch = NULL;
     ld->workers = NULL;
@@ -101,15 +99,13 @@ static int loader_alloc(hdmlp_loader *ld, uint64_t a)
     const uint64_t n = ld->ix->h.n_samples;
     const uint32_t world = ld->world;
     ld->epoch_len = sampler_rank_count(n, ld->rank, world);
-    ld->perm = hd_malloc(n * sizeof(uint64_t));
     ld->slot_buf = hd_calloc(a * ld->ix->h.chunk_size, sizeof(ld_sample *));
     ld->workers = hd_calloc(ld->cfg.threads, sizeof(ld_worker));
     ld->out = hd_calloc(world, sizeof(ld_outbox));
     ld->epoch_len_of = hd_calloc(world, sizeof(uint64_t));
     ld->remote_buckets = REMOTE_BUCKETS;
     ld->remote = hd_calloc(ld->remote_buckets, sizeof(ld_remote *));
-    if (!ld->perm || !ld->slot_buf || !ld->workers || !ld->out || !ld->epoch_len_of ||
-        !ld->remote) {
+    if (!ld->slot_buf || !ld->workers || !ld->out || !ld->epoch_len_of || !ld->remote) {
         return hd_err(HDMLP_E_NOMEM, "loader: out of memory for %llu samples",
                       (unsigned long long)n);
     }

@@ -32,6 +32,7 @@
 #include "loader_peer.h"
 #include "loader_pool.h"
 #include "loader_refill.h"
+#include "loader_sampler.h"
 #include "loader_sched.h"
 #include "loader_sizing.h"
 #include "loader_tier.h"
@@ -183,7 +184,7 @@ struct hdmlp_loader {
     /* planning frontier */
     uint64_t epoch_len;     /* this rank's positions per epoch */
     uint64_t *epoch_len_of; /* every rank's */
-    uint64_t *perm;         /* the whole order of plan_epoch (every rank's requests) */
+    sampler order;          /* the order of plan_epoch (every rank's requests) */
     uint64_t plan_epoch, plan_pos;
     int plan_started, plan_done;
     ld_sample **slot_buf; /* A × K: buffer of each valid slot */

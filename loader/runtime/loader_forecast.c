@@ -15,7 +15,6 @@ typedef struct forecast {
     const fmt_index *ix;
     const struct hdmlp_config *cfg;
     sched **owners; /* one scheduler per rank: each applies its own slot-byte cap */
-    uint64_t *perm;
     refill_cost cost;
 } forecast;
 
@@ -27,7 +26,6 @@ static void forecast_free(forecast *f)
         }
     }
     hd_free(f->owners);
-    hd_free(f->perm);
 }
 
 static int forecast_init(forecast *f, const fmt_index *ix, const struct hdmlp_config *cfg,
@@ -39,8 +37,7 @@ static int forecast_init(forecast *f, const fmt_index *ix, const struct hdmlp_co
     f->cost = (refill_cost){cfg->op_us, cfg->bytes_per_s, cfg->max_request, 0.0, 0.0};
     int rc = HDMLP_OK;
     f->owners = hd_calloc(cfg->world, sizeof(sched *));
-    f->perm = hd_malloc(ix->h.n_samples * sizeof(uint64_t));
-    if (f->owners == NULL || f->perm == NULL) {
+    if (f->owners == NULL) {
         return hd_err(HDMLP_E_NOMEM, "forecast: out of memory");
     }
     sched_params sp = {.abstract_chunks = sz->abstract_chunks,
@@ -135,14 +132,20 @@ static int replay_epoch(epoch_job *j, uint64_t e)
     for (uint32_t o = 0; rc == HDMLP_OK && o < world; o++) {
         rc = sched_begin_epoch(f->owners[o], e);
     }
-    sampler_epoch(cfg->seed, e, n, f->perm);
+    sampler order;
+    sampler_init(&order, cfg->seed, e, n);
+    uint64_t next[AHEAD]; /* the samples of positions p .. p + AHEAD - 1 */
+    for (uint64_t p = 0; p < AHEAD && p < n; p++) {
+        next[p] = sampler_at(&order, p);
+    }
     uint32_t requester = 0; /* p mod world */
     for (uint64_t p = 0; rc == HDMLP_OK && p < n; p++) {
+        const uint64_t x = next[p % AHEAD];
         if (p + AHEAD < n) {
-            const uint64_t ahead = f->perm[p + AHEAD];
+            const uint64_t ahead = sampler_at(&order, p + AHEAD);
+            next[p % AHEAD] = ahead;
             sched_prefetch(f->owners[owner_of(f, ahead)], ahead);
         }
-        const uint64_t x = f->perm[p];
         const uint32_t owner = owner_of(f, x);
         const uint32_t req = requester;
         requester = requester + 1 == world ? 0 : requester + 1;

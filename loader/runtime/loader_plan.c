@@ -346,7 +346,7 @@ static int frontier(struct hdmlp_loader *ld)
         if (rc != HDMLP_OK) {
             return rc;
         }
-        sampler_epoch(ld->cfg.seed, ld->plan_epoch, n, ld->perm);
+        sampler_init(&ld->order, ld->cfg.seed, ld->plan_epoch, n);
         ld->plan_pos = 0;
         ld->plan_started = 1;
     }
@@ -467,7 +467,7 @@ int plan_advance(struct hdmlp_loader *ld)
         if (rc <= 0) {
             return rc;
         }
-        const uint64_t x = ld->perm[ld->plan_pos];
+        const uint64_t x = sampler_at(&ld->order, ld->plan_pos);
         const uint64_t group = sched_group_of_chunk(ld->sch, x / k);
         const uint32_t owner = plan_owner(ld, group);
         const uint32_t requester = (uint32_t)(ld->plan_pos % ld->world);

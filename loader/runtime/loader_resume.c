@@ -7,7 +7,7 @@
  * would have.
  *
  * State layout (little-endian, 104 bytes):
- *   0 magic "HDMLPST1"   8 u32 version (1)   12 u32 length (104)
+ *   0 magic "HDMLPST1"   8 u32 version (the sampler's order version, 2)   12 u32 length (104)
  *   16 u64 dataset id    24 u64 samples      32 u32 chunk size   36 u32 world
  *   40 u32 rank          44 u32 batch        48 u64 seed         56 u64 abstract chunks
  *   64 u64 slot cap      72 u32 flags (drop_last | policy << 1 | pool order << 4; bit 3,
@@ -46,7 +46,7 @@ int hdmlp_loader_save_state(hdmlp_loader *ld, void *buf, size_t cap, size_t *len
     uint8_t *p = buf;
     memset(p, 0, STATE_LEN);
     memcpy(p, STATE_MAGIC, 8);
-    fmt_st32(p + 8, 1);
+    fmt_st32(p + 8, SAMPLER_ORDER_VERSION);
     fmt_st32(p + 12, STATE_LEN);
     pthread_mutex_lock(&ld->lock);
     fmt_st64(p + 16, ld->ix->h.dataset_id);
@@ -82,12 +82,17 @@ int hdmlp_config_set_resume(hdmlp_config *cfg, const void *state, size_t len)
         return HDMLP_OK;
     }
     const uint8_t *p = state;
-    if (len != STATE_LEN || memcmp(p, STATE_MAGIC, 8) != 0 || fmt_ld32(p + 8) != 1 ||
-        fmt_ld32(p + 12) != STATE_LEN) {
+    if (len != STATE_LEN || memcmp(p, STATE_MAGIC, 8) != 0 || fmt_ld32(p + 12) != STATE_LEN) {
         return hd_err(HDMLP_E_INVAL, "resume: not a loader state (%zu bytes)", len);
     }
     if (fmt_ld64(p + 96) != fmt_checksum(p, 96)) {
         return hd_err(HDMLP_E_CORRUPT, "resume: the state's checksum does not match");
+    }
+    if (fmt_ld32(p + 8) != SAMPLER_ORDER_VERSION) {
+        return hd_err(HDMLP_E_INVAL,
+                      "resume: the state was saved with epoch order version %u, this loader "
+                      "delivers version %u (a different order): start the epoch again",
+                      fmt_ld32(p + 8), SAMPLER_ORDER_VERSION);
     }
     memcpy(cfg->resume, p, STATE_LEN);
     cfg->resume_len = STATE_LEN;
@@ -226,12 +231,12 @@ int resume_apply(struct hdmlp_loader *ld)
     ld->deliver_pos = pos;
     if (pos > 0) {
         rc = sched_begin_epoch(ld->sch, epoch);
-        sampler_epoch(ld->cfg.seed, epoch, n, ld->perm);
+        sampler_init(&ld->order, ld->cfg.seed, epoch, n);
         /* Every rank saved after the same batches: global positions below pos × world were
          * consumed by their requesters. Replay this rank's decisions for them. */
         const uint64_t consumed = pos * ld->world < n ? pos * ld->world : n;
         for (uint64_t q = 0; rc == HDMLP_OK && q < consumed; q++) {
-            const uint64_t x = ld->perm[q];
+            const uint64_t x = sampler_at(&ld->order, q);
             if (plan_owner(ld, sched_group_of_chunk(ld->sch, x / k)) != ld->rank) {
                 continue;
             }

@@ -267,39 +267,6 @@ Test(sched, groups_are_consecutive_and_balanced)
     memds_free(&m);
 }
 
-Test(sampler, ranks_partition_the_epoch)
-{
-    const uint64_t n = 1003;
-    uint64_t *perm = malloc(n * sizeof(uint64_t));
-    uint64_t *out = malloc(n * sizeof(uint64_t));
-    uint8_t *seen = calloc(n, 1);
-    uint64_t total = 0;
-    for (uint32_t r = 0; r < 4; r++) {
-        const uint64_t cnt = sampler_rank_count(n, r, 4);
-        cr_assert(cnt == 250 || cnt == 251);
-        sampler_rank_epoch(11, 3, n, r, 4, perm, out);
-        for (uint64_t i = 0; i < cnt; i++) {
-            cr_assert_eq(seen[out[i]], 0);
-            seen[out[i]] = 1;
-        }
-        total += cnt;
-    }
-    cr_assert_eq(total, n);
-    free(perm);
-    free(out);
-    free(seen);
-}
-
-Test(sampler, epochs_differ_and_repeat)
-{
-    uint64_t a[100], b[100], c[100];
-    sampler_epoch(5, 0, 100, a);
-    sampler_epoch(5, 0, 100, b);
-    sampler_epoch(5, 1, 100, c);
-    cr_assert_eq(memcmp(a, b, sizeof(a)), 0);
-    cr_assert_neq(memcmp(a, c, sizeof(a)), 0);
-}
-
 static const refill_cost fast_ops = {1.0, 1e9, 0, 0.0, 0.0};     /* operations nearly free */
 static const refill_cost slow_ops = {10000.0, 1e9, 0, 0.0, 0.0}; /* 10 ms per operation */
 

@@ -1,4 +1,5 @@
 /* Reliability: corrupt data at run time (fail or skip-and-report), exact resume. */
+#include "format.h"
 #include "hdmlp.h"
 #include "loader.h"
 #include "loader_dataset.h"
@@ -278,6 +279,12 @@ Test(reliability, resume_refuses_another_dataset_or_order_changing_config, .time
     state[90] ^= 1;
     cr_assert_eq(hdmlp_config_set_resume(cfg, state, len), HDMLP_E_CORRUPT);
     cr_assert_eq(hdmlp_config_set_resume(cfg, "nonsense", 8), HDMLP_E_INVAL);
+    /* A state of epoch order version 1 (Fisher–Yates at every size) is refused by name. */
+    state[90] ^= 1;
+    fmt_st32(state + 8, 1);
+    fmt_st64(state + 96, fmt_checksum(state, 96));
+    cr_assert_eq(hdmlp_config_set_resume(cfg, state, len), HDMLP_E_INVAL);
+    cr_assert(strstr(hdmlp_last_error(), "order version 1") != NULL, "%s", hdmlp_last_error());
     hdmlp_config_free(cfg);
     hdmlp_dataset_close(ds);
     testds_rm_rf(dir);
