@@ -61,7 +61,7 @@ hdmlp_add_test(NAME test_units
   TIMEOUT 60)
 
 # ---- scheduler, sampler, refill plans, cost model, forecast, tiers (policy) --------------
-hdmlp_add_test(NAME test_sched SOURCES loader/protocol/test_sched.c TIMEOUT 180)
+hdmlp_add_test(NAME test_sched SOURCES loader/protocol/test_sched.c support/memds.c TIMEOUT 180)
 hdmlp_add_test(NAME test_costmodel SOURCES loader/cost/test_costmodel.c LIBS m TIMEOUT 60)
 hdmlp_add_test(NAME test_forecast
   SOURCES loader/runtime/test_forecast.c support/testds.c support/fakenet.c TIMEOUT 300)
