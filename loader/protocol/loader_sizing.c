@@ -297,7 +297,6 @@ int loader_size(const fmt_index *ix, const struct hdmlp_config *cfg, loader_sizi
     out->read_buffer = refill_max_buffer(ix);
     out->stager = cfg->ssd_dir != NULL ? out->read_buffer : 0;
     out->answers = p.answers;
-    out->plan_limit = memory - p.remote_cap - p.ram - out->stager - p.answers;
     out->ram_cache = p.ram;
     const uint64_t flex = memory - p.fixed;
     const uint64_t shared = p.hold > flex / 8 ? p.hold : flex / 8;

@@ -16,7 +16,6 @@ typedef struct loader_sizing {
     uint64_t remote_cap;      /* cap on samples received ahead of need */
     uint64_t ram_cache;       /* RAM chunk cache bytes (resolved from AUTO) */
     uint64_t extra_io;        /* read buffers of I/O threads beyond two (charged per job) */
-    uint64_t plan_limit;      /* accounted bytes planning may reach */
     /* the rest of the budget's split (with remote_cap, ram_cache and slot_cap: the budget;
      * loader_budget.h holds it as shares) */
     uint64_t read_buffers; /* two chunk read buffers (+ the SSD stager's) */
