@@ -291,6 +291,8 @@ int loader_create_with(hdmlp_dataset *ds, const hdmlp_config *cfg,
          * the factory returns: ld->net is published under the lock, and what was queued
          * meanwhile is sent right after. */
         peer_transport *net = NULL;
+        /* The transport's sample arena is sized from the budget, by its owner. */
+        ld->cfg.peer_arena = budget_transport_arena(&ld->budget);
         rc = factory(&ld->cfg, &h, &net);
         if (rc == HDMLP_OK) {
             pthread_mutex_lock(&ld->lock);
