@@ -13,8 +13,8 @@ void rpc_opts_default(const struct hdmlp_config *cfg, rpc_opts *o)
     o->batch_bytes = (uint64_t)1 << 20;
     o->drain_ms = cfg->peer_timeout_ms < 2000 ? cfg->peer_timeout_ms : 2000;
     o->shm_ring_bytes = RPC_SHM_RING_DEFAULT;
-    const uint64_t arena = cfg->memory + cfg->memory / 2;
-    o->shm_arena_bytes = arena < RPC_ARENA_MAX ? arena : RPC_ARENA_MAX;
+    /* The arena's size is the loader's to give (its budget's owner sizes it). */
+    o->shm_arena_bytes = cfg->peer_arena < RPC_ARENA_MAX ? cfg->peer_arena : RPC_ARENA_MAX;
 }
 
 /* send() through the gRPC lane of m->to (a copy of the payload is encoded). */

@@ -95,9 +95,10 @@ typedef struct rpc_opts {
                              out (min(timeout, 2000)) */
     uint64_t shm_ring_bytes;  /* data bytes of each ring this rank receives on (1 MiB; a power
                                  of two in 64 KiB..1 GiB; 0 = the default) */
-    uint64_t shm_arena_bytes; /* this rank's sample arena, lent to ring peers (1.5 × the
-                                 loader's memory budget, at most 64 GiB, virtual until
-                                 used; 0 = none: SAMPLEs are copied into the rings) */
+    uint64_t shm_arena_bytes; /* this rank's sample arena, lent to ring peers (the size the
+                                 loader hands over in cfg->peer_arena, 1.5 × its memory
+                                 budget, at most 64 GiB, virtual until used; 0 = none:
+                                 SAMPLEs are copied into the rings) */
 } rpc_opts;
 
 /* Fills *o with the defaults for cfg. */

@@ -44,6 +44,10 @@ struct hdmlp_config {
     uint64_t remote_memory; /* 0 = 10 % of memory */
     uint32_t prefetch;      /* window; 0 = off */
     uint32_t peer_timeout_ms;
+    /* The transport's sample arena (bytes, lent to same-host peers): set on a loader's own
+     * copy from its budget (loader_budget.h) before the transport is made; 0 elsewhere (the
+     * default): none. */
+    uint64_t peer_arena;
     int same_host;  /* HDMLP_SAME_HOST_*: how peers on this host are reached */
     int node_board; /* HDMLP_NODE_BOARD_*: balance across local ranks */
     struct hdmlp_image_config *image; /* the image pipeline's config (owned), or NULL */

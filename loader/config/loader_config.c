@@ -37,6 +37,7 @@ void config_defaults(struct hdmlp_config *cfg)
     cfg->remote_memory = 0;
     cfg->prefetch = 256;
     cfg->peer_timeout_ms = 5000;
+    cfg->peer_arena = 0;
     cfg->same_host = 1;
     cfg->node_board = HDMLP_NODE_BOARD_AUTO;
     cfg->image = NULL;

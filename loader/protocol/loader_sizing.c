@@ -195,8 +195,9 @@ static void size_parts_of(const fmt_index *ix, const struct hdmlp_config *cfg, u
     p->one_batch = one_batch;
     p->batches = 2 * one_batch;
     p->one_chunk = (uint64_t)k * mean;
-    /* With peers, planning also leaves room for one batch of answers to them (plan_limit
-     * below); reserving it keeps a held batch plus the one being assembled admissible. */
+    /* With peers, planning also leaves room for one batch of answers to them (the budget's
+     * ANSWERS share); reserving it keeps a held batch plus the one being assembled
+     * admissible. */
     p->answers = cfg->world > 1 ? one_batch : 0;
     /* The image pipeline's buffers come off the budget first: the rest is sized (and the
      * order chosen) as for a loader without the pipeline given that rest. */
@@ -292,10 +293,10 @@ int loader_size(const fmt_index *ix, const struct hdmlp_config *cfg, loader_sizi
     out->extra_io = p.extra_io;
     /* Planning may fill the budget except what is held outside the accounted bytes (the RAM
      * cache's chunks, the SSD stager's read buffer) and what peers' answers (one batch) and
-     * prefetches (the remote cap) may bring in at any time. */
-    const uint64_t stager = cfg->ssd_dir != NULL ? refill_max_buffer(ix) : 0;
-    out->plan_limit =
-        memory - p.remote_cap - p.ram - stager - (cfg->world > 1 ? p.one_batch : 0);
+     * prefetches (the remote cap) may bring in at any time: loader_budget.c's shares. */
+    out->read_buffer = refill_max_buffer(ix);
+    out->stager = cfg->ssd_dir != NULL ? out->read_buffer : 0;
+    out->answers = p.answers;
     out->ram_cache = p.ram;
     const uint64_t flex = memory - p.fixed;
     const uint64_t shared = p.hold > flex / 8 ? p.hold : flex / 8;

@@ -16,10 +16,13 @@ typedef struct loader_sizing {
     uint64_t remote_cap;      /* cap on samples received ahead of need */
     uint64_t ram_cache;       /* RAM chunk cache bytes (resolved from AUTO) */
     uint64_t extra_io;        /* read buffers of I/O threads beyond two (charged per job) */
-    uint64_t plan_limit;      /* accounted bytes planning may reach */
-    /* the rest of the budget's split (with remote_cap, ram_cache and slot_cap: the budget) */
+    /* the rest of the budget's split (with remote_cap, ram_cache and slot_cap: the budget;
+     * loader_budget.h holds it as shares) */
     uint64_t read_buffers; /* two chunk read buffers (+ the SSD stager's) */
+    uint64_t read_buffer;  /* of which one: the largest aligned chunk */
+    uint64_t stager;       /* of which the SSD stager's (0 without an SSD tier) */
     uint64_t batches;      /* two batches of the largest samples (+ one of answers to peers) */
+    uint64_t answers;      /* of which the batch of answers to peers (0 with one rank) */
     uint64_t lookahead;    /* samples planned ahead, refills in flight */
     uint64_t images;       /* the image pipeline's buffers (0 without one) */
     uint32_t pool_unit;    /* pool order: samples per read unit (0 for strict) */

@@ -85,7 +85,8 @@ struct peer_transport {
 };
 
 /* Creates the transport for a loader. Implemented by rpc/ (gRPC); NULL when this build
- * has none. cfg carries rank, world, peers, listen address, token and timeout. */
+ * has none. cfg carries rank, world, peers, listen address, token and timeout, and the size
+ * of the sample memory the transport may make (peer_arena, from the loader's budget). */
 struct hdmlp_config;
 typedef int (*peer_transport_factory)(const struct hdmlp_config *cfg, const peer_handler *h,
                                       peer_transport **out);

@@ -195,21 +195,19 @@ int loader_create_with(hdmlp_dataset *ds, const hdmlp_config *cfg,
         rc = iomode_check_budget(sz.memory);
     }
     if (rc == HDMLP_OK) {
+        rc = budget_init(&ld->budget, &sz, cfg->threads);
+    }
+    if (rc == HDMLP_OK) {
         a = sz.abstract_chunks;
-        ld->slot_cap = sz.slot_cap;
-        ld->remote_cap = sz.remote_cap;
-        ld->plan_limit = sz.plan_limit;
-        /* The reserved workers' read buffers, held for the loader's life (the others are
-         * charged per job). */
-        ld->charged = refill_max_buffer(ld->ix) *
-                      (cfg->threads < LOADER_IO_RESERVED ? cfg->threads : LOADER_IO_RESERVED);
-        ld->io_pool = ld->charged;
+        /* The reserved workers' read buffers (the budget's I/O pool), held for the loader's
+         * life (the others are charged per job). */
+        ld->charged = budget_share_bytes(&ld->budget, BUDGET_IO_POOL);
         ld->io_pooled = ds->store != NULL;
         ld->st.peak_memory_bytes = ld->charged;
         const sched_params sp = {.abstract_chunks = a,
                                  .policy = ld->cfg.policy,
                                  .seed = cfg->seed,
-                                 .slot_cap_bytes = ld->slot_cap,
+                                 .slot_cap_bytes = sz.slot_cap,
                                  .order = cfg->order,
                                  .pool_unit = sz.pool_unit,
                                  .window_bytes = loader_read_window(&ld->cfg),
@@ -289,6 +287,8 @@ int loader_create_with(hdmlp_dataset *ds, const hdmlp_config *cfg,
          * the factory returns: ld->net is published under the lock, and what was queued
          * meanwhile is sent right after. */
         peer_transport *net = NULL;
+        /* The transport's sample arena is sized from the budget, by its owner. */
+        ld->cfg.peer_arena = budget_transport_arena(&ld->budget);
         rc = factory(&ld->cfg, &h, &net);
         if (rc == HDMLP_OK) {
             pthread_mutex_lock(&ld->lock);

@@ -1,10 +1,11 @@
 /*
  * Per-GPU balance, the loader's side (mechanism): attaches the node board, publishes this
  * rank's slot once per window, runs the policy (loader_balance.c) and applies its decision
- * to the planning limit (lend/borrow through the board's pool) and to the I/O threads (a
- * gate on the worker loop, as the image pipeline's split: a held thread waits on its own
- * condition variable, so wake-ups for jobs never go to it). Called with the loader lock held
- * except where said.
+ * to the planning limit (holding back, lending and borrowing through the board's pool, each
+ * move recorded by the budget's owner, loader_budget.h, which the limit follows) and to the
+ * I/O threads (a gate on the worker loop, as the image pipeline's split: a held thread waits
+ * on its own condition variable, so wake-ups for jobs never go to it). Called with the
+ * loader lock held except where said.
  */
 #include "loader_balance_apply.h"
 #include "loader_balance.h"
@@ -19,9 +20,6 @@ struct balance_state {
     board_view *views;
     pthread_cond_t io_cv;
     uint32_t io_limit; /* 0 = all */
-    uint64_t base;     /* the planning limit of the rank's own budget */
-    uint64_t lower;    /* by how much its limit is lowered (>= lent: holding back) */
-    uint64_t lent, borrowed;
     uint64_t lookahead_share;
     uint64_t stale_ns;
     uint64_t window_start_ns, window_stall0, last_window_stall;
@@ -74,50 +72,46 @@ int node_balance_start(struct hdmlp_loader *ld, uint64_t lookahead_share)
     pthread_mutex_lock(&ld->lock);
     s->window_start_ns = loader_now_ns();
     s->window_stall0 = ld->st.stall_ns;
-    s->base = ld->plan_limit;
     ld->bal = s;
     ld->st.board_active = 1;
     pthread_mutex_unlock(&ld->lock);
     return HDMLP_OK;
 }
 
-/* Bytes this rank may still hold beyond what it has (its own budget's limit less what it
- * lent, plus what it borrowed, less its charged bytes); 0 when at or over. */
-static uint64_t headroom(const struct hdmlp_loader *ld, const balance_state *s)
-{
-    const uint64_t cap = s->base - s->lent + s->borrowed;
-    return cap > ld->charged ? cap - ld->charged : 0;
-}
-
-/* Moves lent/borrowed towards the decision. The planning limit is base - lower + borrowed:
- * lowering (holding back) stops admission at once, while bytes enter the pool only as the
- * rank's own use falls below what it keeps (lent <= lower), and the limit goes up only by
- * bytes taken back from the pool. */
+/* Moves lent/borrowed towards the decision. The planning limit is lowered by the room held
+ * back (budget_hold_back) and raised by what was borrowed: holding back stops admission at
+ * once, while bytes enter the pool only as the rank's own use falls below what it keeps
+ * (lent <= held back), and the limit goes up only by bytes taken back from the pool. The
+ * budget's owner refuses nothing here (the policy lends at most half the lookahead share),
+ * so its status is not checked. */
 static void apply(struct hdmlp_loader *ld, balance_state *s, const balance_decision *d)
 {
-    const uint64_t before = ld->plan_limit;
-    if (d->borrow < s->borrowed) {
-        uint64_t back = s->borrowed - d->borrow;
-        const uint64_t room = headroom(ld, s);
+    loader_budget *b = &ld->budget;
+    const uint64_t before = budget_plan_limit(b);
+    const uint64_t borrowed = budget_borrowed(b);
+    if (d->borrow < borrowed) {
+        uint64_t back = borrowed - d->borrow;
+        const uint64_t room = budget_room_to_give(b, ld->charged);
         back = back < room ? back : room;
         board_give(s->b, back);
-        s->borrowed -= back;
-    } else if (d->borrow > s->borrowed) {
-        s->borrowed += board_take(s->b, d->borrow - s->borrowed);
+        (void)budget_repay(b, back);
+    } else if (d->borrow > borrowed) {
+        (void)budget_borrow(b, board_take(s->b, d->borrow - borrowed));
     }
-    if (d->lend < s->lent) {
-        s->lent -= board_take(s->b, s->lent - d->lend);
+    if (d->lend < budget_lent(b)) {
+        (void)budget_reclaim(b, board_take(s->b, budget_lent(b) - d->lend));
     }
-    s->lower = d->lend > s->lent ? d->lend : s->lent;
-    if (s->lower > s->lent) {
-        uint64_t more = s->lower - s->lent;
-        const uint64_t room = headroom(ld, s);
+    const uint64_t lent = budget_lent(b);
+    const uint64_t lower = d->lend > lent ? d->lend : lent;
+    (void)budget_hold_back(b, lower);
+    if (lower > lent) {
+        uint64_t more = lower - lent;
+        const uint64_t room = budget_room_to_give(b, ld->charged);
         more = more < room ? more : room;
-        s->lent += more;
+        (void)budget_lend(b, more);
         board_give(s->b, more);
     }
-    ld->plan_limit = s->base - s->lower + s->borrowed;
-    if (ld->plan_limit > before) {
+    if (budget_plan_limit(b) > before) {
         pthread_cond_broadcast(&ld->ready_cv); /* admission may go on */
     }
     if (d->io_limit != s->io_limit) {
@@ -127,11 +121,11 @@ static void apply(struct hdmlp_loader *ld, balance_state *s, const balance_decis
             pthread_cond_broadcast(&s->io_cv);
         }
     }
-    if (s->lent > ld->st.board_lent_peak) {
-        ld->st.board_lent_peak = s->lent;
+    if (budget_lent(b) > ld->st.board_lent_peak) {
+        ld->st.board_lent_peak = budget_lent(b);
     }
-    if (s->borrowed > ld->st.board_borrowed_peak) {
-        ld->st.board_borrowed_peak = s->borrowed;
+    if (budget_borrowed(b) > ld->st.board_borrowed_peak) {
+        ld->st.board_borrowed_peak = budget_borrowed(b);
     }
 }
 
@@ -169,9 +163,14 @@ void node_balance_tick(struct hdmlp_loader *ld)
     s->last_window_stall = ld->st.stall_ns - s->window_stall0;
     s->window_stall0 = ld->st.stall_ns;
     s->window_start_ns = now;
-    const board_slot_values mine = {ld->ring_count,  ld->charged,          ld->inflight,
-                                    ld->st.stall_ns, s->last_window_stall, s->lent,
-                                    s->borrowed,     s->waits_on};
+    const board_slot_values mine = {ld->ring_count,
+                                    ld->charged,
+                                    ld->inflight,
+                                    ld->st.stall_ns,
+                                    s->last_window_stall,
+                                    budget_lent(&ld->budget),
+                                    budget_borrowed(&ld->budget),
+                                    s->waits_on};
     s->waits_on = 0;
     board_publish(s->b, &mine, now);
     board_read(s->b, now, s->stale_ns, s->views);

@@ -26,6 +26,7 @@
 #define HDMLP_LOADER_CORE_H
 
 #include "loader.h"
+#include "loader_budget.h"
 #include "loader_costmodel.h"
 #include "loader_dataset.h"
 #include "loader_io.h"
@@ -166,17 +167,19 @@ struct hdmlp_loader {
     uint32_t n_workers;
 
     uint64_t charged; /* accounted bytes: samples not yet released + refill buffers */
+    /* The budget's split and every move between its shares (loader_budget.h): the planning
+     * limit, the I/O pool, the remote cap, the image reserve, lending to local ranks. */
+    loader_budget budget;
     /* Read buffers charged per job (loader_worker.c): on for a remote source, where a
      * request waits tens of milliseconds and more jobs in flight pay; the reserved buffers'
-     * bytes (io_pool, inside charged) are then shared by every thread by each job's need. */
+     * bytes (the budget's I/O pool, inside charged) are then shared by every thread by each
+     * job's need. */
     int io_pooled;
-    uint64_t io_pool, io_pool_used;
+    uint64_t io_pool_used;
     uint32_t reading; /* jobs being read now (st.refills_in_flight_peak: its peak) */
     /* Decoded batch buffers (loader_image_*.c): charged against the image reserve that
-     * image_pipe_start takes off plan_limit, so never against planning's room. */
+     * image_pipe_start takes from planning's share, so never against planning's room. */
     uint64_t image_charged;
-    uint64_t slot_cap;
-    uint64_t plan_limit; /* see loader_sizing.h */
 
     ld_job *q_head, *q_tail;
     uint64_t inflight; /* jobs queued or running */
@@ -212,7 +215,7 @@ struct hdmlp_loader {
     ld_outbox *out;     /* world entries; [rank] unused */
     ld_remote **remote; /* hash buckets */
     uint64_t remote_buckets;
-    uint64_t remote_cap, remote_charged; /* prefetched bytes held */
+    uint64_t remote_charged; /* prefetched bytes held (the budget's remote cap bounds them) */
     ld_send *send_head, *send_tail;
     /* One thread at a time sends the queue, in order (lock): a peer must see this rank's
      * messages in the order they were queued (a stale request overtaking a fresh one would

@@ -213,7 +213,8 @@ peer_transport *exchange_close(struct hdmlp_loader *ld)
  * (in flight or held): the credit is what was consumed of its prefetches plus the share. */
 static uint64_t credit_for(const struct hdmlp_loader *ld, uint32_t owner)
 {
-    return ld->out[owner].taken + ld->remote_cap / (ld->world > 1 ? ld->world - 1 : 1);
+    return ld->out[owner].taken +
+           budget_share_bytes(&ld->budget, BUDGET_REMOTE) / (ld->world > 1 ? ld->world - 1 : 1);
 }
 
 void exchange_request(struct hdmlp_loader *ld, ld_item *it)
@@ -342,7 +343,8 @@ static int request_valid(const struct hdmlp_loader *ld, const peer_msg *m)
     if (ld->cfg.epochs != 0 && m->epoch >= ld->cfg.epochs) {
         return 0;
     }
-    if (m->epoch > ld->plan_epoch + 1 || m->credit > ld->out[m->from].pushed + ld->remote_cap) {
+    if (m->epoch > ld->plan_epoch + 1 ||
+        m->credit > ld->out[m->from].pushed + budget_share_bytes(&ld->budget, BUDGET_REMOTE)) {
         return 0;
     }
     return plan_owner(ld, m->group) == ld->rank && m->slot < ld->ix->h.chunk_size;

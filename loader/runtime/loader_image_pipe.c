@@ -298,21 +298,20 @@ int image_pipe_start(struct hdmlp_loader *ld)
     }
     /* Output buffers: those decoded ahead and two the consumer may hold. Sizing set them
      * (and the raw batches queued for decoding) apart from the rest of the budget
-     * (budget_images); planning gives up their room, and image_charged counts them against
-     * it. The I/O threads already run: the budget and the pipeline change under the lock. */
+     * (budget_images); the budget's owner moves their room from planning to the image
+     * reserve, and image_charged counts them against it. The I/O threads already run: the
+     * budget and the pipeline change under the lock. */
     const uint64_t reserve = p->img_bytes * ld->cfg.batch * (ic->prefetch + 2);
     pthread_mutex_lock(&ld->lock);
-    if (reserve > ld->st.budget_images || reserve >= ld->plan_limit) {
+    const int rc = budget_reserve(&ld->budget, BUDGET_IMAGES, reserve);
+    if (rc != HDMLP_OK) {
         pthread_mutex_unlock(&ld->lock);
         pipe_free(p);
-        return hd_err(HDMLP_E_RANGE,
-                      "image: %u batches of %u images of %u x %u x %u need %llu bytes, more "
-                      "than the budget set apart for them (%llu bytes)",
-                      ic->prefetch + 2, ld->cfg.batch, ic->height, ic->width, ic->channels,
-                      (unsigned long long)reserve, (unsigned long long)ld->st.budget_images);
+        return hd_err_wrap(rc,
+                           "image: %u batches of %u images of %u x %u x %u: ", ic->prefetch + 2,
+                           ld->cfg.batch, ic->height, ic->width, ic->channels);
     }
     p->reserve = reserve;
-    ld->plan_limit -= reserve;
     ld->st.io_threads_active = p->io_limit ? p->io_limit : p->io_max;
     ld->st.decode_threads_active = p->decode_active;
     p->win_start = loader_now_ns();

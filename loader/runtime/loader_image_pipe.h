@@ -43,7 +43,7 @@ typedef struct decode_thread {
 struct image_pipe {
     struct hdmlp_image_config ic;
     uint64_t img_bytes; /* one output image */
-    uint64_t reserve;   /* output buffers' bytes taken off plan_limit (image_charged's cap) */
+    uint64_t reserve; /* output buffers' bytes reserved (BUDGET_IMAGES; image_charged's cap) */
     decode_thread *threads;
     uint32_t n_threads;
     pthread_cond_t work_cv; /* decode threads: samples queued, split changed, stop */

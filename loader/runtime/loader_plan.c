@@ -389,10 +389,11 @@ static int admit_pending(struct hdmlp_loader *ld)
     if (!st->hit) {
         need = job_bytes(job);
         /* Peers' prefetches held for later positions have their own part of the budget
-         * (plan_limit leaves the remote cap out): counting them here too would let them
-         * take planning's room, and when the slots are full, as the pool and clairvoyant
-         * keep them, the position the consumer waits for could never be planned. */
-        if (ld->charged - ld->remote_charged + need > ld->plan_limit) {
+         * (the planning limit leaves the remote cap out): counting them here too would let
+         * them take planning's room, and when the slots are full, as the pool and
+         * clairvoyant keep them, the position the consumer waits for could never be
+         * planned. */
+        if (ld->charged - ld->remote_charged + need > budget_plan_limit(&ld->budget)) {
             return 0;
         }
     }

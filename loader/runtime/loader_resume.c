@@ -57,7 +57,7 @@ int hdmlp_loader_save_state(hdmlp_loader *ld, void *buf, size_t cap, size_t *len
     fmt_st32(p + 44, ld->cfg.batch);
     fmt_st64(p + 48, ld->cfg.seed);
     fmt_st64(p + 56, sched_abstract_chunks(ld->sch));
-    fmt_st64(p + 64, ld->slot_cap);
+    fmt_st64(p + 64, budget_sizing(&ld->budget)->slot_cap);
     fmt_st32(p + 72, state_flags(&ld->cfg));
     fmt_st32(p + 76, (uint32_t)ld->st.pool_unit);
     uint64_t epoch = ld->deliver_epoch, pos = ld->deliver_pos;
@@ -135,7 +135,8 @@ static int check_fingerprint(const struct hdmlp_loader *ld, const uint8_t *p)
     SAME("seed", ld->cfg.seed, fmt_ld64(p + 48));
     SAME("abstract chunk count (memory budget or RAM cache)", sched_abstract_chunks(ld->sch),
          fmt_ld64(p + 56));
-    SAME("slot byte cap (memory budget)", ld->slot_cap, fmt_ld64(p + 64));
+    SAME("slot byte cap (memory budget)", budget_sizing(&ld->budget)->slot_cap,
+         fmt_ld64(p + 64));
     SAME("drop_last/policy/order flags", state_flags(&ld->cfg), fmt_ld32(p + 72));
     SAME("pool read unit (samples)", ld->st.pool_unit, fmt_ld32(p + 76));
     const uint64_t epoch = fmt_ld64(p + 80), pos = fmt_ld64(p + 88);

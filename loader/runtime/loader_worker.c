@@ -308,19 +308,19 @@ static int buffer_take(ld_worker *w, const ld_job *job)
         if (!extra_worker(w)) {
             return 1;
         }
-        if (ld->charged + w->buf_cap > ld->plan_limit) {
+        if (ld->charged + w->buf_cap > budget_plan_limit(&ld->budget)) {
             return 0;
         }
         w->held = w->buf_cap;
     } else {
         const uint64_t need = job_buffer_need(ld, w, job);
-        if (ld->io_pool_used + need <= ld->io_pool) {
+        if (ld->io_pool_used + need <= budget_share_bytes(&ld->budget, BUDGET_IO_POOL)) {
             ld->io_pool_used += need;
             w->held = need;
             w->held_pool = 1;
             return 1;
         }
-        if (ld->charged + need > ld->plan_limit) {
+        if (ld->charged + need > budget_plan_limit(&ld->budget)) {
             return 0;
         }
         w->held = need;

@@ -465,6 +465,7 @@ int main(void)
     rpc_opts o;
     rpc_opts_default(cfg, &o);
     o.max_data = 1 << 20;
+    o.shm_arena_bytes = (uint64_t)64 << 20; /* a loader sizes it from its budget; none here */
     const peer_handler h = {&s, on_msg, on_error};
     peer_transport *t = NULL;
     const int rc = rpc_transport_create_opts(cfg, &h, &o, &t);

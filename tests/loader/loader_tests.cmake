@@ -62,7 +62,9 @@ hdmlp_add_test(NAME test_units
 
 # ---- scheduler, sampler, refill plans, cost model, forecast, tiers (policy) --------------
 hdmlp_add_test(NAME test_sched SOURCES loader/protocol/test_sched.c
-  loader/protocol/test_sampler.c TIMEOUT 180)
+  loader/protocol/test_sampler.c support/memds.c TIMEOUT 180)
+# The budget's owner: its split against the limits the loader had, shares adding up.
+hdmlp_add_test(NAME test_budget SOURCES loader/protocol/test_budget.c support/memds.c TIMEOUT 60)
 hdmlp_add_test(NAME test_costmodel SOURCES loader/cost/test_costmodel.c LIBS m TIMEOUT 60)
 hdmlp_add_test(NAME test_forecast
   SOURCES loader/runtime/test_forecast.c support/testds.c support/fakenet.c TIMEOUT 300)

@@ -73,8 +73,10 @@ static void *consume(void *arg)
     return NULL;
 }
 
-/* Runs R loaders to the end; returns per-rank results (caller frees). */
-static rank_run *run_world(const char *dir, const dist_params *p)
+/* Runs R loaders to the end, their transports made by `factory` (fakenet's, or one that
+ * wraps it); returns per-rank results (caller frees). */
+static rank_run *run_world_with(const char *dir, const dist_params *p,
+                                peer_transport_factory factory)
 {
     hdmlp_dataset *ds = NULL;
     cr_assert_eq(hdmlp_dataset_open(dir, &ds), HDMLP_OK, "%s", hdmlp_last_error());
@@ -97,7 +99,7 @@ static rank_run *run_world(const char *dir, const dist_params *p)
         hdmlp_config_set_peers(cfg, peers, p->world);
         hdmlp_config_set_prefetch(cfg, p->prefetch);
         hdmlp_config_set_peer_timeout(cfg, 2000);
-        const int rc = loader_create_with(ds, cfg, fakenet_factory, &runs[r].ld);
+        const int rc = loader_create_with(ds, cfg, factory, &runs[r].ld);
         cr_assert_eq(rc, HDMLP_OK, "rank %u: %s", r, hdmlp_last_error());
         runs[r].hold = p->hold;
         hdmlp_config_free(cfg);
@@ -115,6 +117,11 @@ static rank_run *run_world(const char *dir, const dist_params *p)
     fakenet_free(hub);
     hdmlp_dataset_close(ds);
     return runs;
+}
+
+static rank_run *run_world(const char *dir, const dist_params *p)
+{
+    return run_world_with(dir, p, fakenet_factory);
 }
 
 static void free_runs(rank_run *runs, uint32_t world)
@@ -286,6 +293,35 @@ Test(distributed, a_slow_network_keeps_the_budget_and_loses_no_request, .timeout
         cr_assert_gt(pushed, 0, "prefetches were sent");
         free_runs(runs, world);
     }
+    testds_rm_rf(dir);
+}
+
+/* The arena size each rank's transport was handed (recording_factory). */
+static uint64_t arena_seen[2];
+
+static int recording_factory(const struct hdmlp_config *cfg, const peer_handler *h,
+                             peer_transport **out)
+{
+    arena_seen[cfg->rank] = cfg->peer_arena;
+    return fakenet_factory(cfg, h, out);
+}
+
+/* A loader hands its transport the size of its sample arena, from its budget (1.5 times it):
+ * the transport does not derive it. */
+Test(distributed, the_transport_gets_its_arena_size_from_the_budget, .timeout = 60)
+{
+    char dir[512];
+    make_ds(dir, sizeof(dir), 2000, 8);
+    const dist_params p = {2000, 8, 2, 0.25, 0, 1, 3, 16, -1, 0, 0, 0};
+    rank_run *runs = run_world_with(dir, &p, recording_factory);
+    check_exactly_once(runs, &p);
+    for (uint32_t r = 0; r < 2; r++) {
+        const uint64_t budget = runs[r].st.memory_budget;
+        cr_assert_eq(arena_seen[r], budget + budget / 2,
+                     "rank %u: arena %llu for a budget of %llu", r,
+                     (unsigned long long)arena_seen[r], (unsigned long long)budget);
+    }
+    free_runs(runs, 2);
     testds_rm_rf(dir);
 }
 
