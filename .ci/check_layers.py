@@ -100,7 +100,7 @@ MAY_INCLUDE = {
     "loader/config": {"include", "format/base", "format", "loader/image", "loader/ranks"},
     "loader/protocol": {"include", "format/base", "format", "loader/config", "loader/image"},
     "loader/io": {"include", "format/base", "format", "loader/config", "loader/protocol",
-                  "loader/dataset"},
+                  "loader/dataset", "loader/objstore"},
     "loader/objstore": {"include", "format/base"},
     "loader/dataset": {"include", "format/base", "format", "loader/objstore"},
     "loader/cost": {"include", "format/base", "format", "loader/protocol", "loader/dataset",

@@ -121,14 +121,19 @@ static int read_plan(ld_worker *w, ld_job *job, int fd, uint64_t chunk_base, con
         for (uint32_t i = 0; i < p->n_ranges; i++) {
             w->src_ranges[i] = (src_range){name, p->ranges[i].seg_off, p->ranges[i].len,
                                            w->buf + p->ranges[i].buf_off};
-            w->reads[i] = (io_read){fd, p->ranges[i].seg_off, p->ranges[i].len,
-                                    w->buf + p->ranges[i].buf_off, (int64_t)p->ranges[i].len};
+            w->reads[i] = (io_read){.fd = fd,
+                                    .offset = p->ranges[i].seg_off,
+                                    .len = p->ranges[i].len,
+                                    .dst = w->buf + p->ranges[i].buf_off,
+                                    .result = (int64_t)p->ranges[i].len};
         }
         rc = src_conn_read(w->src, w->src_ranges, p->n_ranges);
     } else {
         for (uint32_t i = 0; i < p->n_ranges; i++) {
-            w->reads[i] = (io_read){fd, p->ranges[i].seg_off - ch.offset + chunk_base,
-                                    p->ranges[i].len, w->buf + p->ranges[i].buf_off, 0};
+            w->reads[i] = (io_read){.fd = fd,
+                                    .offset = p->ranges[i].seg_off - ch.offset + chunk_base,
+                                    .len = p->ranges[i].len,
+                                    .dst = w->buf + p->ranges[i].buf_off};
         }
         rc = io_engine_read(w->io, w->reads, p->n_ranges);
     }
