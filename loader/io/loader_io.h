@@ -4,9 +4,11 @@
  * engine is not thread-safe. Policy (what to read) lives in loader_refill.c.
  *
  * Files of loader/io/, each calling only those below it:
- *   loader_io.c                                 the engine: arguments, dispatch, pread
- *   loader_io_uring.c, loader_io_store.c        the io_uring and object-store mechanisms
- *   loader_iomode.c                             buffered or direct reads (alone)
+ *   loader_chunksrc_tier.c             the tiers' chunk sources
+ *   loader_chunksrc.c                  readers, the dataset's sources (loader_chunksrc.h)
+ *   loader_io.c                        the engine: arguments, dispatch, pread
+ *   loader_io_uring.c, loader_io_store.c  the io_uring and object-store mechanisms
+ *   loader_iomode.c                    buffered or direct reads (alone)
  */
 #ifndef HDMLP_LOADER_IO_H
 #define HDMLP_LOADER_IO_H
