@@ -3,7 +3,8 @@
  *
  * The common part checks arguments, dispatches to an engine and turns the first failed
  * read (in request order) into an HDMLP_E_* code with detail. The pread engine issues one
- * request at a time with pread(2). The io_uring engine lives in loader_io_uring.c.
+ * request at a time with pread(2). The io_uring engine lives in loader_io_uring.c, the
+ * object-store engine in loader_io_store.c (which reports its own failures).
  */
 #include "loader_io.h"
 
@@ -26,6 +27,7 @@ struct io_engine {
     hdmlp_engine kind; /* HDMLP_ENGINE_PREAD or HDMLP_ENGINE_IO_URING, never AUTO */
     unsigned depth;
     uint64_t ops;
+    io_store *store; /* a store engine's connections, else NULL */
 #ifdef HDMLP_HAVE_IO_URING
     io_ring *ring; /* NULL for the pread engine */
 #endif
@@ -74,11 +76,33 @@ int io_engine_create(hdmlp_engine kind, unsigned depth, io_engine **out)
     return HDMLP_OK;
 }
 
+int io_engine_create_store(const struct src_store *store, unsigned depth, io_engine **out)
+{
+    if (out == NULL) {
+        return hd_err(HDMLP_E_INVAL, "io_engine_create_store: out is NULL");
+    }
+    *out = NULL;
+    io_engine *const e = hd_calloc(1, sizeof(*e));
+    if (e == NULL) {
+        return hd_err(HDMLP_E_NOMEM, "I/O engine: out of memory");
+    }
+    e->kind = HDMLP_ENGINE_PREAD; /* unused: reads go to the store */
+    e->depth = depth;
+    const int rc = io_store_create(store, depth, &e->store);
+    if (rc != HDMLP_OK) {
+        hd_free(e);
+        return rc;
+    }
+    *out = e;
+    return HDMLP_OK;
+}
+
 void io_engine_free(io_engine *e)
 {
     if (e == NULL) {
         return;
     }
+    io_store_free(e->store);
 #ifdef HDMLP_HAVE_IO_URING
     io_ring_free(e->ring);
 #endif
@@ -87,6 +111,9 @@ void io_engine_free(io_engine *e)
 
 const char *io_engine_name(const io_engine *e)
 {
+    if (e != NULL && e->store != NULL) {
+        return io_store_name(e->store);
+    }
     return e != NULL && e->kind == HDMLP_ENGINE_IO_URING ? "io_uring" : "pread";
 }
 
@@ -170,6 +197,16 @@ int io_engine_read(io_engine *e, io_read *reads, unsigned n)
                           (unsigned long long)r->len, (unsigned long long)r->offset,
                           r->dst == NULL ? "no buffer" : "range beyond the largest offset");
         }
+        if (e->store != NULL && r->object == NULL && r->len > 0) {
+            r->result = -EINVAL;
+            return hd_err(HDMLP_E_INVAL,
+                          "read %u of %llu bytes at offset %llu: no object named; nothing was "
+                          "read",
+                          i, (unsigned long long)r->len, (unsigned long long)r->offset);
+        }
+    }
+    if (e->store != NULL) {
+        return io_store_read(e->store, reads, n, &e->ops);
     }
 #ifdef HDMLP_HAVE_IO_URING
     if (e->ring != NULL) {

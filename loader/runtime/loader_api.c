@@ -263,6 +263,15 @@ int loader_create_with(hdmlp_dataset *ds, const hdmlp_config *cfg,
                         (unsigned long long)ld->stage_cap);
         }
     }
+    if (rc == HDMLP_OK) {
+        /* Where refills read from: the dataset's segments, local or remote (decided here,
+         * once), and the tiers' caches. */
+        chunk_source_dataset(&ld->src[TIER_SOURCE], ds, ld->cfg.direct, &ld->src_clock);
+        if (ld->tier != NULL) {
+            chunk_source_ram(&ld->src[TIER_RAM], ds, ld->tier);
+            chunk_source_ssd(&ld->src[TIER_SSD], ds, ld->tier, &ld->ssd_clock);
+        }
+    }
     for (uint32_t i = 0; rc == HDMLP_OK && i < cfg->threads; i++) {
         rc = worker_start(ld, &ld->workers[i]);
         ld->n_workers = i + 1;

@@ -27,6 +27,7 @@
 
 #include "loader.h"
 #include "loader_budget.h"
+#include "loader_chunksrc.h"
 #include "loader_costmodel.h"
 #include "loader_dataset.h"
 #include "loader_io.h"
@@ -131,16 +132,13 @@ typedef struct ld_worker {
     struct hdmlp_loader *ld;
     pthread_t thread;
     int started;
-    io_engine *io;
+    io_engine *io;                /* for local files (segments, SSD cache files) */
+    chunk_reader *rd[TIER_KINDS]; /* a reader of each source in ld->src, by TIER_* */
     fmt_decoder *dec;
-    io_read *reads;
-    uint32_t reads_cap;
     uint8_t *buf; /* read buffer (hd_map_alloc), reserved in the budget */
     uint64_t buf_cap;
-    uint64_t held;        /* bytes of buf charged for the running job (0: resident, reserved) */
-    int held_pool;        /* held comes from the read-buffer pool (else from the budget) */
-    struct src_conn *src; /* connections to a remote dataset's store, else NULL */
-    struct src_range *src_ranges;
+    uint64_t held; /* bytes of buf charged for the running job (0: resident, reserved) */
+    int held_pool; /* held comes from the read-buffer pool (else from the budget) */
 } ld_worker;
 
 struct hdmlp_loader {
@@ -194,6 +192,10 @@ struct hdmlp_loader {
     ld_job *pending;      /* decided refill not yet admitted (memory) */
     sched_step pending_step;
     int have_pending;
+
+    /* Where refills read from, by TIER_*: the dataset (local or remote, chosen at create),
+     * the RAM and SSD tiers (ops NULL when off). */
+    chunk_source src[TIER_KINDS];
 
     /* tiers */
     tier *tier;

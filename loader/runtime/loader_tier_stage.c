@@ -16,28 +16,7 @@
 #include "loader_teardown.h"
 #include "loader_testing.h"
 
-#include <errno.h>
 #include <string.h>
-#include <unistd.h>
-
-static int read_whole(int fd, uint8_t *buf, uint64_t len, uint64_t off)
-{
-    uint64_t done = 0;
-    while (done < len) {
-        const ssize_t r = pread(fd, buf + done, len - done, (off_t)(off + done));
-        if (r < 0) {
-            if (errno == EINTR) {
-                continue;
-            }
-            return -1;
-        }
-        if (r == 0) {
-            break;
-        }
-        done += (uint64_t)r;
-    }
-    return done == len ? 0 : -1;
-}
 
 void loader_testing_stager_off(hdmlp_config *cfg, int off) { cfg->stager_off = off != 0; }
 
@@ -59,20 +38,42 @@ void stage_first_load(struct hdmlp_loader *ld, uint64_t chunk, uint8_t *buf, uin
     }
 }
 
-/* Reads a chunk whole from the source into buf and verifies its header. */
-static int stage_read(struct hdmlp_loader *ld, uint64_t chunk, uint8_t *buf, uint64_t *len)
+/* Reads a chunk whole (aligned) from the dataset through rd into buf, verifying its header;
+ * the alignment padding is zero in buf, as stage_first_load leaves it. */
+static int stage_read(chunk_reader *rd, const fmt_index *ix, uint64_t chunk, uint8_t *buf,
+                      uint64_t *len)
 {
     fmt_chunk ch;
-    fmt_index_chunk(ld->ix, chunk, &ch);
+    fmt_index_chunk(ix, chunk, &ch);
     *len = fmt_align_up(ch.length);
-    if (ld->ds->store != NULL) {
-        /* A remote dataset: the SSD tier caches its chunks like a local one's. */
-        return ds_read(ld->ds, ch.segment, buf, *len, ch.offset) == HDMLP_OK &&
-               fmt_chunk_header_check(ld->ix, chunk, buf, *len) == HDMLP_OK;
+    refill_range whole = {ch.offset, *len, 0};
+    const refill_plan p = {.segment = ch.segment,
+                           .whole = 1,
+                           .n_ranges = 1,
+                           .requests = 1,
+                           .ranges = &whole,
+                           .buf_len = *len};
+    chunk_bytes out;
+    if (chunk_find(rd, chunk, &p) != HDMLP_OK ||
+        chunk_read(rd, chunk, &p, buf, &out) != HDMLP_OK) {
+        return 0;
     }
-    const int fd = ds_segment_fd(ld->ds, ch.segment, 0);
-    return fd >= 0 && read_whole(fd, buf, *len, ch.offset) == 0 &&
-           fmt_chunk_header_check(ld->ix, chunk, buf, *len) == HDMLP_OK;
+    memset(buf + ch.length, 0, *len - ch.length);
+    return 1;
+}
+
+/* The stager's reader of the dataset: a source of its own, buffered as the stager always
+ * read (its reads are not refills: not timed, nothing learnt), over a pread engine for local
+ * files. 0 when out of memory. */
+static int stage_reader(struct hdmlp_loader *ld, chunk_source *src, io_engine **io,
+                        chunk_reader **rd)
+{
+    *rd = NULL;
+    chunk_source_dataset(src, ld->ds, 0, NULL);
+    if (io_engine_create(HDMLP_ENGINE_PREAD, 1, io) != HDMLP_OK) {
+        return 0;
+    }
+    return chunk_reader_create(src, *io, rd) == HDMLP_OK;
 }
 
 void *stage_main(void *arg)
@@ -81,6 +82,12 @@ void *stage_main(void *arg)
     tier *t = ld->tier;
     uint64_t n = 0;
     const uint64_t *order = tier_ssd_order(t, &n);
+    chunk_source src;
+    io_engine *io = NULL;
+    chunk_reader *rd = NULL;
+    if (!stage_reader(ld, &src, &io, &rd)) {
+        n = 0; /* out of memory: the chunks stay on the source (first loads still stage) */
+    }
     for (uint64_t i = 0; i < n; i++) {
         const uint64_t chunk = order[i];
         if (tier_ssd_staged(t, chunk)) {
@@ -97,7 +104,7 @@ void *stage_main(void *arg)
             break;
         }
         uint64_t len = 0;
-        if (tier_ssd_staged(t, chunk) || !stage_read(ld, chunk, ld->stage_buf, &len)) {
+        if (tier_ssd_staged(t, chunk) || !stage_read(rd, ld->ix, chunk, ld->stage_buf, &len)) {
             continue; /* staged meanwhile, or left on the source (refills report errors) */
         }
         pthread_mutex_lock(&ld->lock);
@@ -111,6 +118,8 @@ void *stage_main(void *arg)
         ld->st.ssd_staged_chunks += (uint64_t)rc;
         pthread_mutex_unlock(&ld->lock);
     }
+    chunk_reader_free(rd);
+    io_engine_free(io);
     pthread_mutex_lock(&ld->lock);
     ld->stage_done = 1;
     pthread_cond_broadcast(&ld->ready_cv);

@@ -1,7 +1,14 @@
 /*
- * I/O workers: take refill jobs in queue order, read them through the I/O engine, check
- * the chunk header (whole reads) and every sample's checksum, decode into the samples'
- * own buffers, and report completion. Errors travel with the job's samples.
+ * I/O workers: take refill jobs in queue order, read them from a chunk source
+ * (loader_chunksrc.h), check every sample's checksum, decode into the samples' own buffers,
+ * and report completion. Errors travel with the job's samples.
+ *
+ * Policy here, mechanism in the sources: a job asks the cache its chunk is placed in (RAM or
+ * SSD tier) first, and the dataset when the cache does not hold the chunk; a bad cached copy
+ * is dropped and the dataset read instead (tier_fallbacks); the source that serves the job
+ * counts its bytes (RAM, SSD, or the dataset's per-epoch bytes) and, when its read
+ * succeeded, teaches its cost model the read's time on its clock; a first load, read whole
+ * from the dataset, fills the chunk's cache.
  */
 #include "loader_worker.h"
 #include "loader_balance_apply.h"
@@ -9,11 +16,9 @@
 #include "loader_exchange.h"
 #include "loader_image_pipe.h"
 #include "loader_plan.h"
-#include "loader_source.h"
 #include "loader_teardown.h"
 #include "loader_tier_stage.h"
 
-#include <stdio.h>
 #include <string.h>
 
 int worker_start(struct hdmlp_loader *ld, ld_worker *w)
@@ -23,10 +28,12 @@ int worker_start(struct hdmlp_loader *ld, ld_worker *w)
     if (rc != HDMLP_OK) {
         return rc;
     }
-    if (ld->ds->store != NULL) {
-        rc = src_conn_create(ld->ds->store, 64, &w->src);
-        if (rc != HDMLP_OK) {
-            return rc;
+    for (int k = 0; k < TIER_KINDS; k++) {
+        if (ld->src[k].ops != NULL) {
+            rc = chunk_reader_create(&ld->src[k], w->io, &w->rd[k]);
+            if (rc != HDMLP_OK) {
+                return rc;
+            }
         }
     }
     rc = fmt_decoder_create(ld->ix, &w->dec);
@@ -49,11 +56,11 @@ int worker_start(struct hdmlp_loader *ld, ld_worker *w)
 
 void worker_free(ld_worker *w)
 {
+    for (int k = 0; k < TIER_KINDS; k++) {
+        chunk_reader_free(w->rd[k]); /* before the engine they borrow */
+    }
     io_engine_free(w->io);
-    src_conn_free(w->src);
-    hd_free(w->src_ranges);
     fmt_decoder_free(w->dec);
-    hd_free(w->reads);
     hd_map_free(w->buf, w->buf_cap);
 }
 
@@ -110,93 +117,99 @@ static void reset_results(ld_job *job)
     }
 }
 
-/* Reads the plan's ranges from fd, where the chunk starts at `chunk_base` (its segment
- * offset for the dataset, 0 for an SSD cache file), into the worker's buffer and checks
- * lengths and (whole reads) the chunk header. */
-static int read_plan(ld_worker *w, ld_job *job, int fd, uint64_t chunk_base, const char *where)
+/* What asking one source for a job gave. */
+typedef struct job_read {
+    int found;   /* the source's find: HDMLP_OK, CHUNK_ABSENT or an error (nothing read) */
+    int read_rc; /* the read (bytes, lengths, a whole plan's chunk header) */
+    int rc;      /* the read's error, else the samples' decoding */
+    double us;   /* the read's time on the source's clock */
+} job_read;
+
+/* The job's result: a failed read or chunk header fails every sample of the job (none was
+ * decoded); else the samples' (job_result). */
+static int job_outcome(const struct hdmlp_loader *ld, const job_read *r)
+{
+    return r->read_rc != HDMLP_OK ? r->read_rc : job_result(ld, r->rc);
+}
+
+/* Asks source k (by TIER_*) for the job: find, then a read timed on the source's clock,
+ * then the samples decoded. */
+static job_read read_job(ld_worker *w, ld_job *job, int k)
+{
+    const chunk_source *src = &w->ld->src[k];
+    const refill_plan *p = &job->plan;
+    job_read r = {chunk_find(w->rd[k], job->chunk, p), HDMLP_OK, HDMLP_OK, 0.0};
+    if (r.found != HDMLP_OK) {
+        r.read_rc = r.rc = r.found;
+        return r;
+    }
+    const double token = src->clock != NULL ? cost_clock_start(src->clock) : 0.0;
+    chunk_bytes bytes;
+    r.read_rc = r.rc = chunk_read(w->rd[k], job->chunk, p, w->buf, &bytes);
+    r.us = src->clock != NULL ? cost_clock_end(src->clock, token) : 0.0;
+    if (r.rc == HDMLP_OK) {
+        char where[512];
+        src->ops->name(src, p, where, sizeof(where));
+        r.rc = decode_samples(w, job, bytes.base, bytes.whole_chunk, where);
+    }
+    return r;
+}
+
+/* Counts the bytes source k served the job with (per planned epoch for the dataset) and,
+ * when its read succeeded and is timed, teaches the source's cost model that read (lock
+ * taken here). */
+static void count_read(struct hdmlp_loader *ld, int k, const ld_job *job, const job_read *r)
+{
+    const chunk_source *src = &ld->src[k];
+    const uint64_t bytes = job->plan.buf_len;
+    pthread_mutex_lock(&ld->lock);
+    if (r->read_rc == HDMLP_OK && src->clock != NULL && job->plan.requests > 0) {
+        loader_learn(ld, src->counter, job->plan.requests, bytes, r->us);
+    }
+    if (src->counter == TIER_RAM) {
+        ld->st.ram_cache_bytes += bytes;
+    } else if (src->counter == TIER_SSD) {
+        ld->st.ssd_cache_bytes += bytes;
+    } else {
+        loader_count_source(ld, job->epoch, bytes);
+    }
+    pthread_mutex_unlock(&ld->lock);
+}
+
+/* The cache a job asks before the dataset (policy), by TIER_*: the chunk's placement, but
+ * for the first load of a RAM-placed chunk, which reads the dataset to fill the cache (an
+ * SSD-placed chunk's file, staged by an earlier run, serves even its first load). */
+static int job_cache(const ld_job *job, int place)
+{
+    return place == TIER_RAM && job->first_load ? TIER_SOURCE : place;
+}
+
+/* A first load read the chunk whole from the dataset and verified it: the chunk's cache
+ * keeps it for the later loads (a bad one never). */
+static void keep_first_load(ld_worker *w, const ld_job *job, int place, int rc)
 {
     struct hdmlp_loader *ld = w->ld;
     const refill_plan *p = &job->plan;
-    fmt_chunk ch;
-    fmt_index_chunk(ld->ix, job->chunk, &ch);
-    int rc;
-    if (fd < 0) {
-        /* A remote dataset: the ranges of the segment object, all in flight at once. */
-        char name[32];
-        snprintf(name, sizeof(name), FMT_SEGMENT_NAME_FMT, p->segment);
-        for (uint32_t i = 0; i < p->n_ranges; i++) {
-            w->src_ranges[i] = (src_range){name, p->ranges[i].seg_off, p->ranges[i].len,
-                                           w->buf + p->ranges[i].buf_off};
-            w->reads[i] = (io_read){fd, p->ranges[i].seg_off, p->ranges[i].len,
-                                    w->buf + p->ranges[i].buf_off, (int64_t)p->ranges[i].len};
-        }
-        rc = src_conn_read(w->src, w->src_ranges, p->n_ranges);
-    } else {
-        for (uint32_t i = 0; i < p->n_ranges; i++) {
-            w->reads[i] = (io_read){fd, p->ranges[i].seg_off - ch.offset + chunk_base,
-                                    p->ranges[i].len, w->buf + p->ranges[i].buf_off, 0};
-        }
-        rc = io_engine_read(w->io, w->reads, p->n_ranges);
+    if (!job->first_load || rc != HDMLP_OK || !p->whole) {
+        return;
     }
-    if (rc != HDMLP_OK) {
-        hd_err_wrap(rc, "%s, chunk %llu: ", where, (unsigned long long)job->chunk);
-        return rc;
-    }
-    for (uint32_t i = 0; i < p->n_ranges; i++) {
-        /* Direct reads may stop short inside the final alignment padding only. */
-        const uint64_t need_end = ch.length;
-        const uint64_t end = p->ranges[i].seg_off - ch.offset + (uint64_t)w->reads[i].result;
-        if ((uint64_t)w->reads[i].result < p->ranges[i].len && end < need_end) {
-            return hd_err(HDMLP_E_CORRUPT,
-                          "%s, chunk %llu: file truncated (read %lld of %llu bytes at %llu)",
-                          where, (unsigned long long)job->chunk, (long long)w->reads[i].result,
-                          (unsigned long long)p->ranges[i].len,
-                          (unsigned long long)w->reads[i].offset);
+    if (place == TIER_SSD) {
+        stage_first_load(ld, job->chunk, w->buf, p->buf_len, w->buf_cap);
+    } else if (place == TIER_RAM) {
+        uint8_t *copy = hd_map_alloc(p->buf_len);
+        if (copy != NULL) {
+            memcpy(copy, w->buf, p->buf_len);
+        }
+        if (copy != NULL && !tier_ram_put(ld->tier, job->chunk, copy, p->buf_len)) {
+            hd_map_free(copy, p->buf_len);
         }
     }
-    if (p->whole) {
-        rc = fmt_chunk_header_check(ld->ix, job->chunk, w->buf, p->buf_len);
-        if (rc != HDMLP_OK) {
-            hd_err_wrap(rc, "%s: ", where);
-        }
-    }
-    return rc;
-}
-
-/* Counts bytes read by tier, per planned epoch for the source, and (ops > 0) teaches the
- * tier's cost model a read that took service_us (lock taken here). */
-static void count_read(struct hdmlp_loader *ld, int tier_kind, uint64_t epoch,
-                       const refill_plan *p, uint32_t ops, double service_us)
-{
-    const uint64_t bytes = p->buf_len;
-    pthread_mutex_lock(&ld->lock);
-    if (ops > 0) {
-        loader_learn(ld, tier_kind, ops, bytes, service_us);
-    }
-    if (tier_kind == TIER_RAM) {
-        ld->st.ram_cache_bytes += bytes;
-    } else if (tier_kind == TIER_SSD) {
-        ld->st.ssd_cache_bytes += bytes;
-    } else {
-        loader_count_source(ld, epoch, bytes);
-    }
-    pthread_mutex_unlock(&ld->lock);
 }
 
 static int run_job(ld_worker *w, ld_job *job)
 {
     struct hdmlp_loader *ld = w->ld;
     const refill_plan *p = &job->plan;
-    tier *t = ld->tier;
-    const int place = t != NULL ? tier_placement(t, job->chunk) : TIER_SOURCE;
-    if (place == TIER_RAM && !job->first_load) {
-        /* Waits while the chunk's first (caching) load is still running. */
-        const uint8_t *ram = tier_ram_wait(t, job->chunk);
-        if (ram != NULL) {
-            count_read(ld, TIER_RAM, job->epoch, p, 0, 0.0);
-            return job_result(ld, decode_samples(w, job, ram, 1, "RAM chunk cache"));
-        }
-    }
     if (p->buf_len > w->buf_cap) {
         return hd_err(HDMLP_E_STATE,
                       "loader: refill of chunk %llu needs %llu bytes, above the "
@@ -204,73 +217,31 @@ static int run_job(ld_worker *w, ld_job *job)
                       (unsigned long long)job->chunk, (unsigned long long)p->buf_len,
                       (unsigned long long)w->buf_cap);
     }
-    if (w->reads_cap < p->n_ranges) {
-        io_read *r = hd_realloc(w->reads, p->n_ranges * sizeof(io_read));
-        if (r == NULL) {
-            return hd_err(HDMLP_E_NOMEM, "loader: out of memory");
+    const int place = ld->tier != NULL ? tier_placement(ld->tier, job->chunk) : TIER_SOURCE;
+    const int cache = job_cache(job, place);
+    if (cache != TIER_SOURCE) {
+        const chunk_source *src = &ld->src[cache];
+        const job_read r = read_job(w, job, cache);
+        if (r.found == HDMLP_OK && (r.rc == HDMLP_OK || src->ops->drop == NULL)) {
+            count_read(ld, cache, job, &r);
+            return job_outcome(ld, &r);
         }
-        w->reads = r;
-        if (w->src != NULL) {
-            src_range *sr = hd_realloc(w->src_ranges, p->n_ranges * sizeof(src_range));
-            if (sr == NULL) {
-                return hd_err(HDMLP_E_NOMEM, "loader: out of memory");
-            }
-            w->src_ranges = sr;
-        }
-        w->reads_cap = p->n_ranges;
-    }
-    if (place == TIER_SSD) {
-        const int fd = tier_ssd_fd(t, job->chunk);
-        if (fd >= 0) {
-            const double token = cost_clock_start(&ld->ssd_clock);
-            int rc = read_plan(w, job, fd, 0, "SSD chunk cache");
-            const double us = cost_clock_end(&ld->ssd_clock, token);
-            if (rc == HDMLP_OK) {
-                rc = decode_samples(w, job, w->buf, 0, "SSD chunk cache");
-            }
-            if (rc == HDMLP_OK) {
-                count_read(ld, TIER_SSD, job->epoch, p, p->requests, us);
-                return HDMLP_OK;
-            }
-            /* A bad cache file is never served: drop it and read the dataset. */
+        if (r.found == HDMLP_OK) {
+            /* A bad cached copy is never served: drop it and read the dataset. */
             reset_results(job);
-            tier_ssd_bad(t, job->chunk);
+            src->ops->drop(src, job->chunk);
             pthread_mutex_lock(&ld->lock);
             ld->st.tier_fallbacks++;
             pthread_mutex_unlock(&ld->lock);
         }
     }
-    char seg[512];
-    ds_segment_path(ld->ds, p->segment, seg, sizeof(seg));
-    const int fd = w->src != NULL ? -1 : ds_segment_fd(ld->ds, p->segment, ld->cfg.direct);
-    if (fd < 0 && w->src == NULL) {
-        return fd;
+    const job_read r = read_job(w, job, TIER_SOURCE);
+    if (r.found != HDMLP_OK) {
+        return r.found; /* the segment cannot be opened: its detail names it */
     }
-    fmt_chunk ch;
-    fmt_index_chunk(ld->ix, job->chunk, &ch);
-    const double token = cost_clock_start(&ld->src_clock);
-    int rc = read_plan(w, job, fd, ch.offset, seg);
-    const double us = cost_clock_end(&ld->src_clock, token);
-    const int read_failed = rc != HDMLP_OK;
-    count_read(ld, TIER_SOURCE, job->epoch, p, read_failed ? 0 : p->requests, us);
-    if (rc == HDMLP_OK) {
-        rc = decode_samples(w, job, w->buf, 0, seg);
-    }
-    if (job->first_load && place == TIER_SSD && rc == HDMLP_OK && p->whole) {
-        stage_first_load(ld, job->chunk, w->buf, p->buf_len, w->buf_cap);
-    }
-    if (job->first_load && place == TIER_RAM) {
-        /* A verified whole chunk is kept for the later loads; a bad one never is. */
-        uint8_t *copy = rc == HDMLP_OK && p->whole ? hd_map_alloc(p->buf_len) : NULL;
-        if (copy != NULL) {
-            memcpy(copy, w->buf, p->buf_len);
-        }
-        if (copy != NULL && !tier_ram_put(t, job->chunk, copy, p->buf_len)) {
-            hd_map_free(copy, p->buf_len);
-        }
-    }
-    /* A failed read or chunk header fails every sample of the job (none was decoded). */
-    return read_failed ? rc : job_result(ld, rc);
+    count_read(ld, TIER_SOURCE, job, &r);
+    keep_first_load(w, job, place, r.rc);
+    return job_outcome(ld, &r);
 }
 
 /* Read buffers and the budget. Local sources: the first two I/O threads' buffers are

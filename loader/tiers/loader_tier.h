@@ -11,7 +11,7 @@
 
 #include <pthread.h>
 
-enum { TIER_SOURCE = 0, TIER_RAM = 1, TIER_SSD = 2 };
+enum { TIER_SOURCE = 0, TIER_RAM = 1, TIER_SSD = 2, TIER_KINDS = 3 };
 
 typedef struct tier tier;
 

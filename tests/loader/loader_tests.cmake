@@ -111,6 +111,12 @@ endif()
 hdmlp_add_test(NAME test_io
   SOURCES loader/io/test_io.c
   TIMEOUT 60)
+# Chunk sources (loader_chunksrc*.c, loader_io_store.c): remote segments against nginx on
+# 127.0.0.1 (those cases skip without it), the RAM and SSD tiers' sources.
+hdmlp_add_test(NAME test_chunksrc
+  SOURCES loader/io/test_chunksrc.c support/objstore_fixture.c support/testds.c
+  TIMEOUT 120)
+target_compile_definitions(test_chunksrc PRIVATE HDMLP_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 
 # ---- the distributed protocol over the in-process transport (no network) ----------------
 hdmlp_add_test(NAME test_distributed
