@@ -79,7 +79,7 @@ for f in files:
             if r is not None:
                 edges[f].append((n, r))
 
-# The data library (CMake target hdmlp_data), all hdmlp-pack links of the library.
+# The data library (CMake target hdmlp_data): the only part of the library hdmlp-pack links.
 DATA = ["format/base", "format", "loader/dataset", "loader/objstore"]
 LIBRARY = ["format/base", "format", "loader/config", "loader/protocol", "loader/io",
            "loader/objstore", "loader/dataset", "loader/cost", "loader/tiers", "loader/ranks",
@@ -368,10 +368,13 @@ if objects:
                 f"{UPLOADER} depends on the object store, the base, format/ and the "
                 "dataset's public functions only",
                 only={UPLOADER}, also=defined.get("loader/dataset", set()) & public)
-    # the dataset: the base, format/, the object store
-    resolved_by("loader/dataset", ["format/base", "format", "loader/objstore"],
-                ["libc.so.6", "libgcc"],
-                "loader/dataset/ depends on the base, format/ and objstore/ only")
+    # the dataset: the base, format/, the object store below it (not the uploader)
+    objstore_below = set().union(*(nm(o, True) for src, o in
+                                   by_folder.get("loader/objstore", {}).items()
+                                   if src != UPLOADER))
+    resolved_by("loader/dataset", ["format/base", "format"], ["libc.so.6", "libgcc"],
+                "loader/dataset/ depends on the base, format/ and objstore/ (not its "
+                "uploader) only", also=objstore_below)
     # the protocol: no system call (its folders below it: base, format, config, image)
     no_syscalls("loader/protocol", "loader/protocol/ makes no system call")
     resolved_by("loader/protocol",
