@@ -79,6 +79,8 @@ for f in files:
             if r is not None:
                 edges[f].append((n, r))
 
+# The data library (CMake target hdmlp_data): the only part of the library hdmlp-pack links.
+DATA = ["format/base", "format", "loader/dataset", "loader/objstore"]
 LIBRARY = ["format/base", "format", "loader/config", "loader/protocol", "loader/io",
            "loader/objstore", "loader/dataset", "loader/cost", "loader/tiers", "loader/ranks",
            "loader/image", "loader/runtime", "packer", "rpc"]
@@ -101,6 +103,7 @@ MAY_INCLUDE = {
     "loader/protocol": {"include", "format/base", "format", "loader/config", "loader/image"},
     "loader/io": {"include", "format/base", "format", "loader/config", "loader/protocol",
                   "loader/dataset", "loader/objstore", "loader/tiers"},
+    # loader/objstore/: the base only; its uploader also format/ (FILE_MAY_INCLUDE below)
     "loader/objstore": {"include", "format/base"},
     "loader/dataset": {"include", "format/base", "format", "loader/objstore"},
     "loader/cost": {"include", "format/base", "format", "loader/protocol", "loader/dataset",
@@ -109,19 +112,24 @@ MAY_INCLUDE = {
     "loader/ranks": {"include", "format/base", "format"},
     "loader/image": {"include", "format/base", "format"},
     "loader/runtime": set(LIBRARY) - {"packer", "rpc"} | {"include"},
-    # packer/ (the library): format/ and the public header; hdmlp-pack links the loader for
-    # its read-back and upload commands (packer/cli/), which issue 26 item 4 takes apart.
+    # packer/ (the library): format/ and the public header; it links the data library
+    # (DATA below), which hdmlp-pack's read-back and upload commands call through hdmlp.h.
     "packer": {"include", "format/base", "format"},
     "rpc": {"include", "format/base", "format", "loader/config", "loader/ranks",
             "loader/runtime"},
 }
+# The uploader (in objstore/, above dataset/) also takes the index's layout and the file
+# names from format/; it reaches datasets through hdmlp.h, never dataset/'s headers.
+UPLOADER = "loader/objstore/loader_source_upload.c"
+FILE_MAY_INCLUDE = {UPLOADER: {"format"}}
 for f in files:
     fo = folder(f)
     if fo in MAY_INCLUDE:
+        may = MAY_INCLUDE[fo] | FILE_MAY_INCLUDE.get(f, set())
         for n, t in edges[f]:
-            if folder(t) != fo and folder(t) not in MAY_INCLUDE[fo]:
-                fail(f"{fo}/ includes only {', '.join(sorted(MAY_INCLUDE[fo]))}",
-                     f"{f}:{n}: {t}")
+            if folder(t) != fo and folder(t) not in may:
+                fail(f"{f if f in FILE_MAY_INCLUDE else fo + '/'} includes only "
+                     f"{', '.join(sorted(may))}", f"{f}:{n}: {t}")
 
 # Rule: only loader/runtime/ includes the runtime struct (loader_core.h).
 for f in files:
@@ -325,11 +333,14 @@ if objects:
     defined = {fo: set().union(*(nm(o, True) for o in objs.values()))
                for fo, objs in by_folder.items()}
 
-    def resolved_by(fo, deps, ext, rule):
-        """Every undefined symbol of fo's objects is defined by fo, deps or ext libraries."""
+    def resolved_by(fo, deps, ext, rule, skip=(), only=None, also=frozenset()):
+        """Every undefined symbol of fo's objects (those in `only` if given, none in `skip`)
+        is defined by fo, deps, ext libraries or the symbols `also`."""
         have = set().union(defined.get(fo, set()), *(defined.get(d, set()) for d in deps),
-                           *(libs[e] for e in ext))
+                           *(libs[e] for e in ext), also)
         for src, obj in sorted(by_folder.get(fo, {}).items()):
+            if src in skip or (only is not None and src not in only):
+                continue
             for s in sorted(nm(obj, False) - have - ignore):
                 fail(rule, f"{src}: {s}")
 
@@ -345,10 +356,27 @@ if objects:
     resolved_by("format", ["format/base"], ["libc.so.6", "libgcc", "libzstd.so", "libxxhash.so"],
                 "format/ depends on the base, zstd and xxhash only")
     no_syscalls("format", "format/ makes no system call (no files, threads, sockets)")
-    # the object store: the base, libcurl, libcrypto
+    # the object store: the base, libcurl, libcrypto; its uploader (above dataset/) also
+    # format/ and the dataset functions of the public API
     resolved_by("loader/objstore", ["format/base"],
                 ["libc.so.6", "libgcc", "libcurl.so", "libcrypto.so"],
-                "loader/objstore/ depends on the base, libcurl and libcrypto only")
+                "loader/objstore/ depends on the base, libcurl and libcrypto only",
+                skip={UPLOADER})
+    shared = os.path.join(build, "libhdmlp.so")
+    public = nm(shared, "dyn") if os.path.exists(shared) else set()
+    if not public:
+        fail("object rules need libhdmlp.so", f"{shared} not built")
+    resolved_by("loader/objstore", ["format/base", "format"], ["libc.so.6", "libgcc"],
+                f"{UPLOADER} depends on the object store, the base, format/ and the "
+                "dataset's public functions only",
+                only={UPLOADER}, also=defined.get("loader/dataset", set()) & public)
+    # the dataset: the base, format/, the object store below it (not the uploader)
+    objstore_below = set().union(*(nm(o, True) for src, o in
+                                   by_folder.get("loader/objstore", {}).items()
+                                   if src != UPLOADER))
+    resolved_by("loader/dataset", ["format/base", "format"], ["libc.so.6", "libgcc"],
+                "loader/dataset/ depends on the base, format/ and objstore/ (not its "
+                "uploader) only", also=objstore_below)
     # the protocol: no system call (its folders below it: base, format, config, image)
     no_syscalls("loader/protocol", "loader/protocol/ makes no system call")
     resolved_by("loader/protocol",
@@ -360,11 +388,12 @@ if objects:
                 ["libc.so.6", "libm.so.6", "libgcc", "libzstd.so", "libxxhash.so",
                  "libarchive.so", "libturbojpeg.so", "libspng.so"],
                 "packer/ (the library) depends on format/ and the base only")
+    # hdmlp-pack (packer/cli/): the packer library, the data library and the size grammar
+    resolved_by("packer/cli", ["packer"] + DATA,
+                ["libc.so.6", "libm.so.6", "libgcc", "libturbojpeg.so", "libspng.so"],
+                "packer/cli/ (hdmlp-pack) calls the packer library and the data library only",
+                also={"units_parse_size"})
     # programs and bindings reach the library through its exported API only
-    shared = os.path.join(build, "libhdmlp.so")
-    public = nm(shared, "dyn") if os.path.exists(shared) else set()
-    if not public:
-        fail("object rules need libhdmlp.so", f"{shared} not built")
     internal = set().union(*(defined.get(fo, set()) for fo in LIBRARY)) - public
     for fo in ("loader/cli", "python", "examples", "packer/cli"):
         hidden = internal - (defined["packer"] if fo == "packer/cli" else set())

@@ -1,6 +1,7 @@
 /*
  * The shared-memory ring of one (sender, receiver) pair of ranks on this host: mechanism
- * only (no threads, sockets or policy; rpc_shm.c runs them).
+ * only (no threads, sockets or policy; rpc_shm.c runs them). Why hdmlp.torch's data plane
+ * and the node board have their own: README "Shared memory: three mechanisms, not one".
  *
  * Memory. The receiver creates a sealed memfd (it cannot shrink or grow, so a peer cannot
  * make an access fault) of one header page and `size` data bytes (a power of two), and

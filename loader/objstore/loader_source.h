@@ -6,6 +6,12 @@
  *
  * A store is immutable once opened and shared by every thread; a connection belongs to
  * one thread at a time.
+ *
+ * The folder's layering, bottom up: signing (loader_source_sigv4.c); config and URLs
+ * (loader_source.c); the transfers (loader_source_http.c); the operations on them
+ * (loader_source_ops.c); dataset/ reads through the URLs and the operations. The uploader
+ * (loader_source_upload.c, hdmlp_dataset_upload) is above dataset/: it opens datasets
+ * through hdmlp.h and writes through the operations.
  */
 #ifndef HDMLP_LOADER_SOURCE_H
 #define HDMLP_LOADER_SOURCE_H

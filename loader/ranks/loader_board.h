@@ -1,7 +1,8 @@
 /*
  * The node board: a small shared-memory segment through which the local ranks of one job
  * see each other's progress and share the node's prefetch memory (mechanism only; what to
- * do with it is loader_balance.c's).
+ * do with it is loader_balance.c's). Not a ring or arena like rpc/'s or the data plane's:
+ * README "Shared memory: three mechanisms, not one" says why.
  *
  * Identity. The segment is a POSIX shared-memory object named from the user, the job token
  * and a hash of the world and the peer list ("/hdmlp-board-<uid>-<token>-<hash>"): every

@@ -13,6 +13,9 @@
  * unclaimed (0 -> 1), so a claimed record is never reused under the copy. Records are
  * self-describing and checked (magic, length, sequence number) before anyone trusts them.
  *
+ * Not the ranks' rings or arena (rpc/): README "Shared memory: three mechanisms, not one"
+ * gives the reasons.
+ *
  * Record layout (64-byte aligned):
  *   header (64 bytes) | sizes u64[n] | indices u64[n] | labels u32[n] (padded to 8) |
  *   (pad to 64) sample data back to back

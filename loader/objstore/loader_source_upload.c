@@ -4,11 +4,23 @@
  * multipart upload in parts of part_size, `depth` parts in flight), then the index last,
  * so a half-finished upload never opens; finally the store's copy is opened and checked
  * (index, every segment's size).
+ *
+ * Why here, in the object store, and not in dataset/: the uploader is the one writer of
+ * objects (PUT, multipart POST and parts, DELETE, SigV4-encoded upload ids), and dataset/
+ * is the read path, which never writes. Why not with the packer: hdmlp_dataset_upload is
+ * public API of libhdmlp (tests call it; `hdmlp-pack --upload` is one caller),
+ * and the packing library is not part of libhdmlp. Like the rest of this folder it is in
+ * the data library hdmlp-pack links (README "Layout").
+ *
+ * Its place in the folder's layering: the one file above dataset/. It opens the local
+ * dataset (every check of hdmlp_dataset_open) and the uploaded copy through the public
+ * API (hdmlp.h) and reads the index's segment sizes with format/; it does not include
+ * dataset/'s headers, which include this folder's (no include circle).
  */
 #include "loader_source.h"
 
 #include "format.h"
-#include "loader_dataset.h"
+#include "hd_base.h"
 #include "loader_source_sigv4.h"
 
 #include <errno.h>
@@ -177,6 +189,49 @@ static int put_multipart(upload *u, const char *name, int fd, uint64_t size, con
     return rc;
 }
 
+/* The segments' sizes as the index in dir gives them (*sizes: n entries, hd_free) and the
+ * index file's size. The index was validated by hdmlp_dataset_open just before; it is
+ * read again here because dataset/'s view of it is internal to dataset/. */
+static int index_sizes(const char *dir, uint64_t **sizes, uint32_t *n, uint64_t *index_size)
+{
+    char path[4200];
+    snprintf(path, sizeof(path), "%s/%s", dir, FMT_INDEX_NAME);
+    const int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return hd_err(hd_errno_code(errno), "%s: open: %s", path, strerror(errno));
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        const int err = errno;
+        close(fd);
+        return hd_err(hd_errno_code(err), "%s: stat: %s", path, strerror(err));
+    }
+    const uint64_t size = (uint64_t)st.st_size;
+    uint8_t *buf = size <= SIZE_MAX ? hd_malloc(size ? (size_t)size : 1) : NULL;
+    int rc = buf == NULL ? hd_err(HDMLP_E_NOMEM, "upload: out of memory")
+                         : read_at(fd, buf, size, 0, path);
+    close(fd);
+    fmt_index ix;
+    if (rc == HDMLP_OK) {
+        rc = fmt_index_decode(buf, (size_t)size, &ix);
+    }
+    if (rc == HDMLP_OK) {
+        *n = ix.h.n_segments;
+        *sizes = hd_calloc(*n ? *n : 1, sizeof(uint64_t));
+        if (*sizes == NULL) {
+            rc = hd_err(HDMLP_E_NOMEM, "upload: out of memory");
+        }
+    }
+    for (uint32_t s = 0; rc == HDMLP_OK && s < *n; s++) {
+        fmt_segment seg;
+        fmt_index_segment(&ix, s, &seg);
+        (*sizes)[s] = seg.size;
+    }
+    *index_size = size;
+    hd_free(buf);
+    return rc;
+}
+
 static int put_file(upload *u, const char *dir, const char *name, uint64_t want)
 {
     char path[4200];
@@ -236,18 +291,16 @@ int hdmlp_dataset_upload(const char *dir, const char *url, const hdmlp_source_co
     if (rc == HDMLP_OK) {
         rc = src_conn_create(store, UP_DEPTH, &u.conn);
     }
-    const uint32_t n_seg = hdmlp_dataset_segment_count(ds);
-    uint64_t *sizes = hd_calloc(n_seg ? n_seg : 1, sizeof(uint64_t));
-    if (rc == HDMLP_OK && sizes == NULL) {
-        rc = hd_err(HDMLP_E_NOMEM, "upload: out of memory");
+    uint32_t n_seg = 0;
+    uint64_t *sizes = NULL;
+    uint64_t index_size = 0;
+    if (rc == HDMLP_OK) {
+        rc = index_sizes(dir, &sizes, &n_seg, &index_size);
     }
     for (uint32_t s = 0; rc == HDMLP_OK && s < n_seg; s++) {
-        fmt_segment seg;
-        fmt_index_segment(&ds->ix, s, &seg);
-        sizes[s] = seg.size;
-        u.total += seg.size;
+        u.total += sizes[s];
     }
-    u.total += ds != NULL ? ds->index_size : 0;
+    u.total += index_size;
     if (rc == HDMLP_OK) {
         /* The old index goes first: until the new one is written, nothing opens. */
         rc = src_conn_delete(u.conn, FMT_INDEX_NAME, NULL);
