@@ -3,9 +3,7 @@
 
 #include <string.h>
 
-static uint64_t raw_size(const sched *s, uint64_t x) { return s->size[x]; }
-
-uint64_t sched_sample_size(const sched *s, uint64_t x) { return s->size[x]; }
+uint64_t sched_sample_size(const sched *s, uint64_t x) { return sched_raw(s, x); }
 
 uint64_t sched_group_of_chunk(const sched *s, uint64_t chunk) { return s->group[chunk]; }
 
@@ -66,10 +64,9 @@ int sched_create(const fmt_index *ix, const sched_params *p, sched **out)
     const uint64_t slots = s->a * s->k;
     s->slot = hd_malloc(slots * sizeof(slot_rec));
     s->group = hd_malloc(c * sizeof(uint32_t));
-    s->size = hd_malloc(s->n * sizeof(uint64_t));
     s->load = hd_malloc(s->k * sizeof(uint32_t));
     s->place = hd_malloc(s->k * sizeof(uint64_t));
-    int ok = s->slot && s->group && s->size && s->load && s->place;
+    int ok = s->slot && s->group && s->load && s->place;
     /* Each order keeps only its own state: the strict order the unfilled bits, the Brand
      * refill (strict, not clairvoyant) its masks, counts and chunk orders, the pool and the
      * clairvoyant policy a stack of the owner's free slots and their own (*_create). */
@@ -100,10 +97,6 @@ int sched_create(const fmt_index *ix, const sched_params *p, sched **out)
     for (uint64_t i = 0; i < slots; i++) {
         s->slot[i] = (slot_rec){NIL, 0};
     }
-    for (uint64_t i = 0; i < s->n; i++) {
-        /* raw_length of sample record i (FORMAT.md: samples section, offset 16) */
-        s->size[i] = fmt_ld64(ix->samples + i * FMT_SAMPLE_REC_LEN + 16);
-    }
     for (uint64_t g = 0; g < s->a; g++) {
         const uint64_t first = sched_group_first_chunk(s, g);
         for (uint64_t i = 0; i < sched_group_chunks(s, g); i++) {
@@ -130,7 +123,6 @@ void sched_free(sched *s)
     hd_free(s->ord);
     hd_free(s->order);
     hd_free(s->fill);
-    hd_free(s->size);
     hd_free(s->load);
     hd_free(s->place);
     pool_free(s);
@@ -318,7 +310,7 @@ int sched_request(sched *s, uint64_t x, sched_step *out)
             if (i == t) {
                 continue;
             }
-            const uint64_t sz = raw_size(s, base + i);
+            const uint64_t sz = sched_raw(s, base + i);
             if (s->p.slot_cap_bytes != 0 && s->slot_bytes + sz > s->p.slot_cap_bytes) {
                 continue;
             }
@@ -337,7 +329,7 @@ int sched_request(sched *s, uint64_t x, sched_step *out)
     mark_filled(s, g, cc, t);
     out->hit = 0;
     out->sample = base + t;
-    out->size = raw_size(s, base + t);
+    out->size = sched_raw(s, base + t);
     out->chunk = cc;
     out->n_fill = n_fill;
     out->fillable = fillable;

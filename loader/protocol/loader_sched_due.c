@@ -109,10 +109,10 @@ static void sort_by_due(const sched *s, uint32_t *v, uint32_t n)
 
 static void hold(sched *s, uint64_t x, uint64_t id)
 {
-    s->slot[id] = (slot_rec){x, s->size[x]};
+    s->slot[id] = (slot_rec){x, sched_raw(s, x)};
     s->held_at[x] = id;
     s->occupied++;
-    s->slot_bytes += s->size[x];
+    s->slot_bytes += sched_raw(s, x);
 }
 
 static void release(sched *s, uint64_t x, uint64_t id, sched_step *out)
@@ -177,7 +177,7 @@ int due_request(sched *s, uint64_t x, sched_step *out)
     sort_by_due(s, keep, n_keep);
     uint32_t kept = 0;
     for (; kept < n_keep && s->occupied < s->hold_cap; kept++) {
-        const uint64_t sz = s->size[c * s->k + keep[kept]];
+        const uint64_t sz = sched_raw(s, c * s->k + keep[kept]);
         if (s->p.slot_cap_bytes != 0 && s->slot_bytes + sz > s->p.slot_cap_bytes) {
             break;
         }

@@ -63,7 +63,7 @@ static int pool_load(sched *s, sched_step *out)
     const uint32_t t1 = t0 + s->p.pool_unit < m ? t0 + s->p.pool_unit : m;
     uint64_t bytes = 0;
     for (uint32_t t = t0; t < t1; t++) {
-        bytes += s->size[c * s->k + t];
+        bytes += sched_raw(s, c * s->k + t);
     }
     const int room = s->n_free >= t1 - t0 &&
                      (s->p.slot_cap_bytes == 0 || s->slot_bytes + bytes <= s->p.slot_cap_bytes);
@@ -74,7 +74,7 @@ static int pool_load(sched *s, sched_step *out)
     for (uint32_t t = t0; t < t1; t++) {
         const uint64_t id = s->free_ids[--s->n_free];
         const uint64_t x = c * s->k + t;
-        s->slot[id] = (slot_rec){x, s->size[x]};
+        s->slot[id] = (slot_rec){x, sched_raw(s, x)};
         s->live[s->n_live++] = id;
         s->load[t - t0] = t;
         s->place[t - t0] = id;

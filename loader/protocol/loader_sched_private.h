@@ -33,7 +33,6 @@ struct sched {
 
     slot_rec *slot;  /* A × K */
     uint32_t *group; /* C: group of each chunk */
-    uint64_t *size;  /* N: raw sizes, copied from the index for locality */
     uint64_t occupied;
     uint64_t slot_bytes;
     fmt_rng pick; /* policy random, or pool: the epoch's draws */
@@ -85,6 +84,13 @@ static inline uint32_t sched_chunk_samples(const sched *s, uint64_t c)
     const uint64_t first = c * s->k;
     const uint64_t left = s->n - first;
     return left < s->k ? (uint32_t)left : s->k;
+}
+
+/* Raw size of sample x: raw_length of its index record (FORMAT.md: samples section, offset
+ * 16), read where it is rather than copied (8 bytes a sample less to hold). */
+static inline uint64_t sched_raw(const sched *s, uint64_t x)
+{
+    return fmt_ld64(s->ix->samples + x * FMT_SAMPLE_REC_LEN + 16);
 }
 
 static inline int sched_owns(const sched *s, uint64_t g) { return g % s->p.world == s->p.rank; }
