@@ -25,6 +25,7 @@
 #define SAMPLER_ORDER_VERSION 2u
 #define SAMPLER_ROUNDS 8 /* four full rounds */
 #define SAMPLER_TABLE_MAX 4096u
+#define SAMPLER_RUN 16u /* positions sampler_run takes through the network together */
 
 typedef struct sampler {
     uint64_t n;
@@ -39,6 +40,9 @@ typedef struct sampler {
 void sampler_init(sampler *s, uint64_t seed, uint64_t epoch, uint64_t n);
 /* The sample at position p (p < n). */
 uint64_t sampler_at(const sampler *s, uint64_t p);
+/* The samples at positions p .. p + count - 1 (each < n) into out: as sampler_at, several
+ * times faster per position. */
+void sampler_run(const sampler *s, uint64_t p, uint32_t count, uint64_t *out);
 /* The position of sample x (x < n): sampler_at(s, sampler_pos(s, x)) == x. */
 uint64_t sampler_pos(const sampler *s, uint64_t x);
 

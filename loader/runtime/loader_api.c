@@ -99,6 +99,7 @@ static int loader_alloc(hdmlp_loader *ld, uint64_t a)
     const uint64_t n = ld->ix->h.n_samples;
     const uint32_t world = ld->world;
     ld->epoch_len = sampler_rank_count(n, ld->rank, world);
+    ld->order_at = UINT64_MAX; /* no run of the order computed yet */
     ld->slot_buf = hd_calloc(a * ld->ix->h.chunk_size, sizeof(ld_sample *));
     ld->workers = hd_calloc(ld->cfg.threads, sizeof(ld_worker));
     ld->out = hd_calloc(world, sizeof(ld_outbox));

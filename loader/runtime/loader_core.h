@@ -183,9 +183,11 @@ struct hdmlp_loader {
     uint64_t inflight; /* jobs queued or running */
 
     /* planning frontier */
-    uint64_t epoch_len;     /* this rank's positions per epoch */
-    uint64_t *epoch_len_of; /* every rank's */
-    sampler order;          /* the order of plan_epoch (every rank's requests) */
+    uint64_t epoch_len;              /* this rank's positions per epoch */
+    uint64_t *epoch_len_of;          /* every rank's */
+    sampler order;                   /* the order of plan_epoch (every rank's requests) */
+    uint64_t order_run[SAMPLER_RUN]; /* its samples at positions order_at .. (plan_sample_at) */
+    uint64_t order_at;               /* UINT64_MAX: none yet this epoch */
     uint64_t plan_epoch, plan_pos;
     int plan_started, plan_done;
     ld_sample **slot_buf; /* A × K: buffer of each valid slot */

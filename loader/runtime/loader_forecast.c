@@ -134,16 +134,21 @@ static int replay_epoch(epoch_job *j, uint64_t e)
     }
     sampler order;
     sampler_init(&order, cfg->seed, e, n);
-    uint64_t next[AHEAD]; /* the samples of positions p .. p + AHEAD - 1 */
-    for (uint64_t p = 0; p < AHEAD && p < n; p++) {
-        next[p] = sampler_at(&order, p);
-    }
+    /* The order in runs of AHEAD positions: run p / AHEAD in run[(p / AHEAD) % 2], the
+     * next one computed when a run starts, so position p + AHEAD is always known. */
+    uint64_t run[2][AHEAD];
+    sampler_run(&order, 0, (uint32_t)(n < AHEAD ? n : AHEAD), run[0]);
     uint32_t requester = 0; /* p mod world */
     for (uint64_t p = 0; rc == HDMLP_OK && p < n; p++) {
-        const uint64_t x = next[p % AHEAD];
+        const uint64_t r = p / AHEAD, i = p % AHEAD;
+        if (i == 0 && p + AHEAD < n) {
+            const uint64_t left = n - p - AHEAD;
+            sampler_run(&order, p + AHEAD, (uint32_t)(left < AHEAD ? left : AHEAD),
+                        run[(r + 1) % 2]);
+        }
+        const uint64_t x = run[r % 2][i];
         if (p + AHEAD < n) {
-            const uint64_t ahead = sampler_at(&order, p + AHEAD);
-            next[p % AHEAD] = ahead;
+            const uint64_t ahead = run[(r + 1) % 2][i];
             sched_prefetch(f->owners[owner_of(f, ahead)], ahead);
         }
         const uint32_t owner = owner_of(f, x);

@@ -329,6 +329,17 @@ uint32_t plan_owner(const struct hdmlp_loader *ld, uint64_t group)
     return (uint32_t)(group % ld->world);
 }
 
+uint64_t plan_sample_at(struct hdmlp_loader *ld, uint64_t pos)
+{
+    if (ld->order_at == UINT64_MAX || pos < ld->order_at || pos - ld->order_at >= SAMPLER_RUN) {
+        const uint64_t n = ld->order.n;
+        sampler_run(&ld->order, pos, (uint32_t)(n - pos < SAMPLER_RUN ? n - pos : SAMPLER_RUN),
+                    ld->order_run);
+        ld->order_at = pos;
+    }
+    return ld->order_run[pos - ld->order_at];
+}
+
 /* Moves the frontier to a valid position, starting epochs as needed. Returns 1 if there is
  * a position to plan, 0 when every epoch is planned, or an error. */
 static int frontier(struct hdmlp_loader *ld)
@@ -347,6 +358,7 @@ static int frontier(struct hdmlp_loader *ld)
             return rc;
         }
         sampler_init(&ld->order, ld->cfg.seed, ld->plan_epoch, n);
+        ld->order_at = UINT64_MAX;
         ld->plan_pos = 0;
         ld->plan_started = 1;
     }
@@ -468,7 +480,7 @@ int plan_advance(struct hdmlp_loader *ld)
         if (rc <= 0) {
             return rc;
         }
-        const uint64_t x = sampler_at(&ld->order, ld->plan_pos);
+        const uint64_t x = plan_sample_at(ld, ld->plan_pos);
         const uint64_t group = sched_group_of_chunk(ld->sch, x / k);
         const uint32_t owner = plan_owner(ld, group);
         const uint32_t requester = (uint32_t)(ld->plan_pos % ld->world);

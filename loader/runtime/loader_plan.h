@@ -31,6 +31,9 @@ int plan_job(struct hdmlp_loader *ld, uint64_t chunk, const uint32_t *slots, uin
  * ahead of the reads, and the first ones would otherwise keep the start's guess. The samples
  * do not change, only the read shape; out of memory, the job keeps its plan. */
 void plan_refresh(struct hdmlp_loader *ld, ld_job *job);
+/* The sample at position pos of plan_epoch's order (positions asked in increasing order
+ * run through the sampler SAMPLER_RUN at a time). */
+uint64_t plan_sample_at(struct hdmlp_loader *ld, uint64_t pos);
 /* Bytes a job adds to the budget (its samples). */
 uint64_t job_bytes(const ld_job *job);
 /* Queues a job for the workers (lock held; charge it first). */

@@ -233,11 +233,12 @@ int resume_apply(struct hdmlp_loader *ld)
     if (pos > 0) {
         rc = sched_begin_epoch(ld->sch, epoch);
         sampler_init(&ld->order, ld->cfg.seed, epoch, n);
+        ld->order_at = UINT64_MAX;
         /* Every rank saved after the same batches: global positions below pos × world were
          * consumed by their requesters. Replay this rank's decisions for them. */
         const uint64_t consumed = pos * ld->world < n ? pos * ld->world : n;
         for (uint64_t q = 0; rc == HDMLP_OK && q < consumed; q++) {
-            const uint64_t x = sampler_at(&ld->order, q);
+            const uint64_t x = plan_sample_at(ld, q);
             if (plan_owner(ld, sched_group_of_chunk(ld->sch, x / k)) != ld->rank) {
                 continue;
             }
