@@ -5,16 +5,68 @@
 
 #include <string.h>
 
+/* Where held samples are: an open-addressing table from sample to slot id (linear probing,
+ * deletion by backward shift), at most half full: it grows with the owner's slots, which the
+ * budget bounds, not with the dataset. */
+static uint64_t held_home(const sched *s, uint64_t x)
+{
+    return (x * 0x9e3779b97f4a7c15ull) >> (64 - s->held_bits);
+}
+
+static uint64_t held_find(const sched *s, uint64_t x)
+{
+    const uint64_t mask = s->held_cap - 1;
+    for (uint64_t i = held_home(s, x);; i = (i + 1) & mask) {
+        if (s->held[i].sample == NIL || s->held[i].sample == x) {
+            return s->held[i].sample == x ? s->held[i].id : NIL;
+        }
+    }
+}
+
+static void held_put(sched *s, uint64_t x, uint64_t id)
+{
+    const uint64_t mask = s->held_cap - 1;
+    uint64_t i = held_home(s, x);
+    while (s->held[i].sample != NIL) {
+        i = (i + 1) & mask;
+    }
+    s->held[i] = (held_rec){x, id};
+}
+
+static void held_del(sched *s, uint64_t x)
+{
+    const uint64_t mask = s->held_cap - 1;
+    uint64_t i = held_home(s, x);
+    while (s->held[i].sample != x) {
+        i = (i + 1) & mask;
+    }
+    /* Backward shift: move up each later entry of the run whose home lies at or before
+     * the hole, so no lookup ever stops early at it. */
+    for (uint64_t j = (i + 1) & mask; s->held[j].sample != NIL; j = (j + 1) & mask) {
+        const uint64_t home = held_home(s, s->held[j].sample);
+        if (((j - home) & mask) >= ((j - i) & mask)) {
+            s->held[i] = s->held[j];
+            i = j;
+        }
+    }
+    s->held[i].sample = NIL;
+}
+
 int due_create(sched *s)
 {
+    s->held_bits = 1;
+    while ((UINT64_C(1) << s->held_bits) < 2 * s->owned_slots) {
+        s->held_bits++;
+    }
+    s->held_cap = UINT64_C(1) << s->held_bits;
     s->due = hd_malloc(s->k * sizeof(uint64_t));
-    s->held_at = hd_malloc(s->n * sizeof(uint64_t));
+    s->held = hd_malloc(s->held_cap * sizeof(held_rec));
     s->elig = hd_malloc((s->k + 1) * sizeof(uint32_t));
-    if (s->due == NULL || s->held_at == NULL || s->elig == NULL) {
+    if (s->due == NULL || s->held == NULL || s->elig == NULL) {
         return HDMLP_E_NOMEM; /* sched_create reports it */
     }
-    for (uint64_t i = 0; i < s->n; i++) {
-        s->held_at[i] = NIL;
+    for (uint64_t i = 0; i < s->held_cap; i++) {
+        s->held[i].sample = NIL;
     }
     /* One owned slot stays free for the sample a miss delivers at once. */
     s->hold_cap = s->owned_slots - 1;
@@ -35,7 +87,7 @@ int due_create(sched *s)
 void due_free(sched *s)
 {
     hd_free(s->due);
-    hd_free(s->held_at);
+    hd_free(s->held);
     hd_free(s->elig);
 }
 
@@ -110,7 +162,7 @@ static void sort_by_due(const sched *s, uint32_t *v, uint32_t n)
 static void hold(sched *s, uint64_t x, uint64_t id)
 {
     s->slot[id] = (slot_rec){x, sched_raw(s, x)};
-    s->held_at[x] = id;
+    held_put(s, x, id);
     s->occupied++;
     s->slot_bytes += sched_raw(s, x);
 }
@@ -123,7 +175,7 @@ static void release(sched *s, uint64_t x, uint64_t id, sched_step *out)
     s->occupied--;
     s->slot_bytes -= s->slot[id].raw;
     s->slot[id].sample = NIL;
-    s->held_at[x] = NIL;
+    held_del(s, x);
     s->free_ids[s->n_free++] = id;
 }
 
@@ -136,9 +188,10 @@ int due_request(sched *s, uint64_t x, sched_step *out)
         return hd_err(HDMLP_E_STATE, "scheduler: sample %llu is not rank %u's",
                       (unsigned long long)x, s->p.rank);
     }
-    if (s->held_at[x] != NIL) {
+    const uint64_t at = held_find(s, x);
+    if (at != NIL) {
         out->hit = 1;
-        release(s, x, s->held_at[x], out);
+        release(s, x, at, out);
         return HDMLP_OK;
     }
     if (!unfilled(s, c, t)) {
@@ -198,7 +251,7 @@ int due_request(sched *s, uint64_t x, sched_step *out)
     hold(s, x, id);
     for (uint32_t i = 0; i < n_keep; i++) {
         s->load[i] = keep[i];
-        s->place[i] = s->held_at[c * s->k + keep[i]];
+        s->place[i] = held_find(s, c * s->k + keep[i]);
         s->unfilled[c * s->w + keep[i] / 64] &= ~(1ull << (keep[i] % 64));
     }
     release(s, x, id, out);

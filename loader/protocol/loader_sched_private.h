@@ -18,6 +18,12 @@ typedef struct slot_rec {
     uint64_t raw;    /* its raw size */
 } slot_rec;
 
+/* A held sample and the slot id holding it (the clairvoyant policy's table). */
+typedef struct held_rec {
+    uint64_t sample; /* NIL: an empty entry */
+    uint64_t id;
+} held_rec;
+
 /* Per-request state is a few random accesses: the chunk's group (a table), the slot record,
  * the group's masks and its chunk order, all laid out so one location touches few lines. */
 struct sched {
@@ -63,7 +69,9 @@ struct sched {
     /* strict, policy clairvoyant (loader_sched_due.c); free_ids above holds its free slots */
     sampler due_order; /* the epoch's order: a sample's position is sampler_pos */
     uint64_t *due;     /* K: positions of the last miss's chunk's candidates, by slot */
-    uint64_t *held_at; /* N: the slot id holding the sample, or NIL */
+    held_rec *held;    /* held samples' slot ids, a hash table (loader_sched_due.c) */
+    uint64_t held_cap; /* its entries, a power of two ≥ twice the owned slots */
+    uint32_t held_bits;
     uint64_t horizon;  /* positions ahead whose samples a read may keep */
     uint64_t hold_cap; /* samples it may keep (one owned slot stays free for the delivered) */
     uint32_t *elig;    /* K: scratch, in-chunk slots a read may keep */
