@@ -798,6 +798,12 @@ typedef struct hdmlp_stats {
     /* the budget set (hdmlp_config_set_memory); memory_budget above is the one in use, more
      * when hdmlp_config_set_memory_raise raised it to the least that works */
     uint64_t memory_configured;
+    /* Memory outside the budget that depends on the dataset: metadata_bytes is the loader's
+     * own state (the scheduler's per-chunk and per-slot arrays, the tiers' per-chunk state,
+     * the slot table, the planned positions), index_bytes the dataset's index it holds
+     * (mapped or read). Neither is charged to memory_budget. 0 in a forecast. */
+    uint64_t metadata_bytes;
+    uint64_t index_bytes;
 } hdmlp_stats;
 
 /* The `size` argument of the calls that fill an hdmlp_stats: the struct as this program

@@ -40,6 +40,8 @@ static void json_stats(bench_json *j, const hdmlp_stats *st, int plan)
     bench_json_u64(j, "ranged_refills", st->ranged_refills);
     run_u64(j, "peak_memory_bytes", st->peak_memory_bytes, plan);
     bench_json_u64(j, "memory_budget", st->memory_budget);
+    run_u64(j, "metadata_bytes", st->metadata_bytes, plan);
+    run_u64(j, "index_bytes", st->index_bytes, plan);
     run_u64(j, "stall_ns", st->stall_ns, plan);
     bench_json_u64_array(j, "fill_hist", st->fill_hist, 11);
     bench_json_u64(j, "abstract_chunks", st->abstract_chunks);

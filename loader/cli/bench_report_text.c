@@ -165,6 +165,11 @@ static void text_body(const bench_opts *o, const bench_rank *r, double share, in
            human((double)st->memory_budget, b2, sizeof(b2)), st->abstract_chunks,
            human((double)r->peak_rss_bytes, b3, sizeof(b3)));
     budget_line(st);
+    if (!o->plan) {
+        printf("outside    %s of loader state, %s of index (not in the budget)\n",
+               human((double)st->metadata_bytes, b1, sizeof(b1)),
+               human((double)st->index_bytes, b2, sizeof(b2)));
+    }
     printf("reads      %s", st->direct_io ? "O_DIRECT" : "buffered");
     if (st->page_cache_room > 0) {
         printf(" (auto: page cache room %s)",

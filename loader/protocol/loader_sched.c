@@ -62,30 +62,30 @@ int sched_create(const fmt_index *ix, const sched_params *p, sched **out)
     /* Lemire's M = floor((2^64 - 1) / k) + 1 gives x / k exactly for every 32-bit x. */
     s->kmul = s->n <= UINT32_MAX ? UINT64_MAX / s->k + 1 : 0;
     const uint64_t slots = s->a * s->k;
-    s->slot = hd_malloc(slots * sizeof(slot_rec));
-    s->group = hd_malloc(c * sizeof(uint32_t));
-    s->load = hd_malloc(s->k * sizeof(uint32_t));
-    s->place = hd_malloc(s->k * sizeof(uint64_t));
+    s->slot = sched_alloc(s, slots, sizeof(slot_rec), 0);
+    s->group = sched_alloc(s, c, sizeof(uint32_t), 0);
+    s->load = sched_alloc(s, s->k, sizeof(uint32_t), 0);
+    s->place = sched_alloc(s, s->k, sizeof(uint64_t), 0);
     int ok = s->slot && s->group && s->load && s->place;
     /* Each order keeps only its own state: the strict order the unfilled bits, the Brand
      * refill (strict, not clairvoyant) its masks, counts and chunk orders, the pool and the
      * clairvoyant policy a stack of the owner's free slots and their own (*_create). */
     const int brand = p->order == HDMLP_ORDER_STRICT && !owner;
     if (p->order == HDMLP_ORDER_STRICT) {
-        s->unfilled = hd_calloc(c * s->w, sizeof(uint64_t));
+        s->unfilled = sched_alloc(s, c * s->w, sizeof(uint64_t), 1);
         ok = ok && s->unfilled;
     }
     if (brand) {
-        s->empty = hd_calloc(s->a * s->w, sizeof(uint64_t));
-        s->left = hd_calloc(slots, sizeof(uint32_t));
-        s->ord = hd_malloc(c * sizeof(uint32_t));
-        s->order = hd_malloc((s->q + 1) * sizeof(uint64_t));
-        s->fill = hd_malloc(s->k * sizeof(uint32_t));
+        s->empty = sched_alloc(s, s->a * s->w, sizeof(uint64_t), 1);
+        s->left = sched_alloc(s, slots, sizeof(uint32_t), 1);
+        s->ord = sched_alloc(s, c, sizeof(uint32_t), 0);
+        s->order = sched_alloc(s, (s->q + 1), sizeof(uint64_t), 0);
+        s->fill = sched_alloc(s, s->k, sizeof(uint32_t), 0);
         ok = ok && s->empty && s->left && s->ord && s->order && s->fill;
     }
     if (owner) {
         s->owned_slots = (s->a / p->world) * s->k;
-        s->free_ids = hd_malloc(s->owned_slots * sizeof(uint64_t));
+        s->free_ids = sched_alloc(s, s->owned_slots, sizeof(uint64_t), 0);
         ok = ok && s->free_ids;
     }
     if (!ok || (p->order == HDMLP_ORDER_POOL && pool_create(s) != HDMLP_OK) ||
@@ -143,6 +143,8 @@ hdmlp_refill sched_load_mode(const sched *s, uint64_t chunk, uint32_t n,
 }
 
 uint64_t sched_slot_count(const sched *s) { return s->a * s->k; }
+
+uint64_t sched_state_bytes(const sched *s) { return s->state_bytes; }
 
 uint64_t sched_slots_occupied(const sched *s) { return s->occupied; }
 uint64_t sched_slot_bytes(const sched *s) { return s->slot_bytes; }

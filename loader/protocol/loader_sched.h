@@ -92,6 +92,9 @@ uint64_t sched_group_of_chunk(const sched *s, uint64_t chunk);
 void sched_prefetch(const sched *s, uint64_t x);
 /* x / K, by a multiply. */
 uint64_t sched_chunk_of(const sched *s, uint64_t x);
+/* Bytes of the scheduler's own state (its arrays: per chunk, per slot, per owned slot),
+ * what it holds outside the samples; nothing of it grows with the sample count. */
+uint64_t sched_state_bytes(const sched *s);
 /* Slots holding a valid sample, and their raw bytes. */
 uint64_t sched_slots_occupied(const sched *s);
 uint64_t sched_slot_bytes(const sched *s);

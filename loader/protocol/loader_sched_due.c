@@ -59,9 +59,9 @@ int due_create(sched *s)
         s->held_bits++;
     }
     s->held_cap = UINT64_C(1) << s->held_bits;
-    s->due = hd_malloc(s->k * sizeof(uint64_t));
-    s->held = hd_malloc(s->held_cap * sizeof(held_rec));
-    s->elig = hd_malloc((s->k + 1) * sizeof(uint32_t));
+    s->due = sched_alloc(s, s->k, sizeof(uint64_t), 0);
+    s->held = sched_alloc(s, s->held_cap, sizeof(held_rec), 0);
+    s->elig = sched_alloc(s, (s->k + 1), sizeof(uint32_t), 0);
     if (s->due == NULL || s->held == NULL || s->elig == NULL) {
         return HDMLP_E_NOMEM; /* sched_create reports it */
     }

@@ -12,8 +12,8 @@ int pool_create(sched *s)
         chunks += sched_group_chunks(s, g);
     }
     const uint64_t units = chunks * s->parts;
-    s->units = hd_malloc((units != 0 ? units : 1) * sizeof(uint64_t));
-    s->live = hd_malloc(s->owned_slots * sizeof(uint64_t));
+    s->units = sched_alloc(s, (units != 0 ? units : 1), sizeof(uint64_t), 0);
+    s->live = sched_alloc(s, s->owned_slots, sizeof(uint64_t), 0);
     if (s->units == NULL || s->live == NULL) {
         return HDMLP_E_NOMEM; /* sched_create reports it */
     }

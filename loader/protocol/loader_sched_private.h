@@ -29,13 +29,14 @@ typedef struct held_rec {
 struct sched {
     const fmt_index *ix;
     sched_params p;
-    uint64_t n;    /* samples */
-    uint64_t c;    /* chunks */
-    uint32_t k;    /* chunk size */
-    uint64_t a;    /* abstract chunks == groups */
-    uint32_t w;    /* 64-bit words per K-bit mask */
-    uint64_t q, r; /* C = q*A + r: groups < r hold q+1 chunks */
-    uint64_t kmul; /* x / k as a multiply (exact for x < 2^32), 0 when n >= 2^32 */
+    uint64_t n;           /* samples */
+    uint64_t c;           /* chunks */
+    uint32_t k;           /* chunk size */
+    uint64_t a;           /* abstract chunks == groups */
+    uint32_t w;           /* 64-bit words per K-bit mask */
+    uint64_t q, r;        /* C = q*A + r: groups < r hold q+1 chunks */
+    uint64_t kmul;        /* x / k as a multiply (exact for x < 2^32), 0 when n >= 2^32 */
+    uint64_t state_bytes; /* of the arrays below (sched_alloc) */
 
     slot_rec *slot;  /* A × K */
     uint32_t *group; /* C: group of each chunk */
@@ -102,6 +103,17 @@ static inline uint64_t sched_raw(const sched *s, uint64_t x)
 }
 
 static inline int sched_owns(const sched *s, uint64_t g) { return g % s->p.world == s->p.rank; }
+
+/* An allocation of the scheduler's state (hd_malloc, or hd_calloc with zero set), counted
+ * in state_bytes (sched_state_bytes). */
+static inline void *sched_alloc(sched *s, uint64_t n, size_t size, int zero)
+{
+    void *p = zero ? hd_calloc(n, size) : hd_malloc(n * size);
+    if (p != NULL) {
+        s->state_bytes += n * size;
+    }
+    return p;
+}
 
 /* loader_sched_slots.c */
 /* Sets every existing sample's unfilled bit (an epoch's start). */

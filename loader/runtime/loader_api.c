@@ -467,6 +467,18 @@ int hdmlp_loader_cost_history(hdmlp_loader *ld, hdmlp_cost_point *out, size_t n,
     return HDMLP_OK;
 }
 
+/* What the loader holds outside the budget that depends on the dataset (stats
+ * metadata_bytes; lock held). */
+static uint64_t loader_metadata_bytes(const struct hdmlp_loader *ld)
+{
+    uint64_t bytes = sched_state_bytes(ld->sch) + ld->ring_cap * sizeof(ld_item) +
+                     sched_slot_count(ld->sch) * sizeof(ld_sample *);
+    if (ld->tier != NULL) {
+        bytes += tier_state_bytes(ld->tier);
+    }
+    return bytes;
+}
+
 int hdmlp_loader_stats(hdmlp_loader *ld, hdmlp_stats *out, size_t size)
 {
     if (ld == NULL || out == NULL || size == 0) {
@@ -477,6 +489,8 @@ int hdmlp_loader_stats(hdmlp_loader *ld, hdmlp_stats *out, size_t size)
     if (ld->tier != NULL) {
         st.ram_cached_chunks = tier_ram_chunks(ld->tier);
     }
+    st.metadata_bytes = loader_metadata_bytes(ld);
+    st.index_bytes = ld->ds->index_size;
     pthread_mutex_unlock(&ld->lock);
     loader_stats_out(out, size, &st);
     return HDMLP_OK;

@@ -244,6 +244,13 @@ int tier_ram_put(tier *t, uint64_t chunk, uint8_t *buf, uint64_t len)
     return taken;
 }
 
+uint64_t tier_state_bytes(const tier *t)
+{
+    /* place, planned and staged (a byte each), ram (a pointer), ram_len and order (8 bytes
+     * each) and ssd_fd (an int) per chunk: as tier_create allocates them */
+    return t->n_chunks * (3 + sizeof(uint8_t *) + 2 * sizeof(uint64_t) + sizeof(int));
+}
+
 uint64_t tier_ram_chunks(const tier *t)
 {
     tier *m = (tier *)t;

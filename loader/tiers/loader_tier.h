@@ -48,6 +48,9 @@ void tier_first_done(tier *t, uint64_t chunk);
  * cached chunk or NULL. Later loads use it instead of reading the source again. */
 const uint8_t *tier_ram_wait(tier *t, uint64_t chunk);
 uint64_t tier_ram_chunks(const tier *t);
+/* Bytes of the tiers' per-chunk state (placement, cache entries, SSD descriptors, order),
+ * not counting the cached chunks themselves. */
+uint64_t tier_state_bytes(const tier *t);
 
 /* SSD: an fd of chunk's staged file (offset 0 = the chunk's first byte), or -1. */
 int tier_ssd_fd(tier *t, uint64_t chunk);

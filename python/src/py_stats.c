@@ -120,6 +120,8 @@ PyObject *py_stats_dict(const hdmlp_stats *stats)
     PUT(pool_unit)
     PUT(policy)
     PUT(memory_configured)
+    PUT(metadata_bytes)
+    PUT(index_bytes)
 #undef PUT
     return d;
 }

@@ -223,3 +223,41 @@ Test(loader_api, memory_raise_lifts_a_budget_below_the_least_that_works, .timeou
     hdmlp_loader_free(ld);
     hdmlp_dataset_close(ds);
 }
+
+/* What the loader holds outside the budget grows with chunks, not samples: with the same
+ * chunk size, sample sizes and budget, four times the samples add at most 2 bits a sample
+ * of loader state (the scheduler's two words and one K-bit mask per chunk of 64), and
+ * index_bytes is the index file. */
+Test(loader_api, state_outside_the_budget_grows_by_at_most_two_bits_a_sample, .timeout = 120)
+{
+    const uint64_t sizes[2] = {20000, 80000};
+    uint64_t meta[2];
+    for (int i = 0; i < 2; i++) {
+        const testds_spec spec = {sizes[i], 64, 0, 7, 60, 68, 0, 0, 10};
+        char dir[512];
+        hdmlp_dataset *ds = make_dataset(&spec, dir, sizeof(dir));
+        hdmlp_loader *ld = NULL;
+        cr_assert_eq(create(ds, 1u << 20, 0, 0, &ld), HDMLP_OK, "%s", hdmlp_last_error());
+        hdmlp_stats st;
+        run_epochs(ld, 1, &st);
+        meta[i] = st.metadata_bytes;
+        char path[600];
+        snprintf(path, sizeof(path), "%s/index", dir);
+        uint8_t *buf = NULL;
+        size_t len = 0;
+        cr_assert_eq(testds_read_file(path, &buf, &len), 0);
+        cr_assert_eq(st.index_bytes, len, "index_bytes is the index file");
+        free(buf);
+        cr_log_info("%llu samples: %llu bytes of loader state, %llu of index",
+                    (unsigned long long)sizes[i], (unsigned long long)st.metadata_bytes,
+                    (unsigned long long)st.index_bytes);
+        hdmlp_loader_free(ld);
+        hdmlp_dataset_close(ds);
+        testds_rm_rf(dir);
+    }
+    cr_assert_gt(meta[0], 0);
+    cr_assert_leq(meta[1] - meta[0], (sizes[1] - sizes[0]) / 4,
+                  "%llu more bytes of state for %llu more samples",
+                  (unsigned long long)(meta[1] - meta[0]),
+                  (unsigned long long)(sizes[1] - sizes[0]));
+}
