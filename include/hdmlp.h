@@ -264,8 +264,10 @@ HDMLP_API void hdmlp_config_free(hdmlp_config *cfg);
  * of the consumer, so on a dataset smaller than the budget it holds about the dataset's
  * bytes (slots, the epoch ahead, batches), not the budget. Resident memory stays within
  * the budget plus about 64 MiB (thread stacks, malloc's per-thread arenas, decoder contexts)
- * and what grows with the dataset, not the budget (its index, 8 bytes per sample for the
- * order, about 200 bytes per sample planned ahead); sample buffers are the loader's own,
+ * and what grows with the dataset, not the budget (its index; the scheduler's state, about
+ * 2 bits per sample; stats metadata_bytes and index_bytes report both) or with the number of
+ * samples held rather than their bytes (about 150 bytes per sample planned ahead and 30 per
+ * slot, which samples of tens of bytes multiply); sample buffers are the loader's own,
  * reused by any thread that calls hdmlp_loader_next (up to a tenth more than their bytes).
  * hdmlp_loader_create refuses (HDMLP_E_RANGE, naming both numbers) a budget above what this
  * process can get: the machine's memory (MemTotal), the limit of its memory cgroup (v1
