@@ -265,9 +265,9 @@ HDMLP_API void hdmlp_config_free(hdmlp_config *cfg);
  * bytes (slots, the epoch ahead, batches), not the budget. Resident memory stays within
  * the budget plus about 64 MiB (thread stacks, malloc's per-thread arenas, decoder contexts)
  * and what grows with the dataset, not the budget (its index; the scheduler's state, about
- * 2 bits per sample; stats metadata_bytes and index_bytes report both) or with the number of
- * samples held rather than their bytes (about 150 bytes per sample planned ahead and 30 per
- * slot, which samples of tens of bytes multiply); sample buffers are the loader's own,
+ * 2 bits per sample; stats metadata_bytes and index_bytes report both). Each sample planned
+ * is charged its bytes plus 192 for its record, and the slot tables (64 bytes a slot) are
+ * part of the budget, so tiny samples stay within it too; sample buffers are the loader's own,
  * reused by any thread that calls hdmlp_loader_next (up to a tenth more than their bytes).
  * hdmlp_loader_create refuses (HDMLP_E_RANGE, naming both numbers) a budget above what this
  * process can get: the machine's memory (MemTotal), the limit of its memory cgroup (v1
@@ -755,7 +755,8 @@ typedef struct hdmlp_stats {
     uint64_t budget_remote;       /* samples peers push ahead of need */
     uint64_t budget_ram_cache;    /* the RAM chunk cache */
     uint64_t budget_lookahead;    /* room beyond the batches (lookahead also uses theirs) */
-    uint64_t budget_slots;        /* cap on bytes in valid slots (A = this / (K x mean)) */
+    uint64_t budget_slots; /* valid slots: their samples (each charged its bytes and 192 for
+                            * its record) and the slot tables (40 bytes a slot) */
     /* the exchange's paths (hdmlp_config_set_same_host) */
     uint64_t peers_same_host; /* peers reached over the same-host (Unix) socket, not TCP */
     /* image pipeline (hdmlp_config_set_image); all 0 without one */
@@ -800,10 +801,12 @@ typedef struct hdmlp_stats {
     /* the budget set (hdmlp_config_set_memory); memory_budget above is the one in use, more
      * when hdmlp_config_set_memory_raise raised it to the least that works */
     uint64_t memory_configured;
-    /* Memory outside the budget that depends on the dataset: metadata_bytes is the loader's
-     * own state (the scheduler's per-chunk and per-slot arrays, the tiers' per-chunk state,
-     * the slot table, the planned positions), index_bytes the dataset's index it holds
-     * (mapped or read). Neither is charged to memory_budget. 0 in a forecast. */
+    /* Memory that depends on the dataset: metadata_bytes is the loader's own state (the
+     * scheduler's per-chunk and per-slot arrays, the tiers' per-chunk state, the slot table,
+     * the planned positions), index_bytes the dataset's index it holds (mapped or read). The
+     * per-slot part and each planned sample's record are charged to memory_budget (its
+     * slot tables share, and 192 bytes a sample); the per-chunk part and the index
+     * are not. 0 in a forecast. */
     uint64_t metadata_bytes;
     uint64_t index_bytes;
 } hdmlp_stats;

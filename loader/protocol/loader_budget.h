@@ -45,6 +45,7 @@ typedef enum budget_share {
     BUDGET_REMOTE,
     BUDGET_ANSWERS,
     BUDGET_RAM_CACHE,
+    BUDGET_SLOT_TABLES, /* the per-slot state of every abstract slot, held from create */
     BUDGET_IMAGES,
     BUDGET_LENT,
     BUDGET_SHARES /* count */

@@ -288,7 +288,7 @@ int sched_request(sched *s, uint64_t x, sched_step *out)
         sl->sample = NIL;
         empty[t / 64] |= 1ull << (t % 64);
         s->occupied--;
-        s->slot_bytes -= sl->raw;
+        s->slot_bytes -= loader_sample_charge(sl->raw);
         return HDMLP_OK;
     }
     if (s->left[loc] == 0) {
@@ -313,11 +313,12 @@ int sched_request(sched *s, uint64_t x, sched_step *out)
                 continue;
             }
             const uint64_t sz = sched_raw(s, base + i);
-            if (s->p.slot_cap_bytes != 0 && s->slot_bytes + sz > s->p.slot_cap_bytes) {
+            const uint64_t charge = loader_sample_charge(sz);
+            if (s->p.slot_cap_bytes != 0 && s->slot_bytes + charge > s->p.slot_cap_bytes) {
                 continue;
             }
             s->fill[n_fill++] = i;
-            s->slot_bytes += sz;
+            s->slot_bytes += charge;
             gs[i] = (slot_rec){base + i, sz};
             left[i]--;
         }

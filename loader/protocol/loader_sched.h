@@ -44,11 +44,25 @@
 
 typedef struct sched sched;
 
+/* Bytes the loader holds for each sample it has planned, beyond the sample's own bytes: its
+ * record and planned position (loader_core.h's ld_sample and ld_item), their allocation
+ * headers and the sample buffer's pool and malloc headers (loader_core.h checks it covers
+ * them). Charged to the budget with every sample, in the scheduler's slot bytes, the sizing
+ * and the runtime's accounting, so a budget stays a ceiling for samples of a few bytes too
+ * (they used to take five times their budget). */
+#define LOADER_SAMPLE_META 192u
+/* What a sample of `raw` bytes is charged. */
+static inline uint64_t loader_sample_charge(uint64_t raw) { return raw + LOADER_SAMPLE_META; }
+/* Bytes of the scheduler's and the runtime's state per abstract slot (slot record, refill
+ * count, free id, the runtime's buffer pointer), set apart per abstract chunk in sizing. */
+#define LOADER_SLOT_META 64u
+
 typedef struct sched_params {
     uint64_t abstract_chunks; /* A, 1..C */
     hdmlp_policy policy;
     uint64_t seed;
-    uint64_t slot_cap_bytes; /* cap on raw bytes held in valid slots; 0 = none */
+    uint64_t slot_cap_bytes; /* cap on charged bytes (loader_sample_charge) in valid slots; 0 =
+                                none */
     hdmlp_order order;
     uint32_t pool_unit;    /* pool: samples per read unit, 1..K */
     uint64_t window_bytes; /* clairvoyant: the largest read (stored bytes); 0 = a chunk */

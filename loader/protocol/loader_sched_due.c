@@ -6,17 +6,28 @@
 #include <string.h>
 
 /* Where held samples are: an open-addressing table from sample to slot id (linear probing,
- * deletion by backward shift), at most half full: it grows with the owner's slots, which the
- * budget bounds, not with the dataset. */
+ * deletion by backward shift), of twice the owner's slots, so at most half full: it grows
+ * with the owner's slots, which the budget bounds (LOADER_SLOT_META), not with the
+ * dataset. */
 static uint64_t held_home(const sched *s, uint64_t x)
 {
-    return (x * 0x9e3779b97f4a7c15ull) >> (64 - s->held_bits);
+    return (uint64_t)(((u128)(x * 0x9e3779b97f4a7c15ull) * s->held_cap) >> 64);
+}
+
+static uint64_t held_next(const sched *s, uint64_t i)
+{
+    return i + 1 == s->held_cap ? 0 : i + 1;
+}
+
+/* How far entry j lies past home i, around the table. */
+static uint64_t held_dist(const sched *s, uint64_t i, uint64_t j)
+{
+    return j >= i ? j - i : j + s->held_cap - i;
 }
 
 static uint64_t held_find(const sched *s, uint64_t x)
 {
-    const uint64_t mask = s->held_cap - 1;
-    for (uint64_t i = held_home(s, x);; i = (i + 1) & mask) {
+    for (uint64_t i = held_home(s, x);; i = held_next(s, i)) {
         if (s->held[i].sample == NIL || s->held[i].sample == x) {
             return s->held[i].sample == x ? s->held[i].id : NIL;
         }
@@ -25,26 +36,23 @@ static uint64_t held_find(const sched *s, uint64_t x)
 
 static void held_put(sched *s, uint64_t x, uint64_t id)
 {
-    const uint64_t mask = s->held_cap - 1;
     uint64_t i = held_home(s, x);
     while (s->held[i].sample != NIL) {
-        i = (i + 1) & mask;
+        i = held_next(s, i);
     }
     s->held[i] = (held_rec){x, id};
 }
 
 static void held_del(sched *s, uint64_t x)
 {
-    const uint64_t mask = s->held_cap - 1;
     uint64_t i = held_home(s, x);
     while (s->held[i].sample != x) {
-        i = (i + 1) & mask;
+        i = held_next(s, i);
     }
     /* Backward shift: move up each later entry of the run whose home lies at or before
      * the hole, so no lookup ever stops early at it. */
-    for (uint64_t j = (i + 1) & mask; s->held[j].sample != NIL; j = (j + 1) & mask) {
-        const uint64_t home = held_home(s, s->held[j].sample);
-        if (((j - home) & mask) >= ((j - i) & mask)) {
+    for (uint64_t j = held_next(s, i); s->held[j].sample != NIL; j = held_next(s, j)) {
+        if (held_dist(s, held_home(s, s->held[j].sample), j) >= held_dist(s, i, j)) {
             s->held[i] = s->held[j];
             i = j;
         }
@@ -54,11 +62,7 @@ static void held_del(sched *s, uint64_t x)
 
 int due_create(sched *s)
 {
-    s->held_bits = 1;
-    while ((UINT64_C(1) << s->held_bits) < 2 * s->owned_slots) {
-        s->held_bits++;
-    }
-    s->held_cap = UINT64_C(1) << s->held_bits;
+    s->held_cap = 2 * s->owned_slots + 2;
     s->due = sched_alloc(s, s->k, sizeof(uint64_t), 0);
     s->held = sched_alloc(s, s->held_cap, sizeof(held_rec), 0);
     s->elig = sched_alloc(s, (s->k + 1), sizeof(uint32_t), 0);
@@ -71,8 +75,8 @@ int due_create(sched *s)
     /* One owned slot stays free for the sample a miss delivers at once. */
     s->hold_cap = s->owned_slots - 1;
     uint64_t room = s->hold_cap;
-    const uint64_t mean = s->ix->h.raw_bytes / (s->n ? s->n : 1);
-    if (s->p.slot_cap_bytes != 0 && mean != 0 && s->p.slot_cap_bytes / mean < room) {
+    const uint64_t mean = loader_sample_charge(s->ix->h.raw_bytes / (s->n ? s->n : 1));
+    if (s->p.slot_cap_bytes != 0 && s->p.slot_cap_bytes / mean < room) {
         room = s->p.slot_cap_bytes / mean;
     }
     /* What the owner holds lasts about twice as many of its own requests when reads keep
@@ -164,7 +168,7 @@ static void hold(sched *s, uint64_t x, uint64_t id)
     s->slot[id] = (slot_rec){x, sched_raw(s, x)};
     held_put(s, x, id);
     s->occupied++;
-    s->slot_bytes += sched_raw(s, x);
+    s->slot_bytes += loader_sample_charge(sched_raw(s, x));
 }
 
 static void release(sched *s, uint64_t x, uint64_t id, sched_step *out)
@@ -173,7 +177,7 @@ static void release(sched *s, uint64_t x, uint64_t id, sched_step *out)
     out->size = s->slot[id].raw;
     out->slot = id;
     s->occupied--;
-    s->slot_bytes -= s->slot[id].raw;
+    s->slot_bytes -= loader_sample_charge(s->slot[id].raw);
     s->slot[id].sample = NIL;
     held_del(s, x);
     s->free_ids[s->n_free++] = id;
@@ -230,7 +234,7 @@ int due_request(sched *s, uint64_t x, sched_step *out)
     sort_by_due(s, keep, n_keep);
     uint32_t kept = 0;
     for (; kept < n_keep && s->occupied < s->hold_cap; kept++) {
-        const uint64_t sz = sched_raw(s, c * s->k + keep[kept]);
+        const uint64_t sz = loader_sample_charge(sched_raw(s, c * s->k + keep[kept]));
         if (s->p.slot_cap_bytes != 0 && s->slot_bytes + sz > s->p.slot_cap_bytes) {
             break;
         }

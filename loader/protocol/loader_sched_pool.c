@@ -63,7 +63,7 @@ static int pool_load(sched *s, sched_step *out)
     const uint32_t t1 = t0 + s->p.pool_unit < m ? t0 + s->p.pool_unit : m;
     uint64_t bytes = 0;
     for (uint32_t t = t0; t < t1; t++) {
-        bytes += sched_raw(s, c * s->k + t);
+        bytes += loader_sample_charge(sched_raw(s, c * s->k + t));
     }
     const int room = s->n_free >= t1 - t0 &&
                      (s->p.slot_cap_bytes == 0 || s->slot_bytes + bytes <= s->p.slot_cap_bytes);
@@ -113,7 +113,7 @@ int pool_request(sched *s, uint64_t x, sched_step *out)
     out->size = sl->raw;
     out->slot = id;
     s->occupied--;
-    s->slot_bytes -= sl->raw;
+    s->slot_bytes -= loader_sample_charge(sl->raw);
     sl->sample = NIL;
     return HDMLP_OK;
 }

@@ -71,8 +71,7 @@ struct sched {
     sampler due_order; /* the epoch's order: a sample's position is sampler_pos */
     uint64_t *due;     /* K: positions of the last miss's chunk's candidates, by slot */
     held_rec *held;    /* held samples' slot ids, a hash table (loader_sched_due.c) */
-    uint64_t held_cap; /* its entries, a power of two ≥ twice the owned slots */
-    uint32_t held_bits;
+    uint64_t held_cap; /* its entries: twice the owned slots, and two */
     uint64_t horizon;  /* positions ahead whose samples a read may keep */
     uint64_t hold_cap; /* samples it may keep (one owned slot stays free for the delivered) */
     uint32_t *elig;    /* K: scratch, in-chunk slots a read may keep */

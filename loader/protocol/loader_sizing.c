@@ -17,6 +17,7 @@
 
 #include "loader_image.h"
 #include "loader_refill.h"
+#include "loader_sched.h"
 
 #include <stdio.h>
 
@@ -169,7 +170,7 @@ static uint64_t image_part(const struct hdmlp_config *cfg, uint64_t one_batch)
  * cache's AUTO rule). */
 typedef struct size_parts {
     uint64_t remote_cap, io, extra_io, one_batch, batches, answers, images, ram;
-    uint64_t one_chunk, fixed, hold;
+    uint64_t one_chunk, slot_tables, fixed, hold;
     uint64_t minimum;
     int overflow; /* a part does not fit 64 bits: no budget works */
 } size_parts;
@@ -194,7 +195,10 @@ static void size_parts_of(const fmt_index *ix, const struct hdmlp_config *cfg, u
      * in two epochs, so twice the largest batch. */
     p->one_batch = one_batch;
     p->batches = 2 * one_batch;
-    p->one_chunk = (uint64_t)k * mean;
+    /* An abstract chunk of each rank: K samples held (each charged with its record) and
+     * the slot tables of all ranks' K slots (every rank's scheduler keeps A × K). */
+    p->one_chunk = (uint64_t)k * loader_sample_charge(mean);
+    p->slot_tables = (uint64_t)k * LOADER_SLOT_META * cfg->world;
     /* With peers, planning also leaves room for one batch of answers to them (the budget's
      * ANSWERS share); reserving it keeps a held batch plus the one being assembled
      * admissible. */
@@ -223,7 +227,7 @@ static void size_parts_of(const fmt_index *ix, const struct hdmlp_config *cfg, u
      * room (loader_worker.c). */
     const uint64_t min_a = p->hold + p->one_chunk;
     const uint64_t min_b = p->one_chunk + (p->one_chunk + 6) / 7;
-    p->minimum = p->fixed + (min_a > min_b ? min_a : min_b);
+    p->minimum = p->fixed + (min_a > min_b ? min_a : min_b) + p->slot_tables;
     p->overflow = one_batch > UINT64_MAX / 4 || p->images == UINT64_MAX || p->fixed < p->ram ||
                   p->fixed < p->images;
 }
@@ -253,7 +257,11 @@ int loader_size(const fmt_index *ix, const struct hdmlp_config *cfg, loader_sizi
 {
     const uint32_t k = ix->h.chunk_size;
     const uint64_t n = ix->h.n_samples;
-    const uint64_t one_batch = largest_sum(ix, cfg->batch < n ? cfg->batch : n);
+    const uint64_t batch = cfg->batch < n ? cfg->batch : n;
+    const uint64_t largest = largest_sum(ix, batch);
+    /* A batch's samples are charged with their records (loader_sample_charge). */
+    const uint64_t one_batch =
+        largest == UINT64_MAX ? UINT64_MAX : largest + batch * LOADER_SAMPLE_META;
     if (one_batch == UINT64_MAX) {
         return hd_err(HDMLP_E_NOMEM, "loader: out of memory sizing the budget");
     }
@@ -300,10 +308,13 @@ int loader_size(const fmt_index *ix, const struct hdmlp_config *cfg, loader_sizi
     out->ram_cache = p.ram;
     const uint64_t flex = memory - p.fixed;
     const uint64_t shared = p.hold > flex / 8 ? p.hold : flex / 8;
-    const uint64_t slot_cap = flex - shared;
-    uint64_t a = slot_cap / p.one_chunk;
+    const uint64_t room = flex - shared;
+    uint64_t a = room / (p.one_chunk + p.slot_tables);
     a = a < 1 ? 1 : a;
     a = a > ix->h.n_chunks / cfg->world ? ix->h.n_chunks / cfg->world : a;
+    /* The slot tables are fixed once A is: what is left holds samples. */
+    const uint64_t slot_tables = a * p.slot_tables;
+    const uint64_t slot_cap = room - slot_tables;
     a *= cfg->world;
     if (a < cfg->world) {
         return hd_err(
@@ -317,6 +328,7 @@ int loader_size(const fmt_index *ix, const struct hdmlp_config *cfg, loader_sizi
     out->batches = p.batches + p.answers;
     out->lookahead = shared - p.batches - p.answers;
     out->slot_cap = slot_cap;
+    out->slot_tables = slot_tables;
     out->remote_cap = p.remote_cap;
     out->images = p.images;
     out->pool_unit = cfg->order == HDMLP_ORDER_POOL ? loader_pool_unit(ix, cfg) : 0;

@@ -12,7 +12,10 @@ typedef struct loader_sizing {
     uint64_t memory;          /* the budget sized: cfg->memory, or the least that works when
                                * cfg->memory_raise raised it */
     uint64_t abstract_chunks; /* A, over all ranks */
-    uint64_t slot_cap;        /* cap on raw bytes in this rank's valid slots */
+    uint64_t slot_cap;        /* cap on charged bytes (loader_sample_charge) in this rank's
+                               * valid slots */
+    uint64_t slot_tables;     /* the schedulers' and runtime's per-slot state (A × K ×
+                               * LOADER_SLOT_META): a fixed share, held from create */
     uint64_t remote_cap;      /* cap on samples received ahead of need */
     uint64_t ram_cache;       /* RAM chunk cache bytes (resolved from AUTO) */
     uint64_t extra_io;        /* read buffers of I/O threads beyond two (charged per job) */

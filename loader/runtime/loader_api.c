@@ -235,7 +235,7 @@ int loader_create_with(hdmlp_dataset *ds, const hdmlp_config *cfg,
         ld->st.budget_remote = sz.remote_cap;
         ld->st.budget_ram_cache = sz.ram_cache;
         ld->st.budget_lookahead = sz.lookahead;
-        ld->st.budget_slots = sz.slot_cap;
+        ld->st.budget_slots = sz.slot_cap + sz.slot_tables;
         ld->st.budget_images = sz.images;
     }
     ld->st.abstract_chunks = a;

@@ -252,6 +252,12 @@ struct hdmlp_loader {
     struct image_pipe *pipe;   /* the image pipeline (loader_image_pipe.c), or NULL */
 };
 
+/* The budget charges each planned sample LOADER_SAMPLE_META bytes beyond its own: its record,
+ * its planned position, and three allocation headers (the record's, the pool node's, the
+ * pool buffer's malloc chunk). */
+_Static_assert(sizeof(ld_sample) + sizeof(ld_item) + 3 * 16 <= LOADER_SAMPLE_META,
+               "LOADER_SAMPLE_META must cover a planned sample's record");
+
 struct hdmlp_batch {
     struct hdmlp_loader *ld;
     uint64_t epoch;

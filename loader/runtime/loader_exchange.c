@@ -79,7 +79,7 @@ static void queue_sample(struct hdmlp_loader *ld, uint32_t peer, ld_out *o, int 
     m.lend = s->home != NULL && s->lender == PEER_MEM_OWN;
     o->sent = 1;
     o->s = NULL;
-    ld->charged -= s->size;
+    ld->charged -= loader_sample_charge(s->size);
     ld->st.net_bytes_out += s->size;
     if (prefetch) {
         ld->st.prefetch_sent++;
@@ -126,10 +126,11 @@ static void serve_peer(struct hdmlp_loader *ld, uint32_t q)
         if (ahead > window) {
             break;
         }
-        if (o->sent || o->s->state != SAMPLE_READY || b->pushed + o->s->size > b->limit) {
+        if (o->sent || o->s->state != SAMPLE_READY ||
+            b->pushed + loader_sample_charge(o->s->size) > b->limit) {
             continue;
         }
-        b->pushed += o->s->size;
+        b->pushed += loader_sample_charge(o->s->size);
         queue_sample(ld, q, o, 1);
     }
     outbox_purge(b);
@@ -310,10 +311,10 @@ static void on_sample(struct hdmlp_loader *ld, const peer_msg *m)
         }
         return;
     }
-    ld->charged += s->size;
+    ld->charged += loader_sample_charge(s->size);
     loader_note_peak(ld);
     if (m->prefetch) {
-        ld->remote_charged += s->size;
+        ld->remote_charged += loader_sample_charge(s->size);
         if (ld->remote_charged > ld->st.remote_peak) {
             ld->st.remote_peak = ld->remote_charged;
         }
@@ -321,7 +322,7 @@ static void on_sample(struct hdmlp_loader *ld, const peer_msg *m)
     s->prefetched = m->prefetch != 0;
     ld->st.net_bytes_in += s->size;
     if (remote_put(ld, seq_of(ld, m->epoch, m->position), s) != HDMLP_OK) {
-        ld->charged -= s->size;
+        ld->charged -= loader_sample_charge(s->size);
         sample_free(s);
         if (ld->failed == 0) {
             ld->failed = HDMLP_E_NOMEM;

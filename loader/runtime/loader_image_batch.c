@@ -76,7 +76,7 @@ static void drop(struct hdmlp_loader *ld, hdmlp_batch *b)
 {
     image_out *o = b->image;
     for (size_t i = 0; i < b->n; i++) {
-        ld->charged -= b->samples[i]->size;
+        ld->charged -= loader_sample_charge(b->samples[i]->size);
         sample_free(b->samples[i]);
     }
     ld->image_charged -= o != NULL ? o->charge : 0;

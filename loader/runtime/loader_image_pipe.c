@@ -204,7 +204,7 @@ static void *decode_main(void *arg)
         const uint64_t now = loader_now_ns();
 
         pthread_mutex_lock(&ld->lock);
-        ld->charged -= s->size;
+        ld->charged -= loader_sample_charge(s->size);
         s->size = 0;
         o->result[i] = rc;
         o->err[i] = err;
@@ -336,7 +336,7 @@ static void drop_queued(struct hdmlp_loader *ld, image_out *o)
 {
     hdmlp_batch *b = o->batch;
     for (size_t i = 0; i < b->n; i++) {
-        ld->charged -= b->samples[i]->size;
+        ld->charged -= loader_sample_charge(b->samples[i]->size);
         sample_free(b->samples[i]);
     }
     ld->charged -= o->charge;

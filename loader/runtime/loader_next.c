@@ -42,8 +42,8 @@ static ld_item *front(hdmlp_loader *ld)
         if (s != NULL) {
             it->s = s;
             if (s->prefetched) {
-                ld->remote_charged -= s->size;
-                ld->out[s->lender].taken += s->size;
+                ld->remote_charged -= loader_sample_charge(s->size);
+                ld->out[s->lender].taken += loader_sample_charge(s->size);
                 if (!it->requested) {
                     ld->st.remote_hits++;
                 }
@@ -79,7 +79,7 @@ static int take_item(hdmlp_loader *ld, ld_item *out, const struct timespec *dead
                 const int code = out->s->state;
                 char detail[1024];
                 snprintf(detail, sizeof(detail), "%s", out->s->err ? out->s->err : "");
-                ld->charged -= out->s->size;
+                ld->charged -= loader_sample_charge(out->s->size);
                 sample_free(out->s);
                 out->s = NULL;
                 if (ld->cfg.skip_corrupt && (code == HDMLP_E_CORRUPT || code == HDMLP_E_IO ||
@@ -181,7 +181,7 @@ static int take_item(hdmlp_loader *ld, ld_item *out, const struct timespec *dead
 static void uncharge_samples(hdmlp_loader *ld, ld_sample **s, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        ld->charged -= s[i]->size;
+        ld->charged -= loader_sample_charge(s[i]->size);
     }
 }
 

@@ -300,7 +300,7 @@ uint64_t job_bytes(const ld_job *job)
 {
     uint64_t b = 0;
     for (uint32_t i = 0; i < job->n; i++) {
-        b += job->samples[i]->size;
+        b += loader_sample_charge(job->samples[i]->size);
     }
     return b;
 }

@@ -160,6 +160,7 @@ static int trial(uint64_t t, uint64_t seed)
     }
     hdmlp_config_create(&cfg);
     hdmlp_config_set_memory(cfg, mem);
+    hdmlp_config_set_memory_raise(cfg, 1); /* a third of the data, or the least that works */
     hdmlp_config_set_ram_cache(cfg, 0);
     hdmlp_config_set_epochs(cfg, EPOCHS);
     hdmlp_config_set_batch_size(cfg, BATCH);

@@ -121,6 +121,7 @@ Test(objstore, stalled_server_times_out, .timeout = 60)
     hdmlp_config *cfg = NULL;
     hdmlp_config_create(&cfg);
     hdmlp_config_set_memory(cfg, hdmlp_dataset_raw_bytes(ds) / 4);
+    hdmlp_config_set_memory_raise(cfg, 1); /* a quarter of the data, or the least that works */
     hdmlp_loader *ld = NULL;
     cr_assert_eq(hdmlp_loader_create(ds, cfg, &ld), HDMLP_OK, "%s", hdmlp_last_error());
     const double t0 = objstore_now_s();

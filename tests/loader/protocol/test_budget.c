@@ -123,8 +123,10 @@ static void sized_free(sized *s)
 static uint64_t old_plan_limit(const sized *s)
 {
     const uint64_t stager = s->cfg.ssd_dir != NULL ? s->max_buf : 0;
+    /* The slot tables became a fixed share when the budget began to charge the loader's
+     * per-sample and per-slot records (they used to sit outside it). */
     return s->sz.memory - s->sz.remote_cap - s->sz.ram_cache - stager -
-           (s->cfg.world > 1 ? s->one_batch : 0) - s->reserve;
+           (s->cfg.world > 1 ? s->sz.answers : 0) - s->reserve - s->sz.slot_tables;
 }
 
 /* loader_api.c: the reserved workers' read buffers, charged for the loader's life. */
