@@ -111,12 +111,13 @@ void image_rng_seed(struct fmt_rng *rng, uint64_t seed, uint64_t epoch, uint64_t
 /* Resizes the box [x0, x0 + bw) × [y0, y0 + bh) of src (in src pixels; fractional after DCT
  * scaling; the source is cut to the box's whole pixels first, as torchvision crops before
  * resizing) to rh × rw with PIL's antialiased bilinear filter, and writes the window
- * [top, top + dh) × [left, left + dw) of that result into dst (dh × dw × src->c, row-major).
- * scratch: at least image_resize_scratch(src, dh, dw) bytes. */
+ * [top, top + dh) × [left, left + dw) of that result into dst (dh × dw × src->c, row-major),
+ * mirrored left to right if flip is set. scratch: at least image_resize_scratch(src, dh, dw)
+ * bytes. loader_image_resize.c. */
 size_t image_resize_scratch(const image_buf *src, uint32_t dh, uint32_t dw);
 int image_resize_region(const image_buf *src, double y0, double x0, double bh, double bw,
                         uint32_t rh, uint32_t rw, uint32_t top, uint32_t left, uint8_t *dst,
-                        uint32_t dh, uint32_t dw, uint8_t *scratch);
+                        uint32_t dh, uint32_t dw, int flip, uint8_t *scratch);
 /* Writes an h × w × c uint8 image (c == the config's channels) into out (one image of the
  * batch) in the config's layout and dtype, flipping horizontally if asked. */
 void image_store(const struct hdmlp_image_config *ic, const uint8_t *px, int flip, void *out);

@@ -42,7 +42,7 @@ static void resize(const image_buf *src, double y0, double x0, double bh, double
 {
     uint8_t *scratch = malloc(image_resize_scratch(src, dh, dw));
     cr_assert_eq(
-        image_resize_region(src, y0, x0, bh, bw, rh, rw, top, left, dst, dh, dw, scratch),
+        image_resize_region(src, y0, x0, bh, bw, rh, rw, top, left, dst, dh, dw, 0, scratch),
         HDMLP_OK);
     free(scratch);
 }
