@@ -24,7 +24,7 @@
 /* The 13 × 9 RGB image the golden values were computed from (same formula in Python). */
 static image_buf golden_src(void)
 {
-    image_buf b = {malloc(13 * 9 * 3), 9, 13, 3};
+    image_buf b = {malloc(13 * 9 * 3), 9, 13, 3, 0};
     for (uint32_t y = 0; y < 9; y++) {
         for (uint32_t x = 0; x < 13; x++) {
             for (uint32_t c = 0; c < 3; c++) {
