@@ -7,9 +7,11 @@
  * The vertical pass, a loop along rows the compiler vectorises, is also built for AVX2 where
  * the compiler has target_clones (HDMLP_HAVE_TARGET_CLONES, CMake's check) and chosen at load
  * time: 8 lanes of 32-bit products instead of SSE2's emulated ones, the same integers on
- * every path. The horizontal pass stays scalar, specialised for 3 channels: its taps start
- * at a different column for each output pixel (a transposed 8-row version, vectorised, was
- * measured slower here: the transposes cost more than the products). A flip is free: the
+ * every path. The horizontal pass, whose taps start at a different column for each output
+ * pixel, takes two output pixels of 3 channels per AVX2 step where the compiler has the
+ * intrinsics (HDMLP_HAVE_AVX2_INTRINSICS) and the CPU the instructions, scalar otherwise
+ * (and on a source's last row, which it could read past); a transposed 8-row version was
+ * measured slower here (the transposes cost more than the products). A flip is free: the
  * horizontal pass writes its columns right to left. The coefficients
  * depend on the crop's fractional position as well as on its size, so they are computed per
  * image (a few hundred values), not cached.
@@ -25,6 +27,9 @@
 #define RESIZE_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define RESIZE_CLONES
+#endif
+#ifdef HDMLP_HAVE_AVX2_INTRINSICS
+#include <immintrin.h>
 #endif
 
 #define PRECISION_BITS (32 - 8 - 2)
@@ -109,6 +114,58 @@ static uint32_t cut(double v, uint32_t limit)
     const double e = ceil(v);
     return e >= limit ? limit : (uint32_t)e;
 }
+
+#ifdef HDMLP_HAVE_AVX2_INTRINSICS
+/* The horizontal pass over one row of 3 channels with AVX2: two output pixels a step, four
+ * 32-bit lanes each (R, G, B and the next byte, weighted but never stored), the same integer
+ * sums as hpass. Each step runs to the larger of the two tap counts (the coefficients past a
+ * pixel's own count are 0), so it reads up to ksize pixels + 1 byte past a pixel's taps:
+ * only for rows with another source row after them. */
+__attribute__((target("avx2"))) static void
+hpass3_avx2(const uint8_t *in, const axis *ax, uint32_t dw, int flip, uint8_t *restrict o)
+{
+    const uint32_t *bd = ax->bounds;
+    const uint32_t ks = ax->ksize;
+    uint32_t x = 0;
+    for (; x + 2 <= dw; x += 2) {
+        const uint8_t *q0 = in + (size_t)bd[2 * x] * 3, *q1 = in + (size_t)bd[2 * x + 2] * 3;
+        const uint32_t n0 = bd[2 * x + 1], n1 = bd[2 * x + 3];
+        const uint32_t cnt = n0 > n1 ? n0 : n1;
+        const int32_t *k0 = ax->k + (size_t)x * ks, *k1 = k0 + ks;
+        __m256i acc = _mm256_set1_epi32(HALF);
+        for (uint32_t j = 0; j < cnt; j++) {
+            int32_t a, b;
+            memcpy(&a, q0 + 3 * j, 4);
+            memcpy(&b, q1 + 3 * j, 4);
+            const __m256i px = _mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, b, a));
+            const __m256i kk =
+                _mm256_setr_epi32(k0[j], k0[j], k0[j], k0[j], k1[j], k1[j], k1[j], k1[j]);
+            acc = _mm256_add_epi32(acc, _mm256_mullo_epi32(px, kk));
+        }
+        /* >> 22, then clipped to 0..255 by the two saturating packs (as clip8) */
+        __m256i v = _mm256_srai_epi32(acc, PRECISION_BITS);
+        v = _mm256_packus_epi32(v, v);
+        v = _mm256_packus_epi16(v, v);
+        const int32_t r0 = _mm256_extract_epi32(v, 0), r1 = _mm256_extract_epi32(v, 4);
+        memcpy(o + (size_t)(flip ? dw - 1 - x : x) * 3, &r0, 3);
+        memcpy(o + (size_t)(flip ? dw - 2 - x : x + 1) * 3, &r1, 3);
+    }
+    for (; x < dw; x++) {
+        const uint8_t *q = in + (size_t)bd[2 * x] * 3;
+        const int32_t *k = ax->k + (size_t)x * ks;
+        int32_t s0 = HALF, s1 = HALF, s2 = HALF;
+        for (uint32_t j = 0; j < bd[2 * x + 1]; j++, q += 3) {
+            s0 += q[0] * k[j];
+            s1 += q[1] * k[j];
+            s2 += q[2] * k[j];
+        }
+        uint8_t *d = o + (size_t)(flip ? dw - 1 - x : x) * 3;
+        d[0] = clip8(s0);
+        d[1] = clip8(s1);
+        d[2] = clip8(s2);
+    }
+}
+#endif
 
 /* The horizontal pass over one row of c channels (c = 1 or 3, the loop specialised for
  * each): output pixel x goes to column dw - 1 - x when flipped. Sums fit in 32 bits: the
@@ -214,9 +271,19 @@ int image_resize_region(const image_buf *src, double y0, double x0, double bh, d
     const size_t stride = (size_t)dw * c;
     int32_t *acc =
         (int32_t *)(((uintptr_t)(rows + (size_t)(r1 - r0) * stride) + 3) & ~(uintptr_t)3);
+#ifdef HDMLP_HAVE_AVX2_INTRINSICS
+    const int avx2 = c == 3 && __builtin_cpu_supports("avx2");
+#endif
     for (uint32_t y = r0; y < r1; y++) {
-        hpass(src->px + (size_t)y * src->w * c, c, &ax, dw, flip,
-              rows + (size_t)(y - r0) * stride);
+        const uint8_t *in = src->px + (size_t)y * src->w * c;
+        uint8_t *o = rows + (size_t)(y - r0) * stride;
+#ifdef HDMLP_HAVE_AVX2_INTRINSICS
+        if (avx2 && y + 1 < src->h) {
+            hpass3_avx2(in, &ax, dw, flip, o);
+            continue;
+        }
+#endif
+        hpass(in, c, &ax, dw, flip, o);
     }
     for (uint32_t y = 0; y < dh; y++) {
         const uint32_t ymin = ay.bounds[2 * y] - r0, cnt = ay.bounds[2 * y + 1];

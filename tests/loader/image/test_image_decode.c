@@ -106,6 +106,31 @@ Test(image_resize, window_of_resize_equals_pil)
     free(src.px);
 }
 
+/* Flipped while resampling (how the pipeline writes flipped images): the mirror image of the
+ * unflipped result, for reductions, enlargements and crops of odd and even widths. */
+Test(image_resize, flip_is_the_mirror_of_the_unflipped_result)
+{
+    image_buf src = golden_src();
+    static const uint32_t sizes[][2] = {{4, 5}, {17, 20}, {3, 4}, {9, 13}, {6, 2}, {5, 1}};
+    for (size_t t = 0; t < sizeof(sizes) / sizeof(sizes[0]); t++) {
+        const uint32_t dh = sizes[t][0], dw = sizes[t][1];
+        uint8_t a[17 * 20 * 3], b[17 * 20 * 3];
+        uint8_t *scratch = malloc(image_resize_scratch(&src, dh, dw));
+        cr_assert_eq(image_resize_region(&src, 1, 2, 7, 9, dh, dw, 0, 0, a, dh, dw, 0, scratch),
+                     HDMLP_OK);
+        cr_assert_eq(image_resize_region(&src, 1, 2, 7, 9, dh, dw, 0, 0, b, dh, dw, 1, scratch),
+                     HDMLP_OK);
+        for (uint32_t y = 0; y < dh; y++) {
+            for (uint32_t x = 0; x < dw; x++) {
+                cr_assert_arr_eq(a + (y * dw + x) * 3, b + (y * dw + dw - 1 - x) * 3, 3,
+                                 "%u x %u: pixel (%u, %u)", dw, dh, x, y);
+            }
+        }
+        free(scratch);
+    }
+    free(src.px);
+}
+
 Test(image_resize, same_size_is_a_copy)
 {
     image_buf src = golden_src();
