@@ -10,8 +10,8 @@
  * every path. The horizontal pass, whose taps start at a different column for each output
  * pixel, takes two output pixels of 3 channels per AVX2 step where the compiler has the
  * intrinsics (HDMLP_HAVE_AVX2_INTRINSICS) and the CPU the instructions, scalar otherwise
- * (and on a source's last row, which it could read past); a transposed 8-row version was
- * measured slower here (the transposes cost more than the products). A flip is free: the
+ * (and on a source's last rows, which it could read past); a transposed 8-row version and
+ * coefficient vectors made once per image were measured no faster here. A flip is free: the
  * horizontal pass writes its columns right to left. The coefficients
  * depend on the crop's fractional position as well as on its size, so they are computed per
  * image (a few hundred values), not cached.
@@ -119,8 +119,8 @@ static uint32_t cut(double v, uint32_t limit)
 /* The horizontal pass over one row of 3 channels with AVX2: two output pixels a step, four
  * 32-bit lanes each (R, G, B and the next byte, weighted but never stored), the same integer
  * sums as hpass. Each step runs to the larger of the two tap counts (the coefficients past a
- * pixel's own count are 0), so it reads up to ksize pixels + 1 byte past a pixel's taps:
- * only for rows with another source row after them. */
+ * pixel's own count are 0), so it reads up to (ksize - 1) × 3 + 1 bytes past the row's end:
+ * only for rows with at least that many bytes of the source after them. */
 __attribute__((target("avx2"))) static void
 hpass3_avx2(const uint8_t *in, const axis *ax, uint32_t dw, int flip, uint8_t *restrict o)
 {
@@ -278,7 +278,9 @@ int image_resize_region(const image_buf *src, double y0, double x0, double bh, d
         const uint8_t *in = src->px + (size_t)y * src->w * c;
         uint8_t *o = rows + (size_t)(y - r0) * stride;
 #ifdef HDMLP_HAVE_AVX2_INTRINSICS
-        if (avx2 && y + 1 < src->h) {
+        /* the vector loads read up to (ksize - 1) × 3 + 1 bytes past the row's end: in the
+         * rows after it, when there are enough of them */
+        if (avx2 && (size_t)(src->h - 1 - y) * src->w * 3 >= (size_t)ax.ksize * 3 + 1) {
             hpass3_avx2(in, &ax, dw, flip, o);
             continue;
         }

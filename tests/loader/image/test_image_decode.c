@@ -129,6 +129,24 @@ Test(image_resize, flip_is_the_mirror_of_the_unflipped_result)
         free(scratch);
     }
     free(src.px);
+    /* a source 2 pixels wide, enlarged: the taps reach its last columns on every row */
+    image_buf narrow = {malloc(2 * 9 * 3), 9, 2, 3, 0};
+    for (uint32_t i = 0; i < 2 * 9 * 3; i++) {
+        narrow.px[i] = (uint8_t)(i * 29 % 256);
+    }
+    uint8_t a[9 * 20 * 3], b[9 * 20 * 3];
+    uint8_t *scratch = malloc(image_resize_scratch(&narrow, 9, 20));
+    cr_assert_eq(image_resize_region(&narrow, 0, 0, 9, 2, 9, 20, 0, 0, a, 9, 20, 0, scratch),
+                 HDMLP_OK);
+    cr_assert_eq(image_resize_region(&narrow, 0, 0, 9, 2, 9, 20, 0, 0, b, 9, 20, 1, scratch),
+                 HDMLP_OK);
+    for (uint32_t y = 0; y < 9; y++) {
+        for (uint32_t x = 0; x < 20; x++) {
+            cr_assert_arr_eq(a + (y * 20 + x) * 3, b + (y * 20 + 19 - x) * 3, 3);
+        }
+    }
+    free(scratch);
+    free(narrow.px);
 }
 
 Test(image_resize, same_size_is_a_copy)
