@@ -8,13 +8,14 @@
  * the compiler has target_clones (HDMLP_HAVE_TARGET_CLONES, CMake's check) and chosen at load
  * time: 8 lanes of 32-bit products instead of SSE2's emulated ones, the same integers on
  * every path. The horizontal pass, whose taps start at a different column for each output
- * pixel, takes two output pixels of 3 channels per AVX2 step where the compiler has the
+ * pixel, takes two output pixels of 3 channels and two taps per AVX2 step (16-bit
+ * multiply-adds on coefficients split in two exact halves) where the compiler has the
  * intrinsics (HDMLP_HAVE_AVX2_INTRINSICS) and the CPU the instructions, scalar otherwise
- * (and on a source's last rows, which it could read past); a transposed 8-row version and
- * coefficient vectors made once per image were measured no faster here. A flip is free: the
- * horizontal pass writes its columns right to left. The coefficients
- * depend on the crop's fractional position as well as on its size, so they are computed per
- * image (a few hundred values), not cached.
+ * (and on a source's last rows, which it could read past); a transposed 8-row version was
+ * measured slower here, and 32-bit products (vpmulld, one tap a step) twice as slow. A flip is
+ * free: the horizontal pass writes its columns right to left. The coefficients depend on the
+ * crop's fractional position as well as on its size, so they are computed per image (a few
+ * hundred values), not cached.
  */
 #include "loader_image.h"
 
@@ -116,53 +117,75 @@ static uint32_t cut(double v, uint32_t limit)
 }
 
 #ifdef HDMLP_HAVE_AVX2_INTRINSICS
-/* The horizontal pass over one row of 3 channels with AVX2: two output pixels a step, four
- * 32-bit lanes each (R, G, B and the next byte, weighted but never stored), the same integer
- * sums as hpass. Each step runs to the larger of the two tap counts (the coefficients past a
- * pixel's own count are 0), so it reads up to (ksize - 1) × 3 + 1 bytes past the row's end:
- * only for rows with at least that many bytes of the source after them. */
-__attribute__((target("avx2"))) static void
-hpass3_avx2(const uint8_t *in, const axis *ax, uint32_t dw, int flip, uint8_t *restrict o)
+/* The coefficients as the AVX2 pass multiplies them: k = hi × 2^11 + lo with lo in
+ * [0, 2^11), so that both halves fit 16 bits and p × k = (p × hi) << 11 + p × lo exactly.
+ * For output pixels x, x + 1 (pair x / 2; a lone last pixel pairs with zeros) and taps 2t,
+ * 2t + 1 (past ksize: 0), two vectors of 16 int16 lanes, hi then lo: per 128-bit half (pixel
+ * x, then x + 1) the pair (k[2t], k[2t + 1]) four times. kk: (dw + 1) / 2 × ceil(ksize / 2)
+ * × 2 vectors, 32-byte aligned; made once per image, read for every row. */
+static void pairs_init(const axis *ax, uint32_t dw, int16_t *restrict kk)
+{
+    const uint32_t ks = ax->ksize, kt = (ks + 1) / 2;
+    for (uint32_t x = 0; x < dw; x += 2) {
+        for (uint32_t t = 0; t < kt; t++) {
+            int16_t *v = kk + ((size_t)(x / 2) * kt + t) * 32;
+            for (uint32_t half = 0; half < 2; half++) {
+                for (uint32_t i = 0; i < 2; i++) {
+                    const uint32_t j = 2 * t + i;
+                    const int32_t k =
+                        x + half < dw && j < ks ? ax->k[(size_t)(x + half) * ks + j] : 0;
+                    for (uint32_t l = 0; l < 4; l++) {
+                        v[half * 8 + 2 * l + i] = (int16_t)(k >> 11);
+                        v[16 + half * 8 + 2 * l + i] = (int16_t)(k & 2047);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* The horizontal pass over one row of 3 channels with AVX2: two output pixels a step (one
+ * per 128-bit half), two taps at a time: the 6 bytes of two neighbouring source pixels
+ * become the 16-bit pairs (R, R'), (G, G'), (B, B'), multiplied and pairwise summed with the
+ * two taps' coefficient halves (vpmaddwd), giving exactly hpass's 32-bit sums. Each step
+ * runs to the larger of the two tap counts, rounded up to even (coefficients past a pixel's
+ * own count are 0), so it reads up to (ksize + 2) × 3 bytes past the row's end: only for
+ * rows with at least that many bytes of the source after them. kk: pairs_init's. */
+__attribute__((target("avx2"))) static void hpass3_avx2(const uint8_t *in, const axis *ax,
+                                                        const int16_t *kk, uint32_t dw,
+                                                        int flip, uint8_t *restrict o)
 {
     const uint32_t *bd = ax->bounds;
-    const uint32_t ks = ax->ksize;
-    uint32_t x = 0;
-    for (; x + 2 <= dw; x += 2) {
-        const uint8_t *q0 = in + (size_t)bd[2 * x] * 3, *q1 = in + (size_t)bd[2 * x + 2] * 3;
-        const uint32_t n0 = bd[2 * x + 1], n1 = bd[2 * x + 3];
-        const uint32_t cnt = n0 > n1 ? n0 : n1;
-        const int32_t *k0 = ax->k + (size_t)x * ks, *k1 = k0 + ks;
-        __m256i acc = _mm256_set1_epi32(HALF);
-        for (uint32_t j = 0; j < cnt; j++) {
-            int32_t a, b;
-            memcpy(&a, q0 + 3 * j, 4);
-            memcpy(&b, q1 + 3 * j, 4);
-            const __m256i px = _mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, b, a));
-            const __m256i kk =
-                _mm256_setr_epi32(k0[j], k0[j], k0[j], k0[j], k1[j], k1[j], k1[j], k1[j]);
-            acc = _mm256_add_epi32(acc, _mm256_mullo_epi32(px, kk));
+    const uint32_t kt = (ax->ksize + 1) / 2;
+    const __m256i spread =
+        _mm256_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1, 0, -1, 3, -1,
+                         1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1);
+    for (uint32_t x = 0; x < dw; x += 2) {
+        const uint32_t x1 = x + 1 < dw ? x + 1 : x; /* a lone last pixel: itself again */
+        const uint8_t *q0 = in + (size_t)bd[2 * x] * 3, *q1 = in + (size_t)bd[2 * x1] * 3;
+        const uint32_t n0 = bd[2 * x + 1], n1 = bd[2 * x1 + 1];
+        const uint32_t nt = ((n0 > n1 ? n0 : n1) + 1) / 2;
+        const __m256i *k = (const __m256i *)(kk + (size_t)(x / 2) * kt * 32);
+        __m256i hi = _mm256_setzero_si256(), lo = _mm256_setzero_si256();
+        for (uint32_t t = 0; t < nt; t++) {
+            const __m128i a = _mm_loadl_epi64((const __m128i *)(q0 + 6 * t));
+            const __m128i b = _mm_loadl_epi64((const __m128i *)(q1 + 6 * t));
+            const __m256i px = _mm256_shuffle_epi8(
+                _mm256_inserti128_si256(_mm256_castsi128_si256(a), b, 1), spread);
+            hi = _mm256_add_epi32(hi, _mm256_madd_epi16(px, _mm256_load_si256(k + 2 * t)));
+            lo = _mm256_add_epi32(lo, _mm256_madd_epi16(px, _mm256_load_si256(k + 2 * t + 1)));
         }
+        __m256i acc = _mm256_add_epi32(_mm256_slli_epi32(hi, 11), lo);
+        acc = _mm256_add_epi32(acc, _mm256_set1_epi32(HALF));
         /* >> 22, then clipped to 0..255 by the two saturating packs (as clip8) */
         __m256i v = _mm256_srai_epi32(acc, PRECISION_BITS);
         v = _mm256_packus_epi32(v, v);
         v = _mm256_packus_epi16(v, v);
         const int32_t r0 = _mm256_extract_epi32(v, 0), r1 = _mm256_extract_epi32(v, 4);
         memcpy(o + (size_t)(flip ? dw - 1 - x : x) * 3, &r0, 3);
-        memcpy(o + (size_t)(flip ? dw - 2 - x : x + 1) * 3, &r1, 3);
-    }
-    for (; x < dw; x++) {
-        const uint8_t *q = in + (size_t)bd[2 * x] * 3;
-        const int32_t *k = ax->k + (size_t)x * ks;
-        int32_t s0 = HALF, s1 = HALF, s2 = HALF;
-        for (uint32_t j = 0; j < bd[2 * x + 1]; j++, q += 3) {
-            s0 += q[0] * k[j];
-            s1 += q[1] * k[j];
-            s2 += q[2] * k[j];
+        if (x + 1 < dw) {
+            memcpy(o + (size_t)(flip ? dw - 2 - x : x + 1) * 3, &r1, 3);
         }
-        uint8_t *d = o + (size_t)(flip ? dw - 1 - x : x) * 3;
-        d[0] = clip8(s0);
-        d[1] = clip8(s1);
-        d[2] = clip8(s2);
     }
 }
 #endif
@@ -234,7 +257,8 @@ size_t image_resize_scratch(const image_buf *src, uint32_t dh, uint32_t dw)
     const size_t tmp = (size_t)(kx > ky ? kx : ky) * sizeof(double);
     const size_t rows = (size_t)src->h * dw * src->c; /* the horizontal pass's rows */
     const size_t acc = (size_t)dw * src->c * sizeof(int32_t);
-    return coeffs + tmp + rows + acc + 64;
+    const size_t pairs = (size_t)(dw + 1) / 2 * ((kx + 1) / 2) * 64; /* pairs_init's */
+    return coeffs + tmp + rows + acc + pairs + 128;
 }
 
 int image_resize_region(const image_buf *src, double y0, double x0, double bh, double bw,
@@ -273,15 +297,19 @@ int image_resize_region(const image_buf *src, double y0, double x0, double bh, d
         (int32_t *)(((uintptr_t)(rows + (size_t)(r1 - r0) * stride) + 3) & ~(uintptr_t)3);
 #ifdef HDMLP_HAVE_AVX2_INTRINSICS
     const int avx2 = c == 3 && __builtin_cpu_supports("avx2");
+    int16_t *kk = (int16_t *)(((uintptr_t)(acc + stride) + 31) & ~(uintptr_t)31);
+    if (avx2) {
+        pairs_init(&ax, dw, kk);
+    }
 #endif
     for (uint32_t y = r0; y < r1; y++) {
         const uint8_t *in = src->px + (size_t)y * src->w * c;
         uint8_t *o = rows + (size_t)(y - r0) * stride;
 #ifdef HDMLP_HAVE_AVX2_INTRINSICS
-        /* the vector loads read up to (ksize - 1) × 3 + 1 bytes past the row's end: in the
-         * rows after it, when there are enough of them */
-        if (avx2 && (size_t)(src->h - 1 - y) * src->w * 3 >= (size_t)ax.ksize * 3 + 1) {
-            hpass3_avx2(in, &ax, dw, flip, o);
+        /* the vector loads read up to (ksize + 2) × 3 bytes past the row's end: in the rows
+         * after it, when there are enough of them */
+        if (avx2 && (size_t)(src->h - 1 - y) * src->w * 3 >= ((size_t)ax.ksize + 2) * 3) {
+            hpass3_avx2(in, &ax, kk, dw, flip, o);
             continue;
         }
 #endif
