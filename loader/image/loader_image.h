@@ -42,10 +42,12 @@ size_t image_elem_size(const struct hdmlp_image_config *ic);
 #define IMAGE_MAX_SIDE 32768u
 #define IMAGE_MAX_PIXELS (1u << 28)
 
-/* A decoded image: h × w × c bytes (c = 1 or 3), row-major, owned by the caller. */
+/* A decoded image: h × w × c bytes (c = 1 or 3), row-major, owned by the caller; or, with
+ * lent set, in the decoder's own buffer (image_decode_box), valid until its next decode. */
 typedef struct image_buf {
     uint8_t *px;
     uint32_t h, w, c;
+    int lent;
 } image_buf;
 
 typedef enum image_kind { IMAGE_JPEG = 1, IMAGE_PNG = 2, IMAGE_RAW = 3 } image_kind;
@@ -82,7 +84,9 @@ void image_buf_free(image_buf *b);
 /* Decodes the image (probed: kind, h × w) for the box {top, left, height, width} of source
  * pixels: a JPEG at 1/denom scale and, with region set, only the box's pixels
  * (image_decode_jpeg_region); box comes back in out's pixel coordinates, ready for
- * image_resize_region. The result equals a full decode's at the box. */
+ * image_resize_region. The result equals a full decode's at the box. A JPEG is decoded into
+ * the decoder's buffer (out->lent; no allocation once it has grown to the largest image),
+ * other kinds into their own. */
 int image_decode_box(image_decoder *d, const uint8_t *data, size_t size, image_kind kind,
                      uint32_t h, uint32_t w, uint32_t c_out, uint32_t denom, int region,
                      double box[4], image_buf *out);
@@ -96,6 +100,12 @@ void image_from_cmyk(image_buf *b, uint32_t c_out);
 int image_decode_jpeg_region(const uint8_t *data, size_t size, uint32_t c_out, uint32_t denom,
                              uint32_t top, uint32_t left, uint32_t height, uint32_t width,
                              image_buf *out, uint32_t *oy, uint32_t *ox);
+/* The same into *buf (*cap bytes; grown with hd_malloc when short, the caller frees it):
+ * out->lent is set. */
+int image_decode_jpeg_region_into(const uint8_t *data, size_t size, uint32_t c_out,
+                                  uint32_t denom, uint32_t top, uint32_t left, uint32_t height,
+                                  uint32_t width, uint8_t **buf, size_t *cap, image_buf *out,
+                                  uint32_t *oy, uint32_t *ox);
 
 /* torchvision's parameter rules on an h × w image (the RNG is the sample's). */
 struct fmt_rng;
@@ -111,12 +121,13 @@ void image_rng_seed(struct fmt_rng *rng, uint64_t seed, uint64_t epoch, uint64_t
 /* Resizes the box [x0, x0 + bw) × [y0, y0 + bh) of src (in src pixels; fractional after DCT
  * scaling; the source is cut to the box's whole pixels first, as torchvision crops before
  * resizing) to rh × rw with PIL's antialiased bilinear filter, and writes the window
- * [top, top + dh) × [left, left + dw) of that result into dst (dh × dw × src->c, row-major).
- * scratch: at least image_resize_scratch(src, dh, dw) bytes. */
+ * [top, top + dh) × [left, left + dw) of that result into dst (dh × dw × src->c, row-major),
+ * mirrored left to right if flip is set. scratch: at least image_resize_scratch(src, dh, dw)
+ * bytes. loader_image_resize.c. */
 size_t image_resize_scratch(const image_buf *src, uint32_t dh, uint32_t dw);
 int image_resize_region(const image_buf *src, double y0, double x0, double bh, double bw,
                         uint32_t rh, uint32_t rw, uint32_t top, uint32_t left, uint8_t *dst,
-                        uint32_t dh, uint32_t dw, uint8_t *scratch);
+                        uint32_t dh, uint32_t dw, int flip, uint8_t *scratch);
 /* Writes an h × w × c uint8 image (c == the config's channels) into out (one image of the
  * batch) in the config's layout and dtype, flipping horizontally if asked. */
 void image_store(const struct hdmlp_image_config *ic, const uint8_t *px, int flip, void *out);

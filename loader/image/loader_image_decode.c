@@ -15,6 +15,8 @@
 
 struct image_decoder {
     tjhandle tj;
+    uint8_t *buf; /* the pixels image_decode_box lends out */
+    size_t cap;
 };
 
 int image_decoder_create(image_decoder **out)
@@ -38,13 +40,16 @@ void image_decoder_free(image_decoder *d)
 {
     if (d != NULL) {
         tjDestroy(d->tj);
+        hd_free(d->buf);
         hd_free(d);
     }
 }
 
 void image_buf_free(image_buf *b)
 {
-    hd_free(b->px);
+    if (!b->lent) {
+        hd_free(b->px);
+    }
     b->px = NULL;
 }
 
@@ -179,8 +184,9 @@ static int alloc_px(image_buf *out, uint32_t h, uint32_t w, uint32_t c)
     return HDMLP_OK;
 }
 
+/* Decodes a JPEG into its own buffer, or with lend into the decoder's (out->lent). */
 static int decode_jpeg(image_decoder *d, const uint8_t *data, size_t size, uint32_t c_out,
-                       uint32_t denom, image_buf *out)
+                       uint32_t denom, int lend, image_buf *out)
 {
     int iw = 0, ih = 0, sub = 0, cs = 0;
     if (tjDecompressHeader3(d->tj, data, (unsigned long)size, &iw, &ih, &sub, &cs) != 0) {
@@ -194,9 +200,24 @@ static int decode_jpeg(image_decoder *d, const uint8_t *data, size_t size, uint3
     const int sw = TJSCALED(iw, sf), sh = TJSCALED(ih, sf);
     const int cmyk = cs == TJCS_CMYK || cs == TJCS_YCCK;
     const uint32_t c_dec = cmyk ? 4 : c_out;
-    rc = alloc_px(out, (uint32_t)sh, (uint32_t)sw, c_dec);
-    if (rc != HDMLP_OK) {
-        return rc;
+    if (lend) {
+        const size_t need = (size_t)sh * (size_t)sw * c_dec;
+        if (need > d->cap) {
+            hd_free(d->buf);
+            d->cap = 0;
+            d->buf = hd_malloc(need);
+            if (d->buf == NULL) {
+                return hd_err(HDMLP_E_NOMEM, "image: out of memory for %d x %d x %u pixels", sw,
+                              sh, c_dec);
+            }
+            d->cap = need;
+        }
+        *out = (image_buf){d->buf, (uint32_t)sh, (uint32_t)sw, c_dec, 1};
+    } else {
+        rc = alloc_px(out, (uint32_t)sh, (uint32_t)sw, c_dec);
+        if (rc != HDMLP_OK) {
+            return rc;
+        }
     }
     const int pf = cmyk ? TJPF_CMYK : (c_out == 1 ? TJPF_GRAY : TJPF_RGB);
     /* Warnings (a truncated stream filled with grey, extra bytes) fail too: a sample is
@@ -258,7 +279,7 @@ int image_decode(image_decoder *d, const uint8_t *data, size_t size, uint32_t c_
         return rc;
     }
     if (kind == IMAGE_JPEG) {
-        return decode_jpeg(d, data, size, c_out, denom, out);
+        return decode_jpeg(d, data, size, c_out, denom, 0, out);
     }
     if (kind == IMAGE_PNG) {
         return decode_png(data, size, c_out, out);
@@ -290,10 +311,13 @@ int image_decode_box(image_decoder *d, const uint8_t *data, size_t size, image_k
         const double b = ceil(y0 + bh), r = ceil(x0 + bw);
         const uint32_t bottom = b >= sh ? sh : (uint32_t)b, right = r >= sw ? sw : (uint32_t)r;
         uint32_t oy = 0, ox = 0;
-        rc = image_decode_jpeg_region(data, size, c_out, denom, top, left, bottom - top,
-                                      right - left, out, &oy, &ox);
+        rc = image_decode_jpeg_region_into(data, size, c_out, denom, top, left, bottom - top,
+                                           right - left, &d->buf, &d->cap, out, &oy, &ox);
         y0 -= oy;
         x0 -= ox;
+    } else if (kind == IMAGE_JPEG) {
+        memset(out, 0, sizeof(*out));
+        rc = decode_jpeg(d, data, size, c_out, denom, 1, out);
     } else {
         rc = image_decode(d, data, size, c_out, denom, out);
     }

@@ -77,6 +77,22 @@ int image_decode_jpeg_region(const uint8_t *data, size_t size, uint32_t c_out, u
                              uint32_t top, uint32_t left, uint32_t height, uint32_t width,
                              image_buf *out, uint32_t *oy, uint32_t *ox)
 {
+    uint8_t *buf = NULL;
+    size_t cap = 0;
+    const int rc = image_decode_jpeg_region_into(data, size, c_out, denom, top, left, height,
+                                                 width, &buf, &cap, out, oy, ox);
+    if (rc != HDMLP_OK) {
+        hd_free(buf);
+    }
+    out->lent = 0; /* the buffer is the caller's now */
+    return rc;
+}
+
+int image_decode_jpeg_region_into(const uint8_t *data, size_t size, uint32_t c_out,
+                                  uint32_t denom, uint32_t top, uint32_t left, uint32_t height,
+                                  uint32_t width, uint8_t **buf, size_t *cap, image_buf *out,
+                                  uint32_t *oy, uint32_t *ox)
+{
     struct jpeg_decompress_struct ci;
     jerr e;
     uint8_t *volatile px = NULL;
@@ -88,7 +104,6 @@ int image_decode_jpeg_region(const uint8_t *data, size_t size, uint32_t c_out, u
     e.msg[0] = '\0';
     if (setjmp(e.jb)) {
         jpeg_destroy_decompress(&ci);
-        hd_free(px);
         return hd_err(HDMLP_E_CORRUPT, "JPEG: %s", e.msg);
     }
     jpeg_create_decompress(&ci);
@@ -127,12 +142,19 @@ int image_decode_jpeg_region(const uint8_t *data, size_t size, uint32_t c_out, u
         x0 = 0;
     }
     const uint32_t nc = (uint32_t)ci.output_components;
-    px = hd_malloc((size_t)(height + 1) * cw * nc); /* + a row to read the last one into */
-    if (px == NULL) {
-        jpeg_destroy_decompress(&ci);
-        return hd_err(HDMLP_E_NOMEM, "image: out of memory for %u x %u pixels", (unsigned)cw,
-                      height);
+    const size_t need = (size_t)(height + 1) * cw * nc; /* + a row to read the last one into */
+    if (need > *cap) {
+        hd_free(*buf);
+        *cap = 0;
+        *buf = hd_malloc(need);
+        if (*buf == NULL) {
+            jpeg_destroy_decompress(&ci);
+            return hd_err(HDMLP_E_NOMEM, "image: out of memory for %u x %u pixels",
+                          (unsigned)cw, height);
+        }
+        *cap = need;
     }
+    px = *buf;
     if (top > 0 && jpeg_skip_scanlines(&ci, top) != top) {
         snprintf(e.msg, sizeof(e.msg), "cannot skip to row %u", top);
         longjmp(e.jb, 1);
@@ -163,6 +185,7 @@ int image_decode_jpeg_region(const uint8_t *data, size_t size, uint32_t c_out, u
     out->h = height;
     out->w = (uint32_t)cw;
     out->c = nc;
+    out->lent = 1;
     if (cmyk) {
         image_from_cmyk(out, c_out);
     }

@@ -81,8 +81,8 @@ static int decode_one(const image_pipe *p, decode_ctx *c, const uint8_t *data, s
         return rc;
     }
     *dct = denom > 1;
-    const int direct =
-        ic->dtype == HDMLP_DTYPE_UINT8 && ic->layout == HDMLP_LAYOUT_NHWC && !flip;
+    /* uint8 NHWC: resampled straight into the batch, flipped by the resampling itself. */
+    const int direct = ic->dtype == HDMLP_DTYPE_UINT8 && ic->layout == HDMLP_LAYOUT_NHWC;
     rc = grow(&c->scratch, &c->scratch_cap, image_resize_scratch(&img, ic->height, ic->width));
     if (rc == HDMLP_OK && !direct) {
         rc = grow(&c->tmp, &c->tmp_cap, (size_t)ic->height * ic->width * ic->channels);
@@ -90,7 +90,7 @@ static int decode_one(const image_pipe *p, decode_ctx *c, const uint8_t *data, s
     if (rc == HDMLP_OK) {
         uint8_t *dst = direct ? out : c->tmp;
         rc = image_resize_region(&img, box[0], box[1], box[2], box[3], rh, rw, top, left, dst,
-                                 ic->height, ic->width, c->scratch);
+                                 ic->height, ic->width, direct && flip, c->scratch);
         if (rc == HDMLP_OK && !direct) {
             image_store(ic, dst, flip, out);
         }

@@ -20,7 +20,7 @@ All three produce uint8 images of 224x224 (HWC for hdmlp, CHW for the PIL ones: 
 is free in both). --count stops after that many images (0 = one whole epoch).
 
 Prints one JSON line: wall seconds from creating the iterator to the last image, images,
-images/s, hdmlp's loader stats (bytes_read, decode/read rates, the thread split), and the
+images/s, (hdmlp) the process's CPU seconds per image over the same span (all its threads), hdmlp's loader stats (bytes_read, decode/read rates, the thread split), and the
 peak anonymous + shared memory of the process's memory cgroup (workers_bench.MemSampler).
 """
 import argparse
@@ -69,7 +69,7 @@ def run_hdmlp(args):
                                  epochs=1, **kwargs)
     dl = ht.DataLoader(ds, batch_size=None, num_workers=args.workers)
     ds.set_epoch(0)
-    n, t0, splits = 0, time.perf_counter(), []
+    n, t0, c0, splits = 0, time.perf_counter(), time.process_time(), []
     for x, y in dl:
         n += len(y)
         assert x.dtype == torch.uint8 and x.shape[0] == len(y)
@@ -78,9 +78,11 @@ def run_hdmlp(args):
             splits.append((st["io_threads_active"], st["decode_threads_active"]))
         if args.count and n >= args.count:
             break
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     st = ds.stats() or {}
     out = {"wall": wall, "images": n, "images_per_s": n / wall, "stall": dl.stall_seconds}
+    if args.mode == "hdmlp":  # every thread of the pipeline is in this process
+        out["cpu_s_per_image"] = cpu / n
     out.update({k: st.get(k) for k in (
         "bytes_read", "read_ops", "images_decoded", "decode_failures", "dct_scaled",
         "decode_busy_ns", "decode_rate", "read_rate", "io_threads_active",

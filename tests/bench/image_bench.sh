@@ -8,7 +8,8 @@
 #
 #   sudo tests/bench/image_bench.sh [--build DIR] [--out DIR] [--work DIR] [--keep-data]
 #                                   [--count 4000] [--subset 4000] [--repeat 2] [--small]
-#                                   [--sections "warm split cold"]
+#                                   [--train 20000] [--sections "warm split cold floor"]
+#                                   [--compare-build DIR]
 #
 # Data: 20,000 train crops (mean ~105 KiB, ~450 x 390 px, 19 classes; image_data.py,
 # which needs mate-backgrounds and python3-skimage: installed here with apt-get when
@@ -22,8 +23,20 @@
 # Cold, regime A: one whole epoch of a --subset-image subset (every 5th file) per
 # contender, caches dropped, cell memory = 25 % of the subset's bytes + 768 MiB for the
 # Python processes (one figure for all; the disk bytes in the table show what each read).
-# --small: --count 1500, --subset 1500, 1 round. --sections: which parts run (warm:
-# the contenders warm; split: the thread splits; cold: regime A).
+# Floor (issue 29): on the photographs and on a set of small JPEGs (image_data.py --small:
+# quality 90, 4:2:0, 360-500 px, ~20-40 KiB), in the same run and interleaved, round by
+# round: libjpeg-turbo alone decoding the same --count files on 2 threads (jpeg_floor.c,
+# built here; the decode-only floor of these cores under their current load), the hdmlp
+# pipeline on the pack of those files, and ImageFolder (W = 2); the report gives the
+# pipeline's share of the floor and its ratio to ImageFolder, by wall time (what these cores
+# gave each under the load of the moment: on a busy machine a contender with more runnable
+# threads gets a larger share) and by CPU time per image (load-independent: jpeg_floor's
+# one-thread CPU time against the pipeline process's, consumer and I/O included).
+# --compare-build DIR: the pipeline of another build (its python/ directory) too, as
+# "hdmlp-base", interleaved with the others (before/after a change, in one run).
+# --small: --count 1500, --subset 1500, 1 round. --train: training images per set (val is a
+# tenth). --sections: which parts run (warm: the contenders warm; split: the thread splits;
+# cold: regime A; floor: floor, pipeline and ImageFolder on both sets).
 # Writes OUT/results.jsonl and OUT/table.txt (image_report.py renders it).
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -35,13 +48,17 @@ WORK=${TMPDIR:-/var/tmp}/hdmlp-image-bench
 COUNT=4000
 SUBSET=4000
 REPEAT=2
-SECTIONS="warm split cold"
+SECTIONS="warm split cold floor"
+TRAIN=20000
+BASE_BUILD=
 while [ $# -gt 0 ]; do
     case $1 in
     --sections) SECTIONS=${2:?}; shift 2 ;;
     --count) COUNT=${2:?}; shift 2 ;;
     --subset) SUBSET=${2:?}; shift 2 ;;
     --repeat) REPEAT=${2:?}; shift 2 ;;
+    --train) TRAIN=${2:?}; shift 2 ;;
+    --compare-build) BASE_BUILD=${2:?}; shift 2 ;;
     *) bench_option "$@"; shift "$BENCH_SHIFT" ;;
     esac
 done
@@ -68,23 +85,26 @@ if [ ${#missing[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" \
         >"$OUT/logs/apt.log" 2>&1 || die "apt-get install ${missing[*]} failed (see $OUT/logs/apt.log)"
 fi
-if [ "$(cat "$WORK/data.done" 2>/dev/null)" != "20000 2000 1" ]; then
-    log "making the dataset (image_data.py: 20,000 + 2,000 JPEGs)"
+VAL=$((TRAIN / 10))
+if [ "$(cat "$WORK/data.done" 2>/dev/null)" != "$TRAIN $VAL 1" ]; then
+    log "making the dataset (image_data.py: $TRAIN + $VAL JPEGs)"
     rm -rf "$WORK/data"
-    nice -n 5 "$PY" "$HERE/image_data.py" "$WORK/data" --train 20000 --val 2000 --seed 1 -j 2 \
-        >"$OUT/logs/image_data.log" || die "image_data.py failed"
-    echo "20000 2000 1" >"$WORK/data.done"
+    nice -n 5 "$PY" "$HERE/image_data.py" "$WORK/data" --train "$TRAIN" --val "$VAL" --seed 1 \
+        -j 2 >"$OUT/logs/image_data.log" || die "image_data.py failed"
+    echo "$TRAIN $VAL 1" >"$WORK/data.done"
 fi
 cat "$OUT/logs/image_data.log" 2>/dev/null >&2
+want() { case " $SECTIONS " in *" $1 "*) return 0 ;; esac; return 1; }
 pack orig "$WORK/data/train" 64
-if [ ! -f "$WORK/prep/index" ] || [ "$WORK/prep" -ot "$WORK/orig/index" ]; then
+# the prepared pack and its files (warm), the subset (cold): made only for those sections
+if want warm && { [ ! -f "$WORK/prep/index" ] || [ "$WORK/prep" -ot "$WORK/orig/index" ]; }; then
     log "packing prep (--image-max-side 256 --image-quality 90)"
     "$PACK" --chunk-size 64 --seed "$PACK_SEED" --compress none --threads 2 --quiet --force \
         --image-max-side 256 --image-quality 90 -o "$WORK/prep" "$WORK/data/train" ||
         die "packing prep failed"
 fi
 # prep_files DIR DATASET: the dataset's samples as files under DIR/KEY (ImageFolder's input)
-if [ ! -f "$WORK/prep_files.done" ]; then
+if want warm && [ ! -f "$WORK/prep_files.done" ]; then
     log "extracting the prepared JPEGs for ImageFolder"
     rm -rf "$WORK/prep_files"
     "$PY" - "$WORK/prep" "$WORK/prep_files" <<'EOF' || die "extracting prep failed"
@@ -100,7 +120,7 @@ EOF
     touch "$WORK/prep_files.done"
 fi
 # the cold subset: every 5th training file (hard links), packed
-if [ "$(cat "$WORK/sub.done" 2>/dev/null)" != "$SUBSET" ]; then
+if want cold && [ "$(cat "$WORK/sub.done" 2>/dev/null)" != "$SUBSET" ]; then
     rm -rf "$WORK/sub" "$WORK/sub_ds"
     (cd "$WORK/data/train" && find . -type f -name '*.jpg' | LC_ALL=C sort | awk 'NR % 5 == 1' |
         head -n "$SUBSET" | while read -r f; do
@@ -108,8 +128,11 @@ if [ "$(cat "$WORK/sub.done" 2>/dev/null)" != "$SUBSET" ]; then
         done)
     echo "$SUBSET" >"$WORK/sub.done"
 fi
-pack sub_ds "$WORK/sub" 64
-sub_bytes=$(find "$WORK/sub" -type f -printf '%s\n' | awk '{ s += $1 } END { print s }')
+sub_bytes=0
+if want cold; then
+    pack sub_ds "$WORK/sub" 64
+    sub_bytes=$(find "$WORK/sub" -type f -printf '%s\n' | awk '{ s += $1 } END { print s }')
+fi
 orig_bytes=$(find "$WORK/data/train" -type f -printf '%s\n' | awk '{ s += $1 } END { print s }')
 
 RES=$OUT/results.jsonl
@@ -120,7 +143,7 @@ mem_for() { # 25 % of a dataset's bytes + 256 MiB for the loader's 224x224 outpu
     # half its budget, and with + 160 MiB a loop holding one batch ran out of budget)
     echo $(($1 / 4 + (256 << 20)))
 }
-prep_bytes=$(du -sb "$WORK/prep" | cut -f1)
+prep_bytes=$(du -sb "$WORK/prep" 2>/dev/null | cut -f1)
 
 # record SECTION TAG JSON-LINE
 record() {
@@ -129,7 +152,6 @@ record() {
 warm_files() { find "$@" -type f -print0 | xargs -0 cat >/dev/null; }
 
 # ---- warm ---------------------------------------------------------------------------------
-want() { case " $SECTIONS " in *" $1 "*) return 0 ;; esac; return 1; }
 if want warm || want split; then
     log "warming the page cache"
     warm_files "$WORK/data/train" "$WORK/prep_files" "$WORK/orig" "$WORK/prep"
@@ -163,6 +185,60 @@ for round in $(seq 1 "$REPEAT"); do
         record split "$split" "$(last_json "$OUT/logs/split-$split-$round.out")"
     done
 done
+
+# ---- floor: libjpeg-turbo alone vs the pipeline vs ImageFolder, both sets ------------------
+if want floor; then
+    if [ "$(cat "$WORK/small.done" 2>/dev/null)" != "$TRAIN 2" ]; then
+        log "making the small set (image_data.py --small: $TRAIN JPEGs)"
+        rm -rf "$WORK/small"
+        nice -n 5 "$PY" "$HERE/image_data.py" "$WORK/small" --small --train "$TRAIN" --val 0 \
+            --seed 2 -j 2 >"$OUT/logs/image_data_small.log" || die "image_data.py --small failed"
+        echo "$TRAIN 2" >"$WORK/small.done"
+    fi
+    pack small_ds "$WORK/small/train" 64
+    FLOOR=$OUT/jpeg_floor
+    cc -O2 -pthread -o "$FLOOR" "$HERE/jpeg_floor.c" -lturbojpeg -ljpeg || die "cannot build jpeg_floor"
+    for set in photos small; do
+        case $set in
+        photos) dir=$WORK/data/train ds=$WORK/orig ;;
+        small) dir=$WORK/small/train ds=$WORK/small_ds ;;
+        esac
+        # the files the floor decodes: a sample of COUNT across the set (every k-th)
+        (cd "$dir" && find . -type f -name '*.jpg' | LC_ALL=C sort) >"$OUT/files-$set.txt"
+        total=$(wc -l <"$OUT/files-$set.txt")
+        step=$((total / COUNT > 1 ? total / COUNT : 1))
+        awk -v s="$step" -v d="$dir" 'NR % s == 0 { print d "/" substr($0, 3) }' \
+            "$OUT/files-$set.txt" | head -n "$COUNT" >"$OUT/floor-$set.txt"
+    done
+    dir_bytes() { find "$1" -type f -printf '%s\n' | awk '{ s += $1 } END { print s }'; }
+    bytes_photos=$(dir_bytes "$WORK/data/train")
+    bytes_small=$(dir_bytes "$WORK/small/train")
+    log "warming the page cache (floor)"
+    warm_files "$WORK/data/train" "$WORK/small/train" "$WORK/orig" "$WORK/small_ds"
+    for round in $(seq 1 "$REPEAT"); do
+        for set in photos small; do
+            case $set in
+            photos) dir=$WORK/data/train ds=$WORK/orig b=$bytes_photos ;;
+            small) dir=$WORK/small/train ds=$WORK/small_ds b=$bytes_small ;;
+            esac
+            for who in floor hdmlp ${BASE_BUILD:+hdmlp-base} imagefolder; do
+                tag=$set:$who
+                log "floor round $round/$REPEAT: $who on $set (load $(loadavg))"
+                case $who in
+                floor) nice -n 5 "$FLOOR" 2 <"$OUT/floor-$set.txt" ;;
+                hdmlp) nice -n 5 "${DRIVE[@]}" hdmlp "$ds" --memory "$(mem_for "$b")" \
+                    --count "$COUNT" ;;
+                hdmlp-base) PYTHONPATH="$BASE_BUILD/python" nice -n 5 "${DRIVE[@]}" hdmlp "$ds" \
+                    --memory "$(mem_for "$b")" --count "$COUNT" ;;
+                imagefolder) nice -n 5 "${DRIVE[@]}" imagefolder "$dir" --workers 2 \
+                    --count "$COUNT" ;;
+                esac >"$OUT/logs/floor-$set-$who-$round.out" 2>"$OUT/logs/floor-$set-$who-$round.err" ||
+                    log "  failed: $(tail -1 "$OUT/logs/floor-$set-$who-$round.err")"
+                record floor "$tag" "$(last_json "$OUT/logs/floor-$set-$who-$round.out")"
+            done
+        done
+    done
+fi
 
 # ---- cold, regime A ---------------------------------------------------------------------
 prewarm() { :; }

@@ -12,10 +12,13 @@ area; crop area 8-100 % of the source, aspect ratio 3/4..4/3, log-uniform), resi
 that its longer side is 400-500 px (uniform), flipped in half of the cases, and saved as
 JPEG with 4:4:4 chroma at quality 100 (40 %) or 90-99: an ImageNet-like spread of sizes
 (mean ~110 KiB, ~450 px; these photographs are smooth, so it takes high qualities).
+With --small, the small set instead: the longer side 360-500 px and every JPEG at quality
+90 with 4:2:0 chroma (PIL's default), ~20-40 KiB each: the size of web-scale training images.
 Layout: OUT/train/CLASS/NNNNNN.jpg and OUT/val/CLASS/NNNNNN.jpg, the ImageFolder layout.
 Deterministic for --seed. Prints the size statistics at the end.
 
     python3 tests/bench/image_data.py OUT [--train 20000] [--val 2000] [--seed 1] [-j 2]
+                                          [--small]
 """
 import argparse
 import glob
@@ -51,8 +54,8 @@ def _init(paths):
 
 
 def _make(job):
-    """job = (path, class index, seed); returns the file's size and dimensions."""
-    path, cls, seed = job
+    """job = (path, class index, seed, small); returns the file's size and dimensions."""
+    path, cls, seed, small = job
     rng = np.random.default_rng(seed)
     src = _SRC[cls]
     sw, sh = src.size
@@ -67,12 +70,15 @@ def _make(job):
         w, h = min(sw, sh), min(sw, sh)
     x = int(rng.integers(0, sw - w + 1))
     y = int(rng.integers(0, sh - h + 1))
-    longer = int(rng.integers(400, 501))
+    longer = int(rng.integers(360, 501) if small else rng.integers(400, 501))
     f = longer / max(w, h)
     size = (max(1, int(round(w * f))), max(1, int(round(h * f))))
     im = src.crop((x, y, x + w, y + h)).resize(size, Image.BICUBIC)
     if rng.random() < 0.5:
         im = im.transpose(Image.FLIP_LEFT_RIGHT)
+    if small:
+        im.save(path, quality=90)  # 4:2:0
+        return os.path.getsize(path), size
     q = 100 if rng.random() < QUALITY_100 else int(rng.integers(90, 100))
     im.save(path, quality=q, subsampling=0)  # 4:4:4
     return os.path.getsize(path), size
@@ -85,6 +91,7 @@ def main():
     ap.add_argument("--val", type=int, default=2000)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("-j", "--jobs", type=int, default=2)
+    ap.add_argument("--small", action="store_true", help="quality 90, 4:2:0, 360-500 px")
     a = ap.parse_args()
     paths = sources()
     if len(paths) < 2:
@@ -105,7 +112,7 @@ def main():
         seeds = rng.integers(0, 2**63, size=n)
         for i in range(n):
             path = os.path.join(a.out, split, names[cls[i]], "%06d.jpg" % i)
-            jobs.append((path, int(cls[i]), int(seeds[i])))
+            jobs.append((path, int(cls[i]), int(seeds[i]), a.small))
     with Pool(a.jobs, initializer=_init, initargs=(paths,)) as pool:
         res = pool.map(_make, jobs, chunksize=64)
     sizes = np.array([r[0] for r in res], float)

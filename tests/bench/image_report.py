@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Renders image_bench.sh's results.jsonl: warm images/s (medians over rounds) with ratios
-to ImageFolder on the same bytes, throughput vs the loader's thread split, and the cold
-epoch in regime A.
+to ImageFolder on the same bytes, throughput vs the loader's thread split, the cold
+epoch in regime A, and the decode floor (libjpeg-turbo alone on 2 threads) beside the
+pipeline and ImageFolder on both image sets, with the ratios.
 
     image_report.py OUT/results.jsonl
 """
@@ -28,6 +29,18 @@ def main():
     def ips(section, tag):
         return med([(r["result"] or {}).get("images_per_s") for r in by.get((section, tag), [])])
 
+    sections = {s for (s, _) in by}
+    if "warm" in sections:
+        warm(by, ips)
+    if "split" in sections:
+        split(by, ips)
+    if "floor" in sections:
+        floor(by, ips, med)
+    if "A" in sections:
+        cold(by, meta, med)
+
+
+def warm(by, ips):
     print("\nwarm: images/s to 224x224 RandomResizedCrop + flip uint8 batches (median)")
     print(f"{'contender':<34}{'images/s':>10}{'vs ImageFolder':>16}")
     names = {"hdmlp:orig": "hdmlp pipeline, original JPEGs",
@@ -44,6 +57,9 @@ def main():
             tag == "hdmlp:prep" and v and orig) else ""
         print(f"{label:<34}{v or 0:>10.1f}{ratio:>16}{extra}")
 
+
+
+def split(by, ips):
     print("\nthread split (hdmlp pipeline, original JPEGs, warm; I/O:decode threads)")
     splits = {t: ips("split", t) for (s, t) in by if s == "split"}
     manual = {t: v for t, v in splits.items() if not t.endswith(":0") and v}
@@ -56,6 +72,43 @@ def main():
                         for x in last)
         print(f"  {t:<5} {what:<7}{v or 0:>9.1f} images/s  {ratio}  (split at the end: {act})")
 
+
+
+def floor(by, ips, med):
+    print("\nfloor: the same files, the same 2 cores, the same run (median of rounds; "
+          "floor = libjpeg-turbo alone decoding to RGB on 2 threads, jpeg_floor.c)")
+    print("(of floor: wall images/s over the floor's; cpu: the floor's CPU s/image over "
+          "the pipeline process's; entropy: its share of a full decode)")
+    print(f"{'set':<8}{'who':<12}{'images/s':>10}{'of floor':>10}{'cpu':>7}{'vs IF':>8}"
+          f"{'ms cpu/img':>12}  rounds (of floor)")
+
+    def col(st, who, key):
+        return med([(r["result"] or {}).get(key) for r in by.get(("floor", f"{st}:{who}"), [])])
+
+    for st in ("photos", "small"):
+        fl, imf = ips("floor", st + ":floor"), ips("floor", st + ":imagefolder")
+        fl_cpu = col(st, "floor", "cpu_s_per_image")
+        ent = col(st, "floor", "entropy_s_per_image")
+        for who in ("floor", "hdmlp", "hdmlp-base", "imagefolder"):
+            v = ips("floor", f"{st}:{who}")
+            if v is None:
+                continue
+            cpu = col(st, who, "cpu_s_per_image")
+            of = f"{v / fl:.2f}" if fl else "-"
+            cpu_r = f"{fl_cpu / cpu:.2f}" if (cpu and fl_cpu and who != "floor") else "-"
+            vs = f"{v / imf:.2f}" if imf else "-"
+            per = [((a["result"] or {}).get("images_per_s"), (b["result"] or {}).get(
+                "images_per_s")) for a, b in zip(by.get(("floor", f"{st}:{who}"), []),
+                                                 by.get(("floor", st + ":floor"), []))]
+            rounds = ", ".join(f"{h / f:.2f}" for h, f in per if h and f)
+            extra = (f"  (per core {1 / fl_cpu:.0f}/s; entropy {ent / fl_cpu:.0%} of a decode)"
+                     if who == "floor" and fl_cpu and ent else "")
+            print(f"{st:<8}{who:<12}{v:>10.1f}{of:>10}{cpu_r:>7}{vs:>8}"
+                  f"{(f'{cpu * 1e3:.2f}' if cpu else '-'):>12}  {rounds}{extra}")
+
+
+
+def cold(by, meta, med):
     print("\ncold epoch in the cell, regime A (150 read ops/s + 400 MB/s), subset of "
           f"{meta.get('subset')} images ({(meta.get('subset_bytes') or 0) / 1e6:.0f} MB)")
     print(f"{'contender':<22}{'wall s':>9}{'images/s':>10}{'vs IF':>8}{'disk MB':>10}"

@@ -105,7 +105,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     void *out = malloc(image_out_bytes(ic));
     check(scratch && px && out, "memory");
     if (image_resize_region(&b, box[0], box[1], box[2], box[3], rh, rw, top, left, px,
-                            ic->height, ic->width, scratch) == HDMLP_OK) {
+                            ic->height, ic->width, 0, scratch) == HDMLP_OK) {
         image_store(ic, px, (sel & 64) != 0, out);
     }
     free(scratch);

@@ -24,7 +24,7 @@
 /* The 13 × 9 RGB image the golden values were computed from (same formula in Python). */
 static image_buf golden_src(void)
 {
-    image_buf b = {malloc(13 * 9 * 3), 9, 13, 3};
+    image_buf b = {malloc(13 * 9 * 3), 9, 13, 3, 0};
     for (uint32_t y = 0; y < 9; y++) {
         for (uint32_t x = 0; x < 13; x++) {
             for (uint32_t c = 0; c < 3; c++) {
@@ -42,7 +42,7 @@ static void resize(const image_buf *src, double y0, double x0, double bh, double
 {
     uint8_t *scratch = malloc(image_resize_scratch(src, dh, dw));
     cr_assert_eq(
-        image_resize_region(src, y0, x0, bh, bw, rh, rw, top, left, dst, dh, dw, scratch),
+        image_resize_region(src, y0, x0, bh, bw, rh, rw, top, left, dst, dh, dw, 0, scratch),
         HDMLP_OK);
     free(scratch);
 }
@@ -104,6 +104,49 @@ Test(image_resize, window_of_resize_equals_pil)
     resize(&src, 0, 0, 9, 13, 4, 5, 1, 1, got, 2, 3);
     cr_assert_arr_eq(got, want, 18);
     free(src.px);
+}
+
+/* Flipped while resampling (how the pipeline writes flipped images): the mirror image of the
+ * unflipped result, for reductions, enlargements and crops of odd and even widths. */
+Test(image_resize, flip_is_the_mirror_of_the_unflipped_result)
+{
+    image_buf src = golden_src();
+    static const uint32_t sizes[][2] = {{4, 5}, {17, 20}, {3, 4}, {9, 13}, {6, 2}, {5, 1}};
+    for (size_t t = 0; t < sizeof(sizes) / sizeof(sizes[0]); t++) {
+        const uint32_t dh = sizes[t][0], dw = sizes[t][1];
+        uint8_t a[17 * 20 * 3], b[17 * 20 * 3];
+        uint8_t *scratch = malloc(image_resize_scratch(&src, dh, dw));
+        cr_assert_eq(image_resize_region(&src, 1, 2, 7, 9, dh, dw, 0, 0, a, dh, dw, 0, scratch),
+                     HDMLP_OK);
+        cr_assert_eq(image_resize_region(&src, 1, 2, 7, 9, dh, dw, 0, 0, b, dh, dw, 1, scratch),
+                     HDMLP_OK);
+        for (uint32_t y = 0; y < dh; y++) {
+            for (uint32_t x = 0; x < dw; x++) {
+                cr_assert_arr_eq(a + (y * dw + x) * 3, b + (y * dw + dw - 1 - x) * 3, 3,
+                                 "%u x %u: pixel (%u, %u)", dw, dh, x, y);
+            }
+        }
+        free(scratch);
+    }
+    free(src.px);
+    /* a source 2 pixels wide, enlarged: the taps reach its last columns on every row */
+    image_buf narrow = {malloc(2 * 9 * 3), 9, 2, 3, 0};
+    for (uint32_t i = 0; i < 2 * 9 * 3; i++) {
+        narrow.px[i] = (uint8_t)(i * 29 % 256);
+    }
+    uint8_t a[9 * 20 * 3], b[9 * 20 * 3];
+    uint8_t *scratch = malloc(image_resize_scratch(&narrow, 9, 20));
+    cr_assert_eq(image_resize_region(&narrow, 0, 0, 9, 2, 9, 20, 0, 0, a, 9, 20, 0, scratch),
+                 HDMLP_OK);
+    cr_assert_eq(image_resize_region(&narrow, 0, 0, 9, 2, 9, 20, 0, 0, b, 9, 20, 1, scratch),
+                 HDMLP_OK);
+    for (uint32_t y = 0; y < 9; y++) {
+        for (uint32_t x = 0; x < 20; x++) {
+            cr_assert_arr_eq(a + (y * 20 + x) * 3, b + (y * 20 + 19 - x) * 3, 3);
+        }
+    }
+    free(scratch);
+    free(narrow.px);
 }
 
 Test(image_resize, same_size_is_a_copy)
