@@ -38,18 +38,31 @@ static void report(rpc_shm *s)
     }
 }
 
+/* Whether rpc_shm_stop asked the thread to end (it sets the flag, then rings the wake
+ * eventfd). */
+static int shm_stopping(rpc_shm *s)
+{
+    pthread_mutex_lock(&s->lock);
+    const int stop = s->stop;
+    pthread_mutex_unlock(&s->lock);
+    return stop;
+}
+
 static void *shm_main(void *arg)
 {
     rpc_shm *s = arg;
     const uint64_t timeout_ns = (uint64_t)s->t->cfg.peer_timeout_ms * 1000000ull;
     int wait_ms = 0;
     for (;;) {
+        /* Checked before each wait as well as after it: handling EV_WAKE drains the wake
+         * eventfd, and a stop rung while this thread handled an earlier batch would
+         * otherwise be drained with it and wait out the peer timeout unseen. */
+        if (shm_stopping(s)) {
+            return NULL;
+        }
         struct epoll_event ev[32];
         const int n = epoll_wait(s->ep, ev, 32, wait_ms);
-        pthread_mutex_lock(&s->lock);
-        const int stop = s->stop;
-        pthread_mutex_unlock(&s->lock);
-        if (stop) {
+        if (shm_stopping(s)) {
             return NULL;
         }
         for (int i = 0; i < n; i++) {
