@@ -41,7 +41,7 @@ target_extra() {
             -lspng -lm -lpthread)
     fi
     if [ "$1" = image ]; then # the image pipeline's decode and augmentation
-        extra=(-I loader/image loader/image/loader_image_{decode,jpeg,aug,config}.c -lturbojpeg -ljpeg -lspng
+        extra=(-I loader/image loader/image/loader_image_{decode,jpeg,aug,config,resize}.c -lturbojpeg -ljpeg -lspng
             -lm)
     fi
 }
