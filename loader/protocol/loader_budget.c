@@ -135,14 +135,21 @@ int budget_lend(loader_budget *b, uint64_t bytes)
     return HDMLP_OK;
 }
 
+/* Takes bytes off *have (lent or borrowed bytes coming back), refused when more than it
+ * holds; move and held name the move and what *have counts in the message. */
+static int give_back(uint64_t *have, uint64_t bytes, const char *move, const char *held)
+{
+    if (bytes > *have) {
+        return hd_err(HDMLP_E_RANGE, "budget: %llu bytes cannot %s: %llu are %s",
+                      (unsigned long long)bytes, move, (unsigned long long)*have, held);
+    }
+    *have -= bytes;
+    return HDMLP_OK;
+}
+
 int budget_reclaim(loader_budget *b, uint64_t bytes)
 {
-    if (bytes > b->lent) {
-        return hd_err(HDMLP_E_RANGE, "budget: %llu bytes cannot come back: %llu are lent",
-                      (unsigned long long)bytes, (unsigned long long)b->lent);
-    }
-    b->lent -= bytes;
-    return HDMLP_OK;
+    return give_back(&b->lent, bytes, "come back", "lent");
 }
 
 int budget_borrow(loader_budget *b, uint64_t bytes)
@@ -158,12 +165,7 @@ int budget_borrow(loader_budget *b, uint64_t bytes)
 
 int budget_repay(loader_budget *b, uint64_t bytes)
 {
-    if (bytes > b->borrowed) {
-        return hd_err(HDMLP_E_RANGE, "budget: %llu bytes cannot be repaid: %llu are borrowed",
-                      (unsigned long long)bytes, (unsigned long long)b->borrowed);
-    }
-    b->borrowed -= bytes;
-    return HDMLP_OK;
+    return give_back(&b->borrowed, bytes, "be repaid", "borrowed");
 }
 
 uint64_t budget_lent(const loader_budget *b) { return b->lent; }
