@@ -415,7 +415,11 @@ int fmt_index_decode(const void *buf, size_t size, fmt_index *out)
 
 void fmt_index_sample(const fmt_index *ix, uint64_t i, fmt_sample *out)
 {
-    const uint8_t *r = ix->samples + i * FMT_SAMPLE_REC_LEN;
+    fmt_sample_record(ix->samples + i * FMT_SAMPLE_REC_LEN, out);
+}
+
+void fmt_sample_record(const uint8_t *r, fmt_sample *out)
+{
     out->offset = fmt_ld64(r);
     out->stored_len = fmt_ld64(r + 8);
     out->raw_len = fmt_ld64(r + 16);

@@ -3,6 +3,7 @@
  * Internal header: not installed.
  *
  * Layering (a file calls only those below it; .ci/check_layers.py fails on a call circle):
+ *   fmt_table.c (sample tables: a chunk's sample records, version 1 over the index)
  *   fmt_index.c (index encode/decode), fmt_chunk.c (chunk headers; reads index records)
  *   fmt_codec.c (sample checksums and zstd codecs)
  *   format/base/ (hd_base.h: allocation and the thread-local error detail)
@@ -139,6 +140,82 @@ void fmt_index_sample(const fmt_index *ix, uint64_t i, fmt_sample *out);
 void fmt_index_chunk(const fmt_index *ix, uint64_t c, fmt_chunk *out);
 void fmt_index_segment(const fmt_index *ix, uint32_t s, fmt_segment *out);
 void fmt_index_label(const fmt_index *ix, uint32_t l, fmt_label *out);
+
+/* Decodes one sample record (FMT_SAMPLE_REC_LEN bytes; FORMAT.md: samples section). */
+void fmt_sample_record(const uint8_t *rec, fmt_sample *out);
+
+/* ---- sample tables -------------------------------------------------------------------- */
+/*
+ * A chunk's sample table: the records of its n_c samples, record t describing slot t (sample
+ * cK + t), in the samples section's encoding. What a reader holds per sample is got a chunk
+ * at a time through a table source (fmt_tables), never by indexing the samples section: in
+ * version 1 a table is a view into the index (records cK .. cK+n_c-1, contiguous), a later
+ * version may read a chunk's table from storage into the caller's buffer and check it.
+ */
+typedef struct fmt_table {
+    const uint8_t *rec; /* n × FMT_SAMPLE_REC_LEN bytes */
+    uint64_t chunk;
+    uint64_t first; /* the sample record 0 describes: chunk × K */
+    uint32_t n;     /* n_c: K, or the remainder for the last chunk */
+} fmt_table;
+
+/* The fields of slot t's record (t < n; FORMAT.md: samples section) read in place. */
+static inline const uint8_t *fmt_table_rec(const fmt_table *t, uint32_t slot)
+{
+    return t->rec + (size_t)slot * FMT_SAMPLE_REC_LEN;
+}
+static inline uint64_t fmt_rec_offset(const uint8_t *r) { return fmt_ld64(r); }
+static inline uint64_t fmt_rec_stored_len(const uint8_t *r) { return fmt_ld64(r + 8); }
+static inline uint64_t fmt_rec_raw_len(const uint8_t *r) { return fmt_ld64(r + 16); }
+static inline uint64_t fmt_table_offset(const fmt_table *t, uint32_t slot)
+{
+    return fmt_rec_offset(fmt_table_rec(t, slot));
+}
+static inline uint64_t fmt_table_stored_len(const fmt_table *t, uint32_t slot)
+{
+    return fmt_rec_stored_len(fmt_table_rec(t, slot));
+}
+static inline uint64_t fmt_table_raw_len(const fmt_table *t, uint32_t slot)
+{
+    return fmt_rec_raw_len(fmt_table_rec(t, slot));
+}
+/* Decodes slot t's record (t < n). */
+static inline void fmt_table_sample(const fmt_table *t, uint32_t slot, fmt_sample *out)
+{
+    fmt_sample_record(fmt_table_rec(t, slot), out);
+}
+
+/* A source of sample tables: chosen by whoever opens the dataset (the dataset, by its
+ * version), handed to the loader's modules, which never read the samples section. */
+typedef struct fmt_tables {
+    /* Chunk `chunk`'s table into *out. `buf` holds `cap` bytes the call may fill (at least
+     * `scratch` below; NULL when scratch is 0). The view is valid while the source lives
+     * and `buf` is neither reused nor freed. HDMLP_E_RANGE for a chunk ≥ C; a source that
+     * reads tables also its read and checksum errors (HDMLP_E_IO, HDMLP_E_CORRUPT). Thread-
+     * safe for distinct buffers. */
+    int (*get)(void *ctx, uint64_t chunk, void *buf, size_t cap, fmt_table *out);
+    /* The sum of the m largest raw lengths of the dataset (1 ≤ m; the raw bytes when m ≥ N),
+     * or UINT64_MAX out of memory: the budget's batches (loader_sizing.c). Version 1 scans
+     * every record; a version with per-chunk tables answers from its chunk records. */
+    uint64_t (*raw_top_sum)(void *ctx, uint64_t m);
+    void *ctx;
+    size_t scratch; /* bytes of buffer a get needs: 0 when views point into memory held */
+} fmt_tables;
+
+/* Version 1: views into ix's samples section (zero-copy, scratch 0; buf is not used). The
+ * source borrows ix, which must outlive it. */
+fmt_tables fmt_index_tables(const fmt_index *ix);
+/* Version 1's get, directly: chunk c's records cK .. cK+n_c-1. HDMLP_E_RANGE for c ≥ C. */
+int fmt_index_table(const fmt_index *ix, uint64_t c, fmt_table *out);
+/* Version 1's raw_top_sum: a scan of every record (a min-heap of the m largest). */
+uint64_t fmt_index_raw_top_sum(const fmt_index *ix, uint64_t m);
+
+/* Chunk `chunk`'s table from source ts (ts->get). */
+static inline int fmt_tables_get(const fmt_tables *ts, uint64_t chunk, void *buf, size_t cap,
+                                 fmt_table *out)
+{
+    return ts->get(ts->ctx, chunk, buf, cap, out);
+}
 
 /* Everything needed to encode an index. Arrays are not owned. */
 typedef struct fmt_index_build {

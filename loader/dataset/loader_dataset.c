@@ -118,6 +118,43 @@ static void ds_decoder_put(hdmlp_dataset *ds, fmt_decoder *d)
     pthread_mutex_unlock(&p->pool_lock);
     fmt_decoder_free(d);
 }
+int ds_table(const hdmlp_dataset *ds, uint64_t c, void *buf, size_t cap, fmt_table *out)
+{
+    return fmt_tables_get(&ds->tables, c, buf, cap, out);
+}
+
+/* A buffer for one table of ds's source: NULL with *rc OK when it needs none. */
+static void *ds_table_buf(const hdmlp_dataset *ds, int *rc)
+{
+    *rc = HDMLP_OK;
+    if (ds->tables.scratch == 0) {
+        return NULL;
+    }
+    void *buf = hd_malloc(ds->tables.scratch);
+    if (buf == NULL) {
+        *rc = hd_err(HDMLP_E_NOMEM, "cannot allocate %zu bytes for a sample table",
+                     ds->tables.scratch);
+    }
+    return buf;
+}
+
+int ds_sample_record(const hdmlp_dataset *ds, uint64_t index, fmt_sample *out)
+{
+    int rc;
+    void *buf = ds_table_buf(ds, &rc);
+    if (rc != HDMLP_OK) {
+        return rc;
+    }
+    const uint64_t c = index / ds->ix.h.chunk_size;
+    fmt_table t;
+    rc = ds_table(ds, c, buf, ds->tables.scratch, &t);
+    if (rc == HDMLP_OK) {
+        fmt_table_sample(&t, (uint32_t)(index - t.first), out);
+    }
+    hd_free(buf);
+    return rc;
+}
+
 uint64_t hdmlp_dataset_sample_count(const hdmlp_dataset *ds) { return ds->ix.h.n_samples; }
 uint32_t hdmlp_dataset_chunk_size(const hdmlp_dataset *ds) { return ds->ix.h.chunk_size; }
 uint64_t hdmlp_dataset_chunk_count(const hdmlp_dataset *ds) { return ds->ix.h.n_chunks; }
@@ -156,7 +193,10 @@ int hdmlp_dataset_sample_info(const hdmlp_dataset *ds, uint64_t index, hdmlp_sam
                       (ull)ds->ix.h.n_samples);
     }
     fmt_sample s;
-    fmt_index_sample(&ds->ix, index, &s);
+    const int rc = ds_sample_record(ds, index, &s);
+    if (rc != HDMLP_OK) {
+        return rc;
+    }
     info->index = index;
     info->chunk = index / ds->ix.h.chunk_size;
     info->slot = (uint32_t)(index % ds->ix.h.chunk_size);
@@ -177,15 +217,27 @@ int hdmlp_dataset_find_key(const hdmlp_dataset *ds, const char *key, size_t key_
     }
     const fmt_index *ix = &ds->ix;
     if (key_size <= FMT_MAX_KEY_LEN) {
-        for (uint64_t i = 0; i < ix->h.n_samples; i++) {
-            const uint8_t *r = ix->samples + i * FMT_SAMPLE_REC_LEN;
-            if (fmt_ld16(r + 36) != key_size) {
-                continue;
+        int rc;
+        void *buf = ds_table_buf(ds, &rc);
+        for (uint64_t c = 0; rc == HDMLP_OK && c < ix->h.n_chunks; c++) {
+            fmt_table t;
+            rc = ds_table(ds, c, buf, ds->tables.scratch, &t);
+            for (uint32_t j = 0; rc == HDMLP_OK && j < t.n; j++) {
+                const uint8_t *r = fmt_table_rec(&t, j);
+                if (fmt_ld16(r + 36) != key_size) {
+                    continue;
+                }
+                if (key_size == 0 ||
+                    memcmp(ix->strings + fmt_ld32(r + 32), key, key_size) == 0) {
+                    *index = t.first + j;
+                    hd_free(buf);
+                    return HDMLP_OK;
+                }
             }
-            if (key_size == 0 || memcmp(ix->strings + fmt_ld32(r + 32), key, key_size) == 0) {
-                *index = i;
-                return HDMLP_OK;
-            }
+        }
+        hd_free(buf);
+        if (rc != HDMLP_OK) {
+            return rc;
         }
     }
     return hd_err(HDMLP_E_NOTFOUND, "find_key: no sample with key \"%.*s\"",
@@ -204,7 +256,10 @@ int hdmlp_dataset_read_sample(hdmlp_dataset *ds, uint64_t index, void *buf, size
                       (ull)ds->ix.h.n_samples);
     }
     fmt_sample s;
-    fmt_index_sample(&ds->ix, index, &s);
+    int rc = ds_sample_record(ds, index, &s);
+    if (rc != HDMLP_OK) {
+        return rc;
+    }
     const uint64_t c = index / ds->ix.h.chunk_size;
     fmt_chunk ch;
     fmt_index_chunk(&ds->ix, c, &ch);
@@ -218,7 +273,6 @@ int hdmlp_dataset_read_sample(hdmlp_dataset *ds, uint64_t index, void *buf, size
     }
     char path[DS_PATH_MAX];
     const uint64_t off = ch.offset + s.offset;
-    int rc;
     if (s.codec == FMT_CODEC_NONE) {
         /* Stored bytes are the raw bytes: read in place, then verify. */
         rc = ds_pread_full(ds, ch.segment, buf, s.stored_len, off);
@@ -285,7 +339,8 @@ int hdmlp_dataset_verify(hdmlp_dataset *ds,
         return hd_err(HDMLP_E_NOMEM, "verify: cannot allocate %llu bytes", (ull)max_len);
     }
     char path[DS_PATH_MAX];
-    int rc = HDMLP_OK;
+    int rc;
+    void *tbuf = ds_table_buf(ds, &rc);
     for (uint64_t c = 0; c < ix->h.n_chunks && rc == HDMLP_OK; c++) {
         fmt_chunk ch;
         fmt_index_chunk(ix, c, &ch);
@@ -300,11 +355,15 @@ int hdmlp_dataset_verify(hdmlp_dataset *ds,
             rc = hd_err_wrap(rc, "%s: ", path);
             break;
         }
-        const uint64_t first = c * ix->h.chunk_size;
-        for (uint32_t j = 0; j < ch.n_samples; j++) {
+        fmt_table t;
+        rc = ds_table(ds, c, tbuf, ds->tables.scratch, &t);
+        if (rc != HDMLP_OK) {
+            break;
+        }
+        for (uint32_t j = 0; j < t.n; j++) {
             fmt_sample s;
-            fmt_index_sample(ix, first + j, &s);
-            rc = fmt_sample_verify(first + j, &s, buf + s.offset);
+            fmt_table_sample(&t, j, &s);
+            rc = fmt_sample_verify(t.first + j, &s, buf + s.offset);
             if (rc != HDMLP_OK) {
                 ds_segment_path(ds, ch.segment, path, sizeof(path));
                 rc = hd_err_wrap(rc, "%s: chunk %llu: ", path, (ull)c);
@@ -315,6 +374,7 @@ int hdmlp_dataset_verify(hdmlp_dataset *ds,
             progress(arg, c + 1, ix->h.n_chunks);
         }
     }
+    hd_free(tbuf);
     hd_free(buf);
     return rc;
 }

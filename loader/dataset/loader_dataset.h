@@ -14,7 +14,10 @@ struct hdmlp_dataset {
     char *path;      /* dataset directory, or URL (no trailing '/') of a remote one */
     void *index_map; /* mmap of DIR/index (or heap copy); owned */
     size_t index_size;
-    fmt_index ix;            /* validated view of index_map */
+    fmt_index ix; /* validated view of index_map */
+    /* Where every per-sample record is read from, a chunk's table at a time (format.h:
+     * fmt_tables), chosen at open by the index's version: version 1, views into ix. */
+    fmt_tables tables;
     int *seg_fd;             /* n_segments buffered fds, -1 until first use */
     int *seg_fd_direct;      /* n_segments O_DIRECT fds, -1 until first use */
     pthread_mutex_t fd_lock; /* also guards conn */
@@ -36,6 +39,16 @@ static inline void ds_segment_path(const hdmlp_dataset *ds, uint32_t s, char *bu
 /* Reads exactly len bytes at off from segment s (a local file or a remote object), with
  * errors naming the segment. Thread-safe. */
 int ds_read(hdmlp_dataset *ds, uint32_t s, void *buf, uint64_t len, uint64_t off);
+
+/* Chunk c's sample table through ds->tables: buf holds cap ≥ ds->tables.scratch bytes (NULL
+ * when that is 0); the view is valid while the dataset is open and buf lives. HDMLP_E_RANGE
+ * for c ≥ C, a table source's read and checksum errors. Thread-safe. */
+int ds_table(const hdmlp_dataset *ds, uint64_t c, void *buf, size_t cap, fmt_table *out);
+
+/* Sample index's record (index < N) through its chunk's table (a buffer of the source's
+ * scratch size is allocated when it needs one). HDMLP_E_NOMEM, ds_table's errors. Thread-
+ * safe. */
+int ds_sample_record(const hdmlp_dataset *ds, uint64_t index, fmt_sample *out);
 
 /* Remote datasets (loader_dataset_remote.c): the store, its connections and the index
  * (a heap copy in index_map); the segments' sizes; one read; closing. */

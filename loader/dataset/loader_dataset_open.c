@@ -191,6 +191,8 @@ static int ds_open_checked(ds_private *p, const char *path, int remote,
     if (rc != HDMLP_OK) {
         return hd_err_wrap(rc, "%s: ", path);
     }
+    /* Version 1, the only one: a chunk's sample records are a view into the index. */
+    ds->tables = fmt_index_tables(&ds->ix);
     const uint32_t n_seg = ds->ix.h.n_segments;
     ds->seg_fd = hd_malloc((size_t)n_seg * sizeof(int));
     ds->seg_fd_direct = hd_malloc((size_t)n_seg * sizeof(int));

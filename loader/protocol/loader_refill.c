@@ -117,26 +117,25 @@ static void add_range(range_acc *a, uint64_t lo, uint64_t hi, int direct,
     a->n++;
 }
 
-/* The stored range of sample `index` (FORMAT.md: samples section, offsets 0 and 8). */
-static void sample_range(const fmt_index *ix, uint64_t index, uint64_t *off, uint64_t *len)
+/* The stored range of the i-th sample of r (its record's offsets 0 and 8). */
+static void sample_range(const refill_reads *r, uint32_t i, uint64_t *off, uint64_t *len)
 {
-    const uint8_t *r = ix->samples + index * FMT_SAMPLE_REC_LEN;
-    *off = fmt_ld64(r);
-    *len = fmt_ld64(r + 8);
+    const uint8_t *rec = refill_reads_rec(r, i);
+    *off = fmt_rec_offset(rec);
+    *len = fmt_rec_stored_len(rec);
 }
 
 /* Merges the requested samples' ranges into `a` and decides whole vs ranges. */
-static int plan_shape(const fmt_index *ix, const fmt_chunk *ch, uint64_t chunk,
-                      const uint32_t *slots, uint32_t n, hdmlp_refill mode,
+static int plan_shape(const fmt_chunk *ch, const refill_reads *rd, hdmlp_refill mode,
                       const refill_cost *cost, int direct, range_acc *a)
 {
-    const uint64_t base = chunk * ix->h.chunk_size;
+    const uint32_t n = rd->n;
     const double us_per_byte = byte_price(cost);
     const double merge_op_us = op_price(cost);
     if (mode != HDMLP_REFILL_WHOLE) {
         for (uint32_t i = 0; i < n; i++) {
             uint64_t off, len;
-            sample_range(ix, base + slots[i], &off, &len);
+            sample_range(rd, i, &off, &len);
             add_range(a, ch->offset + off, ch->offset + off + len, direct, us_per_byte,
                       merge_op_us, cost->max_request);
         }
@@ -163,7 +162,7 @@ static int plan_shape(const fmt_index *ix, const fmt_chunk *ch, uint64_t chunk,
     return whole;
 }
 
-void refill_plan_shape(const fmt_index *ix, uint64_t chunk, const uint32_t *slots, uint32_t n,
+void refill_plan_shape(const fmt_index *ix, uint64_t chunk, const refill_reads *r,
                        hdmlp_refill mode, const refill_cost *cost, int direct,
                        refill_shape *out)
 {
@@ -171,15 +170,16 @@ void refill_plan_shape(const fmt_index *ix, uint64_t chunk, const uint32_t *slot
     fmt_index_chunk(ix, chunk, &ch);
     range_acc a;
     memset(&a, 0, sizeof(a));
-    out->whole = plan_shape(ix, &ch, chunk, slots, n, mode, cost, direct, &a);
+    out->whole = plan_shape(&ch, r, mode, cost, direct, &a);
     out->n_ranges = a.n;
     out->requests = a.requests;
     out->buf_len = a.buf_len;
 }
 
-int refill_plan_build(const fmt_index *ix, uint64_t chunk, const uint32_t *slots, uint32_t n,
+int refill_plan_build(const fmt_index *ix, uint64_t chunk, const refill_reads *rd,
                       hdmlp_refill mode, const refill_cost *cost, int direct, refill_plan *out)
 {
+    const uint32_t n = rd->n;
     memset(out, 0, sizeof(*out));
     fmt_chunk ch;
     fmt_index_chunk(ix, chunk, &ch);
@@ -193,15 +193,14 @@ int refill_plan_build(const fmt_index *ix, uint64_t chunk, const uint32_t *slots
     range_acc a;
     memset(&a, 0, sizeof(a));
     a.out = out->ranges;
-    out->whole = plan_shape(ix, &ch, chunk, slots, n, mode, cost, direct, &a);
+    out->whole = plan_shape(&ch, rd, mode, cost, direct, &a);
     out->n_ranges = a.n;
     out->requests = a.requests;
     out->buf_len = a.buf_len;
-    const uint64_t base = chunk * ix->h.chunk_size;
     uint32_t r = 0;
     for (uint32_t i = 0; i < n; i++) {
         uint64_t off, len;
-        sample_range(ix, base + slots[i], &off, &len);
+        sample_range(rd, i, &off, &len);
         if (out->whole) {
             out->sample_pos[i] = off;
             continue;

@@ -44,9 +44,25 @@ typedef struct refill_cost {
     double mb_us_doubt;
 } refill_cost;
 
-/* Plans reading `n` samples of `chunk` at in-chunk slots `slots` (strictly increasing).
- * HDMLP_E_NOMEM on allocation failure. */
-int refill_plan_build(const fmt_index *ix, uint64_t chunk, const uint32_t *slots, uint32_t n,
+/* The samples a refill reads, n of them in increasing slot order, and where their records
+ * are (FORMAT.md: samples section; only the stored ranges are read): with `slots`, `rec` is
+ * the chunk's sample table (fmt_table.rec) and sample i is slot slots[i]; with slots NULL,
+ * `rec` holds the n samples' own records back to back (a job's copies). The index gives the
+ * chunk's record only. */
+typedef struct refill_reads {
+    const uint8_t *rec;
+    const uint32_t *slots;
+    uint32_t n;
+} refill_reads;
+
+/* The record of the i-th sample of r. */
+static inline const uint8_t *refill_reads_rec(const refill_reads *r, uint32_t i)
+{
+    return r->rec + (size_t)(r->slots != NULL ? r->slots[i] : i) * FMT_SAMPLE_REC_LEN;
+}
+
+/* Plans reading the samples `r` of `chunk`. HDMLP_E_NOMEM on allocation failure. */
+int refill_plan_build(const fmt_index *ix, uint64_t chunk, const refill_reads *r,
                       hdmlp_refill mode, const refill_cost *cost, int direct, refill_plan *out);
 void refill_plan_free(refill_plan *p);
 
@@ -59,7 +75,7 @@ typedef struct refill_shape {
 
 /* What refill_plan_build would read (whole, ranges, bytes), without allocating: the
  * forecast's per-miss count. */
-void refill_plan_shape(const fmt_index *ix, uint64_t chunk, const uint32_t *slots, uint32_t n,
+void refill_plan_shape(const fmt_index *ix, uint64_t chunk, const refill_reads *r,
                        hdmlp_refill mode, const refill_cost *cost, int direct,
                        refill_shape *out);
 /* What a shape costs under `cost`'s cautious prices (us). */

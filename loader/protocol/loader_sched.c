@@ -3,8 +3,6 @@
 
 #include <string.h>
 
-uint64_t sched_sample_size(const sched *s, uint64_t x) { return sched_raw(s, x); }
-
 uint64_t sched_group_of_chunk(const sched *s, uint64_t chunk) { return s->group[chunk]; }
 
 void sched_prefetch(const sched *s, uint64_t x)
@@ -42,6 +40,9 @@ int sched_create(const fmt_index *ix, const sched_params *p, sched **out)
                       p->pool_unit, ix->h.chunk_size, p->rank, p->world,
                       (unsigned long long)p->abstract_chunks);
     }
+    if (p->tables.get == NULL) {
+        return hd_err(HDMLP_E_INVAL, "scheduler: no sample table source");
+    }
     if (c > UINT32_MAX) {
         return hd_err(HDMLP_E_RANGE, "scheduler: %llu chunks (at most 2^32 - 1)",
                       (unsigned long long)c);
@@ -66,7 +67,9 @@ int sched_create(const fmt_index *ix, const sched_params *p, sched **out)
     s->group = sched_alloc(s, c, sizeof(uint32_t), 0);
     s->load = sched_alloc(s, s->k, sizeof(uint32_t), 0);
     s->place = sched_alloc(s, s->k, sizeof(uint64_t), 0);
-    int ok = s->slot && s->group && s->load && s->place;
+    s->tab_buf = p->tables.scratch != 0 ? sched_alloc(s, p->tables.scratch, 1, 0) : NULL;
+    int ok = s->slot && s->group && s->load && s->place &&
+             (s->tab_buf != NULL || p->tables.scratch == 0);
     /* Each order keeps only its own state: the strict order the unfilled bits, the Brand
      * refill (strict, not clairvoyant) its masks, counts and chunk orders, the pool and the
      * clairvoyant policy a stack of the owner's free slots and their own (*_create). */
@@ -125,6 +128,7 @@ void sched_free(sched *s)
     hd_free(s->fill);
     hd_free(s->load);
     hd_free(s->place);
+    hd_free(s->tab_buf);
     pool_free(s);
     due_free(s);
     hd_free(s->free_ids);
@@ -298,6 +302,10 @@ int sched_request(sched *s, uint64_t x, sched_step *out)
                       t, (unsigned long long)g, (unsigned long long)x);
     }
     const uint64_t cc = choose_chunk(s, g, t);
+    const int rc = sched_table(s, cc);
+    if (rc != HDMLP_OK) {
+        return rc;
+    }
     uint64_t *u = s->unfilled + cc * s->w;
     const uint64_t base = cc * s->k;
     slot_rec *gs = s->slot + g * s->k;
@@ -312,8 +320,7 @@ int sched_request(sched *s, uint64_t x, sched_step *out)
             if (i == t) {
                 continue;
             }
-            const uint64_t sz = sched_raw(s, base + i);
-            const uint64_t charge = loader_sample_charge(sz);
+            const uint64_t charge = loader_sample_charge(sched_raw(s, i));
             if (s->p.slot_cap_bytes != 0 && s->slot_bytes + charge > s->p.slot_cap_bytes) {
                 continue;
             }
@@ -332,8 +339,9 @@ int sched_request(sched *s, uint64_t x, sched_step *out)
     mark_filled(s, g, cc, t);
     out->hit = 0;
     out->sample = base + t;
-    out->size = sched_raw(s, base + t);
+    out->size = sched_raw(s, t);
     out->chunk = cc;
+    out->table = &s->tab;
     out->n_fill = n_fill;
     out->fillable = fillable;
     /* What is read: the fill set with the delivered slot merged in, each to its slot. */

@@ -67,6 +67,9 @@ typedef struct sched_params {
     uint32_t pool_unit;    /* pool: samples per read unit, 1..K */
     uint64_t window_bytes; /* clairvoyant: the largest read (stored bytes); 0 = a chunk */
     uint32_t rank, world;  /* pool, clairvoyant: the owner (groups g, g % world == rank) */
+    /* Where a miss gets its chunk's sample records (raw sizes, stored ranges): borrowed,
+     * must outlive the scheduler. The scheduler reads no other per-sample record. */
+    fmt_tables tables;
 } sched_params;
 
 typedef struct sched_step {
@@ -80,17 +83,21 @@ typedef struct sched_step {
     const uint64_t *load_place; /* miss: the slot id each goes to; the delivered sample is
                                    then taken from `slot`. Both valid until the next
                                    sched_request */
+    const fmt_table *table;     /* miss: the chunk's sample table (p.tables), valid until the
+                                   next sched_request: the read plan's and the samples' records */
     uint32_t n_fill;   /* strict miss: samples kept in slots (delivered one excluded) */
     uint32_t fillable; /* strict miss: |fill set| before the byte cap, delivered included */
 } sched_step;
 
-/* Creates a scheduler over a validated index. HDMLP_E_INVAL / E_NOMEM. */
+/* Creates a scheduler over a validated index (its header and chunk records; the samples'
+ * records come from p->tables). HDMLP_E_INVAL / E_NOMEM. */
 int sched_create(const fmt_index *ix, const sched_params *p, sched **out);
 void sched_free(sched *s);
 /* Starts epoch `epoch`: all slots must be empty (HDMLP_E_STATE otherwise). */
 int sched_begin_epoch(sched *s, uint64_t epoch);
 /* Decides request x (a sample index whose location is the request's). HDMLP_E_STATE if
- * the protocol's counting invariant is broken (x requested twice in an epoch). */
+ * the protocol's counting invariant is broken (x requested twice in an epoch); a miss whose
+ * table the source cannot give fails with the source's error, nothing decided. */
 int sched_request(sched *s, uint64_t x, sched_step *out);
 
 /* How n samples of chunk are read: strict, as configured; pool, all of a chunk whole and a
@@ -114,7 +121,5 @@ uint64_t sched_slots_occupied(const sched *s);
 uint64_t sched_slot_bytes(const sched *s);
 /* The sample held by abstract slot g*K+t, or UINT64_MAX when it is empty. */
 uint64_t sched_holder(const sched *s, uint64_t slot);
-/* Raw size of sample x (kept by the scheduler for locality). */
-uint64_t sched_sample_size(const sched *s, uint64_t x);
 
 #endif

@@ -107,38 +107,36 @@ static int unfilled(const sched *s, uint64_t c, uint32_t t)
     return (s->unfilled[c * s->w + t / 64] >> (t % 64)) & 1;
 }
 
-/* Stored offset (in the chunk) and end of in-chunk slot t of chunk c (FORMAT.md: samples
- * section, offsets 0 and 8). */
-static uint64_t stored_off(const sched *s, uint64_t c, uint32_t t)
+/* Stored offset (in the chunk) and end of in-chunk slot t of the miss's chunk, from its
+ * table (s->tab). */
+static uint64_t stored_off(const sched *s, uint32_t t) { return fmt_table_offset(&s->tab, t); }
+
+static uint64_t stored_end(const sched *s, uint32_t t)
 {
-    return fmt_ld64(s->ix->samples + (c * s->k + t) * FMT_SAMPLE_REC_LEN);
+    const uint8_t *r = fmt_table_rec(&s->tab, t);
+    return fmt_rec_offset(r) + fmt_rec_stored_len(r);
 }
 
-static uint64_t stored_end(const sched *s, uint64_t c, uint32_t t)
-{
-    const uint8_t *r = s->ix->samples + (c * s->k + t) * FMT_SAMPLE_REC_LEN;
-    return fmt_ld64(r) + fmt_ld64(r + 8);
-}
-
-/* The window [*lo, *hi] of e (n increasing in-chunk slots, t among them at index it) that
- * holds t and the most others within `width` stored bytes; ties: shortest, then first. */
-static void best_window(const sched *s, uint64_t c, const uint32_t *e, uint32_t n, uint32_t it,
+/* The window [*lo, *hi] of e (n increasing in-chunk slots of the miss's chunk, t among them
+ * at index it) that holds t and the most others within `width` stored bytes; ties:
+ * shortest, then first. */
+static void best_window(const sched *s, const uint32_t *e, uint32_t n, uint32_t it,
                         uint64_t width, uint32_t *lo, uint32_t *hi)
 {
-    const uint64_t end_t = stored_end(s, c, e[it]);
+    const uint64_t end_t = stored_end(s, e[it]);
     uint32_t b = it, best_n = 0;
     uint64_t best_span = UINT64_MAX;
     *lo = *hi = it;
     for (uint32_t a = 0; a <= it; a++) {
-        const uint64_t start = stored_off(s, c, e[a]);
+        const uint64_t start = stored_off(s, e[a]);
         if (end_t - start > width) {
             continue; /* the window could not hold t */
         }
-        while (b + 1 < n && stored_end(s, c, e[b + 1]) - start <= width) {
+        while (b + 1 < n && stored_end(s, e[b + 1]) - start <= width) {
             b++;
         }
         const uint32_t count = b - a + 1;
-        const uint64_t span = stored_end(s, c, e[b]) - start;
+        const uint64_t span = stored_end(s, e[b]) - start;
         if (count > best_n || (count == best_n && span < best_span)) {
             best_n = count;
             best_span = span;
@@ -163,12 +161,13 @@ static void sort_by_due(const sched *s, uint32_t *v, uint32_t n)
     }
 }
 
-static void hold(sched *s, uint64_t x, uint64_t id)
+/* Keeps sample x of raw size raw in slot id. */
+static void hold(sched *s, uint64_t x, uint64_t raw, uint64_t id)
 {
-    s->slot[id] = (slot_rec){x, sched_raw(s, x)};
+    s->slot[id] = (slot_rec){x, raw};
     held_put(s, x, id);
     s->occupied++;
-    s->slot_bytes += loader_sample_charge(sched_raw(s, x));
+    s->slot_bytes += loader_sample_charge(raw);
 }
 
 static void release(sched *s, uint64_t x, uint64_t id, sched_step *out)
@@ -204,6 +203,10 @@ int due_request(sched *s, uint64_t x, sched_step *out)
             "scheduler: sample %llu was already delivered this epoch (requested twice?)",
             (unsigned long long)x);
     }
+    const int rc = sched_table(s, c);
+    if (rc != HDMLP_OK) {
+        return rc;
+    }
     /* Candidates: t and the chunk's samples due within the horizon, unread this epoch. */
     const uint64_t until = sampler_pos(&s->due_order, x) + s->horizon;
     const uint32_t m = sched_chunk_samples(s, c);
@@ -221,7 +224,7 @@ int due_request(sched *s, uint64_t x, sched_step *out)
     }
     const uint64_t width = s->p.window_bytes != 0 ? s->p.window_bytes : UINT64_MAX;
     uint32_t lo, hi;
-    best_window(s, c, s->elig, n, it, width, &lo, &hi);
+    best_window(s, s->elig, n, it, width, &lo, &hi);
     /* Keep the window's others, soonest first, while the slots and the byte cap allow. */
     uint32_t *keep = s->elig + lo;
     uint32_t n_keep = 0;
@@ -234,11 +237,11 @@ int due_request(sched *s, uint64_t x, sched_step *out)
     sort_by_due(s, keep, n_keep);
     uint32_t kept = 0;
     for (; kept < n_keep && s->occupied < s->hold_cap; kept++) {
-        const uint64_t sz = loader_sample_charge(sched_raw(s, c * s->k + keep[kept]));
+        const uint64_t sz = loader_sample_charge(sched_raw(s, keep[kept]));
         if (s->p.slot_cap_bytes != 0 && s->slot_bytes + sz > s->p.slot_cap_bytes) {
             break;
         }
-        hold(s, c * s->k + keep[kept], s->free_ids[--s->n_free]);
+        hold(s, c * s->k + keep[kept], sz, s->free_ids[--s->n_free]);
     }
     /* What is read, in slot order: the kept samples and t, each to its slot. */
     keep[kept] = t;
@@ -252,7 +255,7 @@ int due_request(sched *s, uint64_t x, sched_step *out)
         keep[j] = v;
     }
     const uint64_t id = s->free_ids[--s->n_free]; /* one stays free (hold_cap) */
-    hold(s, x, id);
+    hold(s, x, sched_raw(s, t), id);
     for (uint32_t i = 0; i < n_keep; i++) {
         s->load[i] = keep[i];
         s->place[i] = held_find(s, c * s->k + keep[i]);
@@ -261,6 +264,7 @@ int due_request(sched *s, uint64_t x, sched_step *out)
     release(s, x, id, out);
     out->hit = 0;
     out->chunk = c;
+    out->table = &s->tab;
     out->n_load = n_keep;
     out->load_slot = s->load;
     out->load_place = s->place;

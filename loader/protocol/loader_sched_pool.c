@@ -50,7 +50,8 @@ void pool_begin_epoch(sched *s, uint64_t epoch)
     sched_free_all_owned(s);
 }
 
-/* Reads the next unit into the pool when it has room (or is empty). Returns 1 if it did. */
+/* Reads the next unit into the pool when it has room (or is empty). Returns 1 if it did, 0
+ * if not, or the table source's error. */
 static int pool_load(sched *s, sched_step *out)
 {
     if (s->next_unit == s->n_units) {
@@ -61,9 +62,13 @@ static int pool_load(sched *s, sched_step *out)
     const uint32_t t0 = (uint32_t)(u % s->parts) * s->p.pool_unit;
     const uint32_t m = sched_chunk_samples(s, c);
     const uint32_t t1 = t0 + s->p.pool_unit < m ? t0 + s->p.pool_unit : m;
+    const int rc = sched_table(s, c);
+    if (rc != HDMLP_OK) {
+        return rc;
+    }
     uint64_t bytes = 0;
     for (uint32_t t = t0; t < t1; t++) {
-        bytes += loader_sample_charge(sched_raw(s, c * s->k + t));
+        bytes += loader_sample_charge(sched_raw(s, t));
     }
     const int room = s->n_free >= t1 - t0 &&
                      (s->p.slot_cap_bytes == 0 || s->slot_bytes + bytes <= s->p.slot_cap_bytes);
@@ -74,7 +79,7 @@ static int pool_load(sched *s, sched_step *out)
     for (uint32_t t = t0; t < t1; t++) {
         const uint64_t id = s->free_ids[--s->n_free];
         const uint64_t x = c * s->k + t;
-        s->slot[id] = (slot_rec){x, sched_raw(s, x)};
+        s->slot[id] = (slot_rec){x, sched_raw(s, t)};
         s->live[s->n_live++] = id;
         s->load[t - t0] = t;
         s->place[t - t0] = id;
@@ -82,6 +87,7 @@ static int pool_load(sched *s, sched_step *out)
     s->occupied += t1 - t0;
     s->slot_bytes += bytes;
     out->chunk = c;
+    out->table = &s->tab;
     out->n_load = t1 - t0;
     out->load_slot = s->load;
     out->load_place = s->place;
@@ -97,7 +103,11 @@ int pool_request(sched *s, uint64_t x, sched_step *out)
                       "scheduler: sample %llu belongs to rank %llu's pool, not %u's",
                       (unsigned long long)x, (unsigned long long)(g % s->p.world), s->p.rank);
     }
-    out->hit = !pool_load(s, out);
+    const int loaded = pool_load(s, out);
+    if (loaded < 0) {
+        return loaded;
+    }
+    out->hit = !loaded;
     if (s->n_live == 0) {
         return hd_err(HDMLP_E_STATE,
                       "scheduler: the pool of rank %u is empty with no unit left to read "

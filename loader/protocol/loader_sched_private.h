@@ -29,6 +29,8 @@ typedef struct held_rec {
 struct sched {
     const fmt_index *ix;
     sched_params p;
+    fmt_table tab;        /* the last miss's chunk's sample table (p.tables), or rec NULL */
+    void *tab_buf;        /* p.tables.scratch bytes for it (NULL when 0) */
     uint64_t n;           /* samples */
     uint64_t c;           /* chunks */
     uint32_t k;           /* chunk size */
@@ -94,11 +96,25 @@ static inline uint32_t sched_chunk_samples(const sched *s, uint64_t c)
     return left < s->k ? (uint32_t)left : s->k;
 }
 
-/* Raw size of sample x: raw_length of its index record (FORMAT.md: samples section, offset
- * 16), read where it is rather than copied (8 bytes a sample less to hold). */
-static inline uint64_t sched_raw(const sched *s, uint64_t x)
+/* Makes s->tab chunk c's sample table (a miss's first step; kept while c is the chunk read,
+ * so the source is asked once a miss). The source's error, with s->tab unset. */
+static inline int sched_table(sched *s, uint64_t c)
 {
-    return fmt_ld64(s->ix->samples + x * FMT_SAMPLE_REC_LEN + 16);
+    if (s->tab.rec != NULL && s->tab.chunk == c) {
+        return HDMLP_OK;
+    }
+    const int rc = fmt_tables_get(&s->p.tables, c, s->tab_buf, s->p.tables.scratch, &s->tab);
+    if (rc != HDMLP_OK) {
+        s->tab.rec = NULL;
+    }
+    return rc;
+}
+
+/* Raw size of slot t of the chunk in s->tab (its record's raw_length), read where the table
+ * is rather than copied (8 bytes a sample less to hold). */
+static inline uint64_t sched_raw(const sched *s, uint32_t t)
+{
+    return fmt_table_raw_len(&s->tab, t);
 }
 
 static inline int sched_owns(const sched *s, uint64_t g) { return g % s->p.world == s->p.rank; }

@@ -81,60 +81,6 @@ uint64_t loader_read_window(const struct hdmlp_config *cfg)
     return window_of(device_request(cfg));
 }
 
-/* Sizes abstract memory; HDMLP_E_RANGE naming the minimum if the budget is too small. */
-/* Sum of the m largest raw sample sizes (a min-heap of the m largest seen); UINT64_MAX when
- * out of memory. */
-static uint64_t largest_sum(const fmt_index *ix, uint64_t m)
-{
-    const uint64_t n = ix->h.n_samples;
-    if (m >= n) {
-        return ix->h.raw_bytes;
-    }
-    uint64_t *heap = hd_malloc(m * sizeof(uint64_t));
-    if (heap == NULL) {
-        return UINT64_MAX;
-    }
-    uint64_t used = 0, sum = 0;
-    for (uint64_t i = 0; i < n; i++) {
-        const uint64_t v = fmt_ld64(ix->samples + i * FMT_SAMPLE_REC_LEN + 16);
-        if (used < m) {
-            uint64_t j = used++;
-            heap[j] = v;
-            while (j > 0 && heap[(j - 1) / 2] > heap[j]) {
-                const uint64_t t = heap[j];
-                heap[j] = heap[(j - 1) / 2];
-                heap[(j - 1) / 2] = t;
-                j = (j - 1) / 2;
-            }
-        } else if (v > heap[0]) {
-            heap[0] = v;
-            uint64_t j = 0;
-            for (;;) {
-                const uint64_t l = 2 * j + 1, r = l + 1;
-                uint64_t min = j;
-                if (l < m && heap[l] < heap[min]) {
-                    min = l;
-                }
-                if (r < m && heap[r] < heap[min]) {
-                    min = r;
-                }
-                if (min == j) {
-                    break;
-                }
-                const uint64_t t = heap[j];
-                heap[j] = heap[min];
-                heap[min] = t;
-                j = min;
-            }
-        }
-    }
-    for (uint64_t i = 0; i < used; i++) {
-        sum += heap[i];
-    }
-    hd_free(heap);
-    return sum;
-}
-
 uint64_t loader_aligned_chunk_bytes(const fmt_index *ix)
 {
     uint64_t total = 0;
@@ -253,12 +199,15 @@ static uint64_t raised_budget(const fmt_index *ix, const struct hdmlp_config *cf
     return UINT64_MAX;
 }
 
-int loader_size(const fmt_index *ix, const struct hdmlp_config *cfg, loader_sizing *out)
+int loader_size(const fmt_index *ix, const fmt_tables *tables, const struct hdmlp_config *cfg,
+                loader_sizing *out)
 {
     const uint32_t k = ix->h.chunk_size;
     const uint64_t n = ix->h.n_samples;
     const uint64_t batch = cfg->batch < n ? cfg->batch : n;
-    const uint64_t largest = largest_sum(ix, batch);
+    /* The batch of the largest samples: the one figure of sizing that depends on every
+     * sample's record, asked of the table source (version 1 scans the index's records). */
+    const uint64_t largest = tables->raw_top_sum(tables->ctx, batch);
     /* A batch's samples are charged with their records (loader_sample_charge). */
     const uint64_t one_batch =
         largest == UINT64_MAX ? UINT64_MAX : largest + batch * LOADER_SAMPLE_META;

@@ -53,9 +53,12 @@ hdmlp_policy loader_policy(const fmt_index *ix, const struct hdmlp_config *cfg);
  * widened to 4 KiB boundaries stays one request. */
 uint64_t loader_read_window(const struct hdmlp_config *cfg);
 
-/* Splits cfg->memory (see loader_sizing.c). A budget below the least that works is raised
- * to it with cfg->memory_raise (out->memory), else refused: HDMLP_E_RANGE naming that least
- * budget, in bytes and as a share of the dataset's raw bytes. HDMLP_E_NOMEM. */
-int loader_size(const fmt_index *ix, const struct hdmlp_config *cfg, loader_sizing *out);
+/* Splits cfg->memory (see loader_sizing.c); the largest samples' sizes come from `tables`
+ * (fmt_tables.raw_top_sum), the rest from the index's header and chunk records. A budget below
+ * the least that works is raised to it with cfg->memory_raise (out->memory), else refused:
+ * HDMLP_E_RANGE naming that least budget, in bytes and as a share of the dataset's raw bytes.
+ * HDMLP_E_NOMEM. */
+int loader_size(const fmt_index *ix, const fmt_tables *tables, const struct hdmlp_config *cfg,
+                loader_sizing *out);
 
 #endif

@@ -190,7 +190,7 @@ int loader_create_with(hdmlp_dataset *ds, const hdmlp_config *cfg,
 
     uint64_t a = 0;
     loader_sizing sz;
-    rc = loader_size(ld->ix, &ld->cfg, &sz);
+    rc = loader_size(ld->ix, &ds->tables, &ld->cfg, &sz);
     if (rc == HDMLP_OK) {
         ld->cfg.memory = sz.memory; /* raised to the least that works (memory_raise) */
         rc = iomode_check_budget(sz.memory);
@@ -213,7 +213,8 @@ int loader_create_with(hdmlp_dataset *ds, const hdmlp_config *cfg,
                                  .pool_unit = sz.pool_unit,
                                  .window_bytes = loader_read_window(&ld->cfg),
                                  .rank = cfg->rank,
-                                 .world = cfg->world};
+                                 .world = cfg->world,
+                                 .tables = ds->tables};
         rc = sched_create(ld->ix, &sp, &ld->sch);
     }
     if (rc == HDMLP_OK) {
@@ -244,7 +245,7 @@ int loader_create_with(hdmlp_dataset *ds, const hdmlp_config *cfg,
     ld->st.pool_unit = rc == HDMLP_OK ? sz.pool_unit : 0;
     ld->st.policy = (uint64_t)ld->cfg.policy;
     if (rc == HDMLP_OK && (sz.ram_cache > 0 || ld->cfg.ssd_dir != NULL)) {
-        rc = loader_place_tiers(ld->ix, &ld->cfg, &sz, &ld->tier);
+        rc = loader_place_tiers(ld->ix, &ds->tables, &ld->cfg, &sz, &ld->tier);
     }
     if (rc == HDMLP_OK && cfg->calibrate && ld->tier != NULL && ld->cfg.ssd_dir != NULL) {
         probe_result sp;

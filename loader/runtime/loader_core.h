@@ -68,7 +68,9 @@ typedef struct ld_job {
     int first_load; /* the first load of a RAM- or SSD-placed chunk: read whole, cached */
     uint32_t n;
     ld_sample **samples; /* n, in slot order (the delivered one included) */
-    uint32_t *slots;
+    /* Their n sample records (FORMAT.md: samples section), copied from the chunk's table at
+     * planning: the I/O thread decodes, and plan_refresh plans again, without the table. */
+    uint8_t *rec;
     refill_plan plan;
     /* Auto refill with a learnt model: the model's observation count when the plan was
      * made, and whether it was an exploration (its shape is then kept). */

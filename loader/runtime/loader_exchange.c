@@ -297,7 +297,17 @@ static void on_sample(struct hdmlp_loader *ld, const peer_msg *m)
     s->state = SAMPLE_READY;
     ld->st.net_bytes_lent += m->lent != NULL ? m->size : 0;
     fmt_sample rec;
-    fmt_index_sample(ld->ix, m->index, &rec);
+    const int rc = ds_sample_record(ld->ds, m->index, &rec);
+    if (rc != HDMLP_OK) {
+        sample_free(s);
+        if (ld->failed == 0) {
+            ld->failed = rc;
+            snprintf(ld->fail_detail, sizeof(ld->fail_detail),
+                     "loader: sample %llu from rank %u: %s", (unsigned long long)m->index,
+                     m->from, hdmlp_last_error());
+        }
+        return;
+    }
     s->stored = rec.stored_len;
     if (rec.raw_len != m->size || rec.label != m->label) {
         sample_free(s);

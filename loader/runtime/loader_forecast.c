@@ -14,7 +14,8 @@
 typedef struct forecast {
     const fmt_index *ix;
     const struct hdmlp_config *cfg;
-    sched **owners; /* one scheduler per rank: each applies its own slot-byte cap */
+    const fmt_tables *tables; /* the dataset's sample tables: the records a miss reads */
+    sched **owners;           /* one scheduler per rank: each applies its own slot-byte cap */
     refill_cost cost;
 } forecast;
 
@@ -28,12 +29,13 @@ static void forecast_free(forecast *f)
     hd_free(f->owners);
 }
 
-static int forecast_init(forecast *f, const fmt_index *ix, const struct hdmlp_config *cfg,
-                         const loader_sizing *sz)
+static int forecast_init(forecast *f, const fmt_index *ix, const fmt_tables *tables,
+                         const struct hdmlp_config *cfg, const loader_sizing *sz)
 {
     memset(f, 0, sizeof(*f));
     f->ix = ix;
     f->cfg = cfg;
+    f->tables = tables;
     f->cost = (refill_cost){cfg->op_us, cfg->bytes_per_s, cfg->max_request, 0.0, 0.0};
     int rc = HDMLP_OK;
     f->owners = hd_calloc(cfg->world, sizeof(sched *));
@@ -47,7 +49,8 @@ static int forecast_init(forecast *f, const fmt_index *ix, const struct hdmlp_co
                        .order = cfg->order,
                        .pool_unit = sz->pool_unit,
                        .window_bytes = loader_read_window(cfg),
-                       .world = cfg->world};
+                       .world = cfg->world,
+                       .tables = *tables};
     for (uint32_t o = 0; o < cfg->world; o++) {
         sp.rank = o;
         rc = sched_create(ix, &sp, &f->owners[o]);
@@ -64,9 +67,9 @@ static void count_refill(forecast *f, const sched_step *st, hdmlp_refill mode, i
 {
     const uint32_t k = f->ix->h.chunk_size;
     const uint32_t n = st->n_load;
+    const refill_reads rd = {st->table->rec, st->load_slot, n};
     refill_shape plan;
-    refill_plan_shape(f->ix, st->chunk, st->load_slot, n, mode, &f->cost, f->cfg->direct,
-                      &plan);
+    refill_plan_shape(f->ix, st->chunk, &rd, mode, &f->cost, f->cfg->direct, &plan);
     out->misses++;
     out->chunk_loads++;
     out->samples_filled += n;
@@ -89,6 +92,11 @@ typedef struct epoch_job {
     forecast f;
     const struct hdmlp_config *cfg;
     const fmt_index *ix;
+    const fmt_tables *tables;
+    /* Stored length of the sample each slot holds (slot ids are every owner's, disjoint),
+     * noted from the chunk's table when a miss reads it: what a delivery hands out, as the
+     * loader's samples carry it, without asking for tables at deliveries. */
+    uint64_t *slot_stored;
     uint64_t first, step; /* epochs first, first + step, ... */
     hdmlp_stats st;
     uint64_t *chunk_loads, *first_use, *epoch_bytes_read; /* shared: disjoint epochs/chunks
@@ -99,9 +107,8 @@ typedef struct epoch_job {
     int rc;
 } epoch_job;
 
-/* Requests are decided AHEAD positions after their scheduler state is prefetched, and
- * stored sizes of delivered samples are summed AHEAD deliveries after theirs: the replay is
- * bound by memory latency, not by work. */
+/* Requests are decided AHEAD positions after their scheduler state is prefetched: the
+ * replay is bound by memory latency, not by work. */
 #define AHEAD 16
 
 static uint32_t owner_of(const forecast *f, uint64_t x)
@@ -109,11 +116,6 @@ static uint32_t owner_of(const forecast *f, uint64_t x)
     const sched *s = f->owners[0];
     const uint32_t world = f->cfg->world;
     return world == 1 ? 0 : (uint32_t)(sched_group_of_chunk(s, sched_chunk_of(s, x)) % world);
-}
-
-static uint64_t stored_len(const fmt_index *ix, uint64_t x)
-{
-    return fmt_ld64(ix->samples + x * FMT_SAMPLE_REC_LEN + 8);
 }
 
 /* Replays epoch e into the job's stats. */
@@ -126,8 +128,6 @@ static int replay_epoch(epoch_job *j, uint64_t e)
     forecast *f = &j->f;
     hdmlp_stats *out = &j->st;
     uint64_t bytes = 0;
-    uint64_t ring[AHEAD];
-    uint64_t delivered = 0;
     int rc = HDMLP_OK;
     for (uint32_t o = 0; rc == HDMLP_OK && o < world; o++) {
         rc = sched_begin_epoch(f->owners[o], e);
@@ -159,14 +159,13 @@ static int replay_epoch(epoch_job *j, uint64_t e)
         if (rc != HDMLP_OK) {
             break;
         }
+        for (uint32_t i = 0; !st.hit && i < st.n_load; i++) {
+            j->slot_stored[st.load_place[i]] = fmt_table_stored_len(st.table, st.load_slot[i]);
+        }
         if (req == rank && (!cfg->drop_last || p / world < j->kept)) {
             out->samples++;
             out->bytes_delivered += st.size;
-            __builtin_prefetch(ix->samples + st.sample * FMT_SAMPLE_REC_LEN + 8);
-            if (delivered >= AHEAD) {
-                out->stored_bytes_delivered += stored_len(ix, ring[delivered % AHEAD]);
-            }
-            ring[delivered++ % AHEAD] = st.sample;
+            out->stored_bytes_delivered += j->slot_stored[st.slot];
         }
         if (owner != rank) {
             continue;
@@ -193,9 +192,6 @@ static int replay_epoch(epoch_job *j, uint64_t e)
         if (j->first_use != NULL && j->first_use[st.chunk] == UINT64_MAX) {
             j->first_use[st.chunk] = seq;
         }
-    }
-    for (uint64_t d = delivered > AHEAD ? delivered - AHEAD : 0; d < delivered; d++) {
-        out->stored_bytes_delivered += stored_len(ix, ring[d % AHEAD]);
     }
     if (j->epoch_bytes_read != NULL) {
         j->epoch_bytes_read[e] = bytes;
@@ -237,10 +233,10 @@ static void add_stats(hdmlp_stats *to, const hdmlp_stats *from)
 }
 
 /* Replays `epochs` epochs of (ix, cfg) sized by sz, with an optional tier placement. */
-static int forecast_replay(const fmt_index *ix, const struct hdmlp_config *cfg,
-                           const loader_sizing *sz, const tier *placement,
-                           const uint64_t *first_of, uint64_t epochs, hdmlp_stats *out,
-                           uint64_t *chunk_loads, uint64_t *first_use,
+static int forecast_replay(const fmt_index *ix, const fmt_tables *tables,
+                           const struct hdmlp_config *cfg, const loader_sizing *sz,
+                           const tier *placement, const uint64_t *first_of, uint64_t epochs,
+                           hdmlp_stats *out, uint64_t *chunk_loads, uint64_t *first_use,
                            uint64_t *epoch_source_bytes)
 {
     const uint64_t n = ix->h.n_samples;
@@ -268,13 +264,20 @@ static int forecast_replay(const fmt_index *ix, const struct hdmlp_config *cfg,
         epoch_job *j = &jobs[t];
         j->cfg = &run;
         j->ix = ix;
+        j->tables = tables;
         j->first = run.start_epoch + t;
         j->step = nt;
         j->kept = run.drop_last ? batches_per_epoch * run.batch : epoch_len;
         j->epoch_bytes_read = epoch_source_bytes; /* each epoch written by one thread */
         j->placement = placement;
         j->first_of = first_of;
-        rc = forecast_init(&j->f, ix, &run, sz);
+        rc = forecast_init(&j->f, ix, tables, &run, sz);
+        if (rc == HDMLP_OK) {
+            j->slot_stored = hd_malloc(sched_slot_count(j->f.owners[0]) * sizeof(uint64_t));
+            if (j->slot_stored == NULL) {
+                rc = hd_err(HDMLP_E_NOMEM, "forecast: out of memory");
+            }
+        }
         if (rc == HDMLP_OK && (chunk_loads != NULL || first_use != NULL)) {
             j->chunk_loads = hd_calloc(c, sizeof(uint64_t));
             j->first_use = hd_malloc(c * sizeof(uint64_t));
@@ -320,6 +323,7 @@ static int forecast_replay(const fmt_index *ix, const struct hdmlp_config *cfg,
         }
         hd_free(j->chunk_loads);
         hd_free(j->first_use);
+        hd_free(j->slot_stored);
         forecast_free(&j->f);
     }
     hd_free(th);
@@ -337,8 +341,8 @@ static int forecast_replay(const fmt_index *ix, const struct hdmlp_config *cfg,
  * rank chunks the same way in every epoch, and two epochs keep start-up short. */
 #define PLACEMENT_EPOCHS 2
 
-int loader_place_tiers(const fmt_index *ix, const struct hdmlp_config *cfg,
-                       const loader_sizing *sz, tier **out)
+int loader_place_tiers(const fmt_index *ix, const fmt_tables *tables,
+                       const struct hdmlp_config *cfg, const loader_sizing *sz, tier **out)
 {
     *out = NULL;
     const uint64_t c = ix->h.n_chunks;
@@ -352,7 +356,7 @@ int loader_place_tiers(const fmt_index *ix, const struct hdmlp_config *cfg,
     const uint64_t epochs =
         cfg->epochs != 0 && cfg->epochs < PLACEMENT_EPOCHS ? cfg->epochs : PLACEMENT_EPOCHS;
     hdmlp_stats st;
-    int rc = forecast_replay(ix, cfg, sz, NULL, NULL, epochs, &st, loads, first, NULL);
+    int rc = forecast_replay(ix, tables, cfg, sz, NULL, NULL, epochs, &st, loads, first, NULL);
     if (rc == HDMLP_OK) {
         const tier_params tp = {sz->ram_cache, cfg->ssd_dir, cfg->ssd_capacity,
                                 ix->h.dataset_id, cfg->direct};
@@ -383,14 +387,15 @@ static int forecast_stats(hdmlp_dataset *ds, const hdmlp_config *given, hdmlp_st
     const struct hdmlp_config *cfg = &resolved;
     const fmt_index *ix = &ds->ix;
     loader_sizing sz;
-    rc = loader_size(ix, cfg, &sz);
+    const fmt_tables *tables = &ds->tables;
+    rc = loader_size(ix, tables, cfg, &sz);
     if (rc != HDMLP_OK) {
         return rc;
     }
     tier *t = NULL;
     uint64_t *first_of = NULL;
     if (sz.ram_cache > 0 || cfg->ssd_dir != NULL) {
-        rc = loader_place_tiers(ix, cfg, &sz, &t);
+        rc = loader_place_tiers(ix, tables, cfg, &sz, &t);
         /* Each chunk's first load: tiers never change decisions, so a tier-less replay
          * finds it. */
         first_of = hd_malloc(ix->h.n_chunks * sizeof(uint64_t));
@@ -399,12 +404,12 @@ static int forecast_stats(hdmlp_dataset *ds, const hdmlp_config *given, hdmlp_st
         }
         hdmlp_stats pre;
         if (rc == HDMLP_OK) {
-            rc = forecast_replay(ix, cfg, &sz, NULL, NULL, cfg->epochs, &pre, NULL, first_of,
-                                 NULL);
+            rc = forecast_replay(ix, tables, cfg, &sz, NULL, NULL, cfg->epochs, &pre, NULL,
+                                 first_of, NULL);
         }
     }
     if (rc == HDMLP_OK) {
-        rc = forecast_replay(ix, cfg, &sz, t, first_of, cfg->epochs, out, chunk_loads,
+        rc = forecast_replay(ix, tables, cfg, &sz, t, first_of, cfg->epochs, out, chunk_loads,
                              first_use, epoch_source_bytes);
     }
     if (rc == HDMLP_OK && t == NULL) {

@@ -8,7 +8,7 @@
 #include "loader_core.h"
 
 /* Chunk placement for tiers from a forecast of the first epochs. */
-int loader_place_tiers(const fmt_index *ix, const struct hdmlp_config *cfg,
-                       const loader_sizing *sz, tier **out);
+int loader_place_tiers(const fmt_index *ix, const fmt_tables *tables,
+                       const struct hdmlp_config *cfg, const loader_sizing *sz, tier **out);
 
 #endif

@@ -57,7 +57,7 @@ void job_free(ld_job *job)
     }
     refill_plan_free(&job->plan);
     hd_free(job->samples);
-    hd_free(job->slots);
+    hd_free(job->rec);
     hd_free(job);
 }
 
@@ -83,15 +83,15 @@ int plan_outbox_push(struct hdmlp_loader *ld, uint32_t peer, const ld_out *o)
     return HDMLP_OK;
 }
 
-static ld_sample *sample_new(struct hdmlp_loader *ld, uint64_t index)
+/* A sample to read: index, described by its record rec (a copy of its table's). */
+static ld_sample *sample_new(struct hdmlp_loader *ld, uint64_t index, const uint8_t *r)
 {
-    const fmt_index *ix = ld->ix;
     ld_sample *s = hd_calloc(1, sizeof(*s));
     if (s == NULL) {
         return NULL;
     }
     fmt_sample rec;
-    fmt_index_sample(ix, index, &rec);
+    fmt_sample_record(r, &rec);
     s->index = index;
     s->size = rec.raw_len;
     s->stored = rec.stored_len;
@@ -136,18 +136,18 @@ static int ring_push(struct hdmlp_loader *ld, const ld_item *item)
  * cannot tell them apart and the exploration budget allows. Reads of one shape only (single
  * samples, say) cannot tell an operation's cost from a byte's; the span is the cheap other
  * shape that teaches it. Sets *span; returns the mode to build with. */
-static hdmlp_refill plan_shape_choice(struct hdmlp_loader *ld, uint64_t chunk,
-                                      const uint32_t *slots, uint32_t n, int explore,
+static hdmlp_refill plan_shape_choice(struct hdmlp_loader *ld, const ld_job *job, int explore,
                                       int *explored, int *span)
 {
     refill_shape sh[3];
     const refill_cost sc = refill_span_cost(&ld->cost);
-    refill_plan_shape(ld->ix, chunk, slots, n, HDMLP_REFILL_WHOLE, &ld->cost, ld->cfg.direct,
+    const refill_reads rd = {job->rec, NULL, job->n};
+    const uint64_t chunk = job->chunk;
+    refill_plan_shape(ld->ix, chunk, &rd, HDMLP_REFILL_WHOLE, &ld->cost, ld->cfg.direct,
                       &sh[0]);
-    refill_plan_shape(ld->ix, chunk, slots, n, HDMLP_REFILL_RANGES, &ld->cost, ld->cfg.direct,
+    refill_plan_shape(ld->ix, chunk, &rd, HDMLP_REFILL_RANGES, &ld->cost, ld->cfg.direct,
                       &sh[1]);
-    refill_plan_shape(ld->ix, chunk, slots, n, HDMLP_REFILL_RANGES, &sc, ld->cfg.direct,
-                      &sh[2]);
+    refill_plan_shape(ld->ix, chunk, &rd, HDMLP_REFILL_RANGES, &sc, ld->cfg.direct, &sh[2]);
     /* The shapes are compared at the model's estimates: the doubt that keeps merging from
      * buying bytes (refill_cost) would price every request at nothing while the op cost is
      * still uncertain, and so choose many small reads where requests are what is scarce. */
@@ -190,8 +190,9 @@ static int plan_learnt(const struct hdmlp_loader *ld, const ld_job *job)
 static int plan_build(struct hdmlp_loader *ld, ld_job *job, hdmlp_refill mode, refill_plan *out)
 {
     const refill_cost sc = refill_span_cost(&ld->cost);
-    return refill_plan_build(ld->ix, job->chunk, job->slots, job->n, mode,
-                             job->span ? &sc : &ld->cost, ld->cfg.direct, out);
+    const refill_reads rd = {job->rec, NULL, job->n};
+    return refill_plan_build(ld->ix, job->chunk, &rd, mode, job->span ? &sc : &ld->cost,
+                             ld->cfg.direct, out);
 }
 
 void plan_refresh(struct hdmlp_loader *ld, ld_job *job)
@@ -203,7 +204,7 @@ void plan_refresh(struct hdmlp_loader *ld, ld_job *job)
     hdmlp_refill mode = job->plan.whole ? HDMLP_REFILL_WHOLE : HDMLP_REFILL_RANGES;
     if (!job->explored) {
         int explored;
-        mode = plan_shape_choice(ld, job->chunk, job->slots, job->n, 0, &explored, &job->span);
+        mode = plan_shape_choice(ld, job, 0, &explored, &job->span);
     }
     refill_plan plan;
     if (plan_build(ld, job, mode, &plan) != HDMLP_OK) {
@@ -244,10 +245,34 @@ void loader_learn(struct hdmlp_loader *ld, int tier_kind, uint32_t ops, uint64_t
     ld->st.cost_changes = ld->src_model.changes;
 }
 
+/* Copies the records of `slots` of chunk's table (the scheduler's, or asked of the dataset's
+ * source when table is NULL) into job->rec. */
+static int job_records(struct hdmlp_loader *ld, ld_job *job, const fmt_table *table,
+                       const uint32_t *slots, uint32_t n)
+{
+    const hdmlp_dataset *ds = ld->ds;
+    void *buf = NULL;
+    fmt_table own;
+    int rc = HDMLP_OK;
+    if (table == NULL) {
+        buf = ds->tables.scratch != 0 ? hd_malloc(ds->tables.scratch) : NULL;
+        rc = buf == NULL && ds->tables.scratch != 0
+                 ? hd_err(HDMLP_E_NOMEM, "loader: out of memory for a sample table")
+                 : ds_table(ds, job->chunk, buf, ds->tables.scratch, &own);
+        table = &own;
+    }
+    for (uint32_t i = 0; rc == HDMLP_OK && i < n; i++) {
+        memcpy(job->rec + (size_t)i * FMT_SAMPLE_REC_LEN, fmt_table_rec(table, slots[i]),
+               FMT_SAMPLE_REC_LEN);
+    }
+    hd_free(buf);
+    return rc;
+}
+
 /* Builds the refill job of a miss: samples for the delivered slot and every filled slot,
- * in slot order, and the read plan. Not yet charged or queued. */
-int plan_job(struct hdmlp_loader *ld, uint64_t chunk, const uint32_t *slots, uint32_t n,
-             ld_job **out)
+ * in slot order, their records, and the read plan. Not yet charged or queued. */
+int plan_job(struct hdmlp_loader *ld, uint64_t chunk, const fmt_table *table,
+             const uint32_t *slots, uint32_t n, ld_job **out)
 {
     const uint32_t k = ld->ix->h.chunk_size;
     *out = NULL;
@@ -257,14 +282,19 @@ int plan_job(struct hdmlp_loader *ld, uint64_t chunk, const uint32_t *slots, uin
     }
     job->chunk = chunk;
     job->samples = hd_calloc(n ? n : 1, sizeof(ld_sample *));
-    job->slots = hd_malloc((n ? n : 1) * sizeof(uint32_t));
-    if (job->samples == NULL || job->slots == NULL) {
+    job->rec = hd_malloc((n ? n : 1) * (size_t)FMT_SAMPLE_REC_LEN);
+    if (job->samples == NULL || job->rec == NULL) {
         job_free(job);
         return hd_err(HDMLP_E_NOMEM, "loader: out of memory for a refill");
     }
-    memcpy(job->slots, slots, n * sizeof(uint32_t));
+    int rc = job_records(ld, job, table, slots, n);
+    if (rc != HDMLP_OK) {
+        job_free(job);
+        return rc;
+    }
     for (uint32_t i = 0; i < n; i++) {
-        job->samples[i] = sample_new(ld, chunk * k + slots[i]);
+        job->samples[i] =
+            sample_new(ld, chunk * k + slots[i], job->rec + (size_t)i * FMT_SAMPLE_REC_LEN);
         if (job->samples[i] == NULL) {
             for (uint32_t j = 0; j < i; j++) {
                 sample_free(job->samples[j]);
@@ -279,11 +309,11 @@ int plan_job(struct hdmlp_loader *ld, uint64_t chunk, const uint32_t *slots, uin
     hdmlp_refill mode = job->first_load ? HDMLP_REFILL_WHOLE
                                         : sched_load_mode(ld->sch, chunk, n, ld->cfg.refill);
     if (plan_learnt(ld, job)) {
-        mode = plan_shape_choice(ld, chunk, job->slots, n, 1, &job->explored, &job->span);
+        mode = plan_shape_choice(ld, job, 1, &job->explored, &job->span);
         job->planned_at = ld->src_model.observations;
     }
     job->epoch = ld->plan_epoch;
-    const int rc = plan_build(ld, job, mode, &job->plan);
+    rc = plan_build(ld, job, mode, &job->plan);
     if (rc != HDMLP_OK) {
         for (uint32_t i = 0; i < n; i++) {
             sample_free(job->samples[i]);
@@ -501,8 +531,8 @@ int plan_advance(struct hdmlp_loader *ld)
             return rc;
         }
         if (!ld->pending_step.hit) {
-            rc = plan_job(ld, ld->pending_step.chunk, ld->pending_step.load_slot,
-                          ld->pending_step.n_load, &ld->pending);
+            rc = plan_job(ld, ld->pending_step.chunk, ld->pending_step.table,
+                          ld->pending_step.load_slot, ld->pending_step.n_load, &ld->pending);
             if (rc != HDMLP_OK) {
                 return rc;
             }

@@ -23,9 +23,11 @@ int sample_data_new(struct hdmlp_loader *ld, ld_sample *s);
 void sample_data_free(ld_sample *s);
 void job_free(ld_job *job);
 uint32_t plan_owner(const struct hdmlp_loader *ld, uint64_t group);
-/* A refill job for the samples at in-chunk `slots` (increasing) of chunk; not queued. */
-int plan_job(struct hdmlp_loader *ld, uint64_t chunk, const uint32_t *slots, uint32_t n,
-             ld_job **out);
+/* A refill job for the samples at in-chunk `slots` (increasing) of chunk, their records
+ * copied from `table` (the chunk's, from the scheduler's step) or, when NULL, from the
+ * dataset's table source; not queued. */
+int plan_job(struct hdmlp_loader *ld, uint64_t chunk, const fmt_table *table,
+             const uint32_t *slots, uint32_t n, ld_job **out);
 /* Plans a queued auto-refill job again with the model's current estimate when the model
  * has moved since it was planned (an I/O thread calls it when it takes the job): plans run
  * ahead of the reads, and the first ones would otherwise keep the start's guess. The samples

@@ -196,7 +196,7 @@ static int restore_slots(struct hdmlp_loader *ld)
             slots[n++] = h[i].t;
         }
         ld_job *job = NULL;
-        rc = plan_job(ld, h[first].chunk, slots, n, &job);
+        rc = plan_job(ld, h[first].chunk, NULL, slots, n, &job);
         if (rc != HDMLP_OK) {
             break;
         }

@@ -74,7 +74,7 @@ static int decode_samples(ld_worker *w, ld_job *job, const uint8_t *base, int wh
     for (uint32_t i = 0; i < job->n; i++) {
         ld_sample *s = job->samples[i];
         fmt_sample rec;
-        fmt_index_sample(ld->ix, s->index, &rec);
+        fmt_sample_record(job->rec + (size_t)i * FMT_SAMPLE_REC_LEN, &rec);
         if (s->data == NULL) {
             s->data = hd_malloc(s->size ? s->size : 1);
         }

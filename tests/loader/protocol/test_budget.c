@@ -96,7 +96,8 @@ static void size_case(const budget_case *c, sized *s)
         s->reserve =
             (uint64_t)c->image_side * c->image_side * 3 * c->batch * (c->image_prefetch + 2);
     }
-    cr_assert_eq(loader_size(&s->ds.ix, &s->cfg, &s->sz), HDMLP_OK, "%s: %s", c->name,
+    const fmt_tables tables = fmt_index_tables(&s->ds.ix);
+    cr_assert_eq(loader_size(&s->ds.ix, &tables, &s->cfg, &s->sz), HDMLP_OK, "%s: %s", c->name,
                  hdmlp_last_error());
     s->max_buf = refill_max_buffer(&s->ds.ix);
     uint64_t *sizes = malloc(c->n * sizeof(uint64_t));

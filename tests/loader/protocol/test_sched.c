@@ -12,6 +12,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Chunk c's records (its sample table), from the index's version-1 table source. */
+static const uint8_t *table_rec(const fmt_index *ix, uint64_t c)
+{
+    fmt_table t;
+    cr_assert_eq(fmt_index_table(ix, c, &t), HDMLP_OK);
+    return t.rec;
+}
+#define READS(ix, c, slots, n) (&(refill_reads){table_rec((ix), (c)), (slots), (n)})
+
 static uint64_t size_1k(uint64_t i)
 {
     (void)i;
@@ -41,7 +50,8 @@ static run_result run_sched_mode(const fmt_index *ix, uint64_t a, hdmlp_policy p
                             .order = pool ? HDMLP_ORDER_POOL : HDMLP_ORDER_STRICT,
                             .pool_unit = pool_unit,
                             .rank = 0,
-                            .world = 1};
+                            .world = 1,
+                            .tables = fmt_index_tables(ix)};
     cr_assert_eq(sched_create(ix, &p, &s), HDMLP_OK, "%s", hdmlp_last_error());
     run_result r = {0, 0, 0, malloc(n * epochs * sizeof(uint64_t))};
     uint64_t *perm = malloc(n * sizeof(uint64_t));
@@ -175,7 +185,9 @@ Test(sched, rejects_bad_abstract_chunk_count)
     memds m;
     memds_make(&m, 100, 10, size_1k);
     sched *s = NULL;
-    sched_params p = {.abstract_chunks = 0, .policy = HDMLP_POLICY_FILL_RATE};
+    sched_params p = {.abstract_chunks = 0,
+                      .policy = HDMLP_POLICY_FILL_RATE,
+                      .tables = fmt_index_tables(&m.ix)};
     cr_assert_eq(sched_create(&m.ix, &p, &s), HDMLP_E_INVAL);
     cr_assert_null(s);
     p.abstract_chunks = 11;
@@ -191,7 +203,9 @@ Test(sched, groups_are_consecutive_and_balanced)
     memds m;
     memds_make(&m, 1000, 10, size_1k); /* 100 chunks */
     sched *s = NULL;
-    const sched_params p = {.abstract_chunks = 7, .policy = HDMLP_POLICY_FILL_RATE};
+    const sched_params p = {.abstract_chunks = 7,
+                            .policy = HDMLP_POLICY_FILL_RATE,
+                            .tables = fmt_index_tables(&m.ix)};
     cr_assert_eq(sched_create(&m.ix, &p, &s), HDMLP_OK);
     uint64_t count[7] = {0};
     uint64_t prev = 0;
@@ -220,7 +234,8 @@ Test(refill, whole_reads_the_chunk_in_one_operation)
     memds_make(&m, 640, 64, size_1k);
     const uint32_t slots[] = {3, 40};
     refill_plan p;
-    cr_assert_eq(refill_plan_build(&m.ix, 2, slots, 2, HDMLP_REFILL_WHOLE, &fast_ops, 0, &p),
+    cr_assert_eq(refill_plan_build(&m.ix, 2, READS(&m.ix, 2, slots, 2), HDMLP_REFILL_WHOLE,
+                                   &fast_ops, 0, &p),
                  HDMLP_OK);
     cr_assert_eq(p.whole, 1);
     cr_assert_eq(p.n_ranges, 1);
@@ -237,7 +252,8 @@ Test(refill, ranges_merge_neighbours_and_split_far_samples)
     memds_make(&m, 640, 64, size_1k);
     const uint32_t slots[] = {3, 4, 40};
     refill_plan p;
-    cr_assert_eq(refill_plan_build(&m.ix, 1, slots, 3, HDMLP_REFILL_RANGES, &fast_ops, 0, &p),
+    cr_assert_eq(refill_plan_build(&m.ix, 1, READS(&m.ix, 1, slots, 3), HDMLP_REFILL_RANGES,
+                                   &fast_ops, 0, &p),
                  HDMLP_OK);
     cr_assert_eq(p.whole, 0);
     cr_assert_eq(p.n_ranges, 2, "adjacent samples 3,4 merge; 40 stands alone");
@@ -247,7 +263,8 @@ Test(refill, ranges_merge_neighbours_and_split_far_samples)
     cr_assert_eq(p.sample_pos[2], 2048);
     refill_plan_free(&p);
     /* With expensive operations the gap is cheaper than a second read: one range. */
-    cr_assert_eq(refill_plan_build(&m.ix, 1, slots, 3, HDMLP_REFILL_RANGES, &slow_ops, 0, &p),
+    cr_assert_eq(refill_plan_build(&m.ix, 1, READS(&m.ix, 1, slots, 3), HDMLP_REFILL_RANGES,
+                                   &slow_ops, 0, &p),
                  HDMLP_OK);
     cr_assert_eq(p.n_ranges, 1);
     cr_assert_eq(p.sample_pos[2], 37 * 1024);
@@ -256,13 +273,15 @@ Test(refill, ranges_merge_neighbours_and_split_far_samples)
      * estimate): the 35 KiB gap is not worth reading through. Half as much doubt still is. */
     refill_cost unsure = slow_ops;
     unsure.op_us_doubt = slow_ops.op_us;
-    cr_assert_eq(refill_plan_build(&m.ix, 1, slots, 3, HDMLP_REFILL_RANGES, &unsure, 0, &p),
+    cr_assert_eq(refill_plan_build(&m.ix, 1, READS(&m.ix, 1, slots, 3), HDMLP_REFILL_RANGES,
+                                   &unsure, 0, &p),
                  HDMLP_OK);
     cr_assert_eq(p.n_ranges, 2);
     cr_assert_eq(p.buf_len, 3 * 1024);
     refill_plan_free(&p);
     unsure.op_us_doubt = slow_ops.op_us / 2;
-    cr_assert_eq(refill_plan_build(&m.ix, 1, slots, 3, HDMLP_REFILL_RANGES, &unsure, 0, &p),
+    cr_assert_eq(refill_plan_build(&m.ix, 1, READS(&m.ix, 1, slots, 3), HDMLP_REFILL_RANGES,
+                                   &unsure, 0, &p),
                  HDMLP_OK);
     cr_assert_eq(p.n_ranges, 1);
     refill_plan_free(&p);
@@ -270,7 +289,8 @@ Test(refill, ranges_merge_neighbours_and_split_far_samples)
      * reading 35 KiB through may cost 35 ms, more than the 10 ms operation it saves. */
     refill_cost dear = slow_ops;
     dear.mb_us_doubt = 1e6;
-    cr_assert_eq(refill_plan_build(&m.ix, 1, slots, 3, HDMLP_REFILL_RANGES, &dear, 0, &p),
+    cr_assert_eq(refill_plan_build(&m.ix, 1, READS(&m.ix, 1, slots, 3), HDMLP_REFILL_RANGES,
+                                   &dear, 0, &p),
                  HDMLP_OK);
     cr_assert_eq(p.n_ranges, 2);
     refill_plan_free(&p);
@@ -286,8 +306,10 @@ Test(refill, ranges_longer_than_the_device_request_cost_more_operations)
      * (header included), two 1 KiB samples 2. */
     const refill_cost small_req = {10000.0, 1e9, 16384, 0.0, 0.0};
     refill_shape w, r;
-    refill_plan_shape(&m.ix, 2, slots, 2, HDMLP_REFILL_WHOLE, &small_req, 0, &w);
-    refill_plan_shape(&m.ix, 2, slots, 2, HDMLP_REFILL_RANGES, &fast_ops, 0, &r);
+    refill_plan_shape(&m.ix, 2, READS(&m.ix, 2, slots, 2), HDMLP_REFILL_WHOLE, &small_req, 0,
+                      &w);
+    refill_plan_shape(&m.ix, 2, READS(&m.ix, 2, slots, 2), HDMLP_REFILL_RANGES, &fast_ops, 0,
+                      &r);
     cr_assert_eq(w.n_ranges, 1);
     cr_assert_eq(w.requests, 5, "whole: %u requests", w.requests);
     cr_assert_eq(r.n_ranges, 2);
@@ -295,9 +317,10 @@ Test(refill, ranges_longer_than_the_device_request_cost_more_operations)
     /* With 10 ms per operation and no request limit, one read (whole or merged) beats two;
      * with 16 KiB requests that read is 3 operations, so auto keeps two ranges apart. */
     refill_shape a;
-    refill_plan_shape(&m.ix, 2, slots, 2, HDMLP_REFILL_AUTO, &slow_ops, 0, &a);
+    refill_plan_shape(&m.ix, 2, READS(&m.ix, 2, slots, 2), HDMLP_REFILL_AUTO, &slow_ops, 0, &a);
     cr_assert_eq(a.requests, 1);
-    refill_plan_shape(&m.ix, 2, slots, 2, HDMLP_REFILL_AUTO, &small_req, 0, &a);
+    refill_plan_shape(&m.ix, 2, READS(&m.ix, 2, slots, 2), HDMLP_REFILL_AUTO, &small_req, 0,
+                      &a);
     cr_assert_eq(a.whole, 0, "a 5-request whole chunk is dearer than the ranges");
     cr_assert_eq(a.n_ranges, 2, "merged they would be one 38 KiB read: 3 requests, not 2");
     cr_assert_eq(a.requests, 2);
@@ -315,7 +338,8 @@ Test(refill, merges_stop_where_a_merge_no_longer_saves_a_request)
     const refill_cost small_req = {10000.0, 1e9, 16384, 0.0, 0.0};
     const uint32_t slots[] = {3, 10, 17, 24, 26};
     refill_plan p;
-    cr_assert_eq(refill_plan_build(&m.ix, 1, slots, 5, HDMLP_REFILL_RANGES, &small_req, 0, &p),
+    cr_assert_eq(refill_plan_build(&m.ix, 1, READS(&m.ix, 1, slots, 5), HDMLP_REFILL_RANGES,
+                                   &small_req, 0, &p),
                  HDMLP_OK);
     cr_assert_eq(p.n_ranges, 2);
     cr_assert_eq(p.requests, 2);
@@ -327,7 +351,8 @@ Test(refill, merges_stop_where_a_merge_no_longer_saves_a_request)
     refill_plan_free(&p);
     /* Without a request limit the same plan is one read. */
     const refill_cost no_limit = {10000.0, 1e9, 0, 0.0, 0.0};
-    cr_assert_eq(refill_plan_build(&m.ix, 1, slots, 5, HDMLP_REFILL_RANGES, &no_limit, 0, &p),
+    cr_assert_eq(refill_plan_build(&m.ix, 1, READS(&m.ix, 1, slots, 5), HDMLP_REFILL_RANGES,
+                                   &no_limit, 0, &p),
                  HDMLP_OK);
     cr_assert_eq(p.n_ranges, 1);
     cr_assert_eq(p.buf_len, 24 * 1024);
@@ -342,12 +367,14 @@ Test(refill, auto_picks_the_cheaper_plan)
     const uint32_t few[] = {0, 63};
     refill_plan p;
     /* Cheap operations: two small reads beat one 64 KiB read. */
-    cr_assert_eq(refill_plan_build(&m.ix, 0, few, 2, HDMLP_REFILL_AUTO, &fast_ops, 0, &p),
+    cr_assert_eq(refill_plan_build(&m.ix, 0, READS(&m.ix, 0, few, 2), HDMLP_REFILL_AUTO,
+                                   &fast_ops, 0, &p),
                  HDMLP_OK);
     cr_assert_eq(p.whole, 0);
     refill_plan_free(&p);
     /* Expensive operations: one read wins. */
-    cr_assert_eq(refill_plan_build(&m.ix, 0, few, 2, HDMLP_REFILL_AUTO, &slow_ops, 0, &p),
+    cr_assert_eq(refill_plan_build(&m.ix, 0, READS(&m.ix, 0, few, 2), HDMLP_REFILL_AUTO,
+                                   &slow_ops, 0, &p),
                  HDMLP_OK);
     cr_assert_eq(p.whole, 1);
     refill_plan_free(&p);
@@ -360,7 +387,8 @@ Test(refill, direct_io_aligns_every_range)
     memds_make(&m, 640, 64, size_1k);
     const uint32_t slots[] = {5, 50};
     refill_plan p;
-    cr_assert_eq(refill_plan_build(&m.ix, 3, slots, 2, HDMLP_REFILL_RANGES, &fast_ops, 1, &p),
+    cr_assert_eq(refill_plan_build(&m.ix, 3, READS(&m.ix, 3, slots, 2), HDMLP_REFILL_RANGES,
+                                   &fast_ops, 1, &p),
                  HDMLP_OK);
     for (uint32_t i = 0; i < p.n_ranges; i++) {
         cr_assert_eq(p.ranges[i].seg_off % FMT_ALIGN, 0);
@@ -513,7 +541,8 @@ Test(sched, clairvoyant_delivers_the_permutation_reading_each_sample_once, .time
                                 .slot_cap_bytes = capped ? cap : 0,
                                 .window_bytes = capped ? window : 0,
                                 .rank = 0,
-                                .world = 1};
+                                .world = 1,
+                                .tables = fmt_index_tables(&m.ix)};
         cr_assert_eq(sched_create(&m.ix, &p, &s), HDMLP_OK, "%s", hdmlp_last_error());
         uint64_t *perm = malloc(n * sizeof(uint64_t));
         uint64_t loads = 0, read = 0;
