@@ -195,8 +195,13 @@ typedef struct fmt_tables {
      * safe for distinct buffers. */
     int (*get)(void *ctx, uint64_t chunk, void *buf, size_t cap, fmt_table *out);
     /* The sum of the m largest raw lengths of the dataset (1 ≤ m; the raw bytes when m ≥ N),
-     * or UINT64_MAX out of memory: the budget's batches (loader_sizing.c). Version 1 scans
-     * every record; a version with per-chunk tables answers from its chunk records. */
+     * or UINT64_MAX out of memory: the budget's batches (loader_sizing.c), the one figure a
+     * loader needs at create from every sample. Version 1 scans every record (N reads). A
+     * version with per-chunk tables answers from a per-chunk aggregate in its chunk records
+     * instead: each chunk's largest raw length r_c (with n_c) bounds the sum by taking
+     * chunks in decreasing r_c, min(n_c, what is left of m) samples of r_c each, in C log C;
+     * exact when a chunk's samples are equal in size, else larger, so such a dataset sizes
+     * its batches cautiously (and its A can differ from a version-1 copy's). */
     uint64_t (*raw_top_sum)(void *ctx, uint64_t m);
     void *ctx;
     size_t scratch; /* bytes of buffer a get needs: 0 when views point into memory held */

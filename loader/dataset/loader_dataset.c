@@ -140,6 +140,10 @@ static void *ds_table_buf(const hdmlp_dataset *ds, int *rc)
 
 int ds_sample_record(const hdmlp_dataset *ds, uint64_t index, fmt_sample *out)
 {
+    if (index >= ds->ix.h.n_samples) {
+        return hd_err(HDMLP_E_RANGE, "sample %llu out of range (%llu samples)", (ull)index,
+                      (ull)ds->ix.h.n_samples);
+    }
     int rc;
     void *buf = ds_table_buf(ds, &rc);
     if (rc != HDMLP_OK) {

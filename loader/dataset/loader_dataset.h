@@ -45,9 +45,9 @@ int ds_read(hdmlp_dataset *ds, uint32_t s, void *buf, uint64_t len, uint64_t off
  * for c ≥ C, a table source's read and checksum errors. Thread-safe. */
 int ds_table(const hdmlp_dataset *ds, uint64_t c, void *buf, size_t cap, fmt_table *out);
 
-/* Sample index's record (index < N) through its chunk's table (a buffer of the source's
- * scratch size is allocated when it needs one). HDMLP_E_NOMEM, ds_table's errors. Thread-
- * safe. */
+/* Sample index's record through its chunk's table (a buffer of the source's scratch size is
+ * allocated when it needs one). HDMLP_E_RANGE for index ≥ N, HDMLP_E_NOMEM, ds_table's
+ * errors. Thread-safe. */
 int ds_sample_record(const hdmlp_dataset *ds, uint64_t index, fmt_sample *out);
 
 /* Remote datasets (loader_dataset_remote.c): the store, its connections and the index

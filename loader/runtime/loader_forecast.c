@@ -125,6 +125,7 @@ static int replay_epoch(epoch_job *j, uint64_t e)
     const struct hdmlp_config *cfg = j->cfg;
     const uint64_t n = ix->h.n_samples;
     const uint32_t world = cfg->world, rank = cfg->rank;
+    const uint32_t k = ix->h.chunk_size;
     forecast *f = &j->f;
     hdmlp_stats *out = &j->st;
     uint64_t bytes = 0;
@@ -149,7 +150,13 @@ static int replay_epoch(epoch_job *j, uint64_t e)
         const uint64_t x = run[r % 2][i];
         if (p + AHEAD < n) {
             const uint64_t ahead = run[(r + 1) % 2][i];
-            sched_prefetch(f->owners[owner_of(f, ahead)], ahead);
+            const sched *so = f->owners[owner_of(f, ahead)];
+            sched_prefetch(so, ahead);
+            /* Strict fill-rate or random: the slot of ahead's location is the one it is
+             * delivered from. */
+            const uint64_t c = sched_chunk_of(so, ahead);
+            __builtin_prefetch(
+                &j->slot_stored[sched_group_of_chunk(so, c) * k + (ahead - c * k)]);
         }
         const uint32_t owner = owner_of(f, x);
         const uint32_t req = requester;

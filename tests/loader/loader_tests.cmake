@@ -4,6 +4,7 @@
 # ---- datasets (tests/support/testds.c writes the test datasets) -------------------------
 hdmlp_add_test(NAME test_dataset
   SOURCES loader/dataset/test_dataset.c loader/dataset/test_dataset_corrupt.c
+          loader/dataset/test_dataset_tables.c
           support/dataset_fixture.c support/testds.c
   TIMEOUT 300)
 

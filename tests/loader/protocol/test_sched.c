@@ -588,3 +588,156 @@ Test(sched, clairvoyant_delivers_the_permutation_reading_each_sample_once, .time
     }
     memds_free(&m);
 }
+
+/* ---- sample tables: the scheduler reads records only through p.tables ------------------- */
+
+/* A table source that copies a chunk's records into the caller's buffer, poisoned first (a
+ * later format's shape: tables read into a buffer), failing for chunk `fail`. */
+typedef struct copy_tables {
+    const fmt_index *ix;
+    uint64_t fail;
+    uint64_t gets;
+} copy_tables;
+
+static int copy_get(void *ctx, uint64_t chunk, void *buf, size_t cap, fmt_table *out)
+{
+    copy_tables *ct = ctx;
+    ct->gets++;
+    memset(buf, 0xa5, cap);
+    if (chunk == ct->fail) {
+        return hd_err(HDMLP_E_IO, "sample table of chunk %llu: read failed",
+                      (unsigned long long)chunk);
+    }
+    fmt_table t;
+    const int rc = fmt_index_table(ct->ix, chunk, &t);
+    if (rc != HDMLP_OK) {
+        return rc;
+    }
+    cr_assert_geq(cap, (size_t)t.n * FMT_SAMPLE_REC_LEN);
+    memcpy(buf, t.rec, (size_t)t.n * FMT_SAMPLE_REC_LEN);
+    *out = t;
+    out->rec = buf;
+    return HDMLP_OK;
+}
+
+static uint64_t copy_top(void *ctx, uint64_t m)
+{
+    return fmt_index_raw_top_sum(((copy_tables *)ctx)->ix, m);
+}
+
+static fmt_tables copying(copy_tables *ct)
+{
+    return (fmt_tables){copy_get, copy_top, ct,
+                        (size_t)ct->ix->h.chunk_size * FMT_SAMPLE_REC_LEN};
+}
+
+static sched_params table_params(const fmt_index *ix, hdmlp_policy pol, int pool)
+{
+    return (sched_params){.abstract_chunks = 12,
+                          .policy = pol,
+                          .seed = 5,
+                          .slot_cap_bytes = 12 * 16 * 1400,
+                          .order = pool ? HDMLP_ORDER_POOL : HDMLP_ORDER_STRICT,
+                          .pool_unit = 5,
+                          .window_bytes = pol == HDMLP_POLICY_CLAIRVOYANT ? 6 * 1600 : 0,
+                          .rank = 0,
+                          .world = 1,
+                          .tables = fmt_index_tables(ix)};
+}
+
+Test(sched, decisions_are_the_same_from_tables_copied_into_a_buffer, .timeout = 60)
+{
+    memds m;
+    memds_make(&m, 1000, 16, size_varied); /* 63 chunks, the last of 8 */
+    const hdmlp_policy pols[] = {HDMLP_POLICY_FILL_RATE, HDMLP_POLICY_RANDOM,
+                                 HDMLP_POLICY_CLAIRVOYANT, HDMLP_POLICY_FILL_RATE};
+    uint64_t *perm = malloc(1000 * sizeof(uint64_t));
+    for (int v = 0; v < 4; v++) {
+        const int pool = v == 3;
+        copy_tables ct = {&m.ix, UINT64_MAX, 0};
+        sched_params p = table_params(&m.ix, pols[v], pool);
+        sched *a = NULL, *b = NULL;
+        cr_assert_eq(sched_create(&m.ix, &p, &a), HDMLP_OK, "%s", hdmlp_last_error());
+        p.tables = copying(&ct);
+        cr_assert_eq(sched_create(&m.ix, &p, &b), HDMLP_OK, "%s", hdmlp_last_error());
+        uint64_t misses = 0;
+        for (uint64_t e = 0; e < 2; e++) {
+            cr_assert_eq(sched_begin_epoch(a, e), HDMLP_OK);
+            cr_assert_eq(sched_begin_epoch(b, e), HDMLP_OK);
+            sampler_epoch(5, e, 1000, perm);
+            for (uint64_t i = 0; i < 1000; i++) {
+                sched_step x, y;
+                cr_assert_eq(sched_request(a, perm[i], &x), HDMLP_OK, "%s", hdmlp_last_error());
+                cr_assert_eq(sched_request(b, perm[i], &y), HDMLP_OK, "%s", hdmlp_last_error());
+                cr_assert_eq(x.hit, y.hit, "variant %d, epoch %llu, request %llu", v,
+                             (unsigned long long)e, (unsigned long long)i);
+                cr_assert_eq(x.sample, y.sample);
+                cr_assert_eq(x.size, y.size);
+                cr_assert_eq(x.slot, y.slot);
+                if (x.hit) {
+                    continue;
+                }
+                misses++;
+                cr_assert_eq(x.chunk, y.chunk);
+                cr_assert_eq(x.n_load, y.n_load);
+                cr_assert_eq(x.n_fill, y.n_fill);
+                cr_assert_eq(x.fillable, y.fillable);
+                cr_assert_eq(memcmp(x.load_slot, y.load_slot, x.n_load * sizeof(uint32_t)), 0);
+                cr_assert_eq(memcmp(x.load_place, y.load_place, x.n_load * sizeof(uint64_t)),
+                             0);
+                cr_assert_eq(x.table->chunk, x.chunk);
+                cr_assert_eq(y.table->n, x.table->n);
+                cr_assert_eq(
+                    memcmp(x.table->rec, y.table->rec, x.table->n * (size_t)FMT_SAMPLE_REC_LEN),
+                    0);
+            }
+        }
+        cr_assert_gt(misses, 0);
+        cr_assert_leq(ct.gets, misses, "at most one table asked for per read");
+        sched_free(a);
+        sched_free(b);
+    }
+    free(perm);
+    memds_free(&m);
+}
+
+Test(sched, a_table_source_error_fails_the_request, .timeout = 30)
+{
+    memds m;
+    memds_make(&m, 1000, 16, size_varied);
+    uint64_t *perm = malloc(1000 * sizeof(uint64_t));
+    for (int v = 0; v < 3; v++) {
+        const hdmlp_policy pol = v == 1 ? HDMLP_POLICY_CLAIRVOYANT : HDMLP_POLICY_FILL_RATE;
+        copy_tables ct = {&m.ix, 40, 0};
+        sched_params p = table_params(&m.ix, pol, v == 2);
+        p.tables = copying(&ct);
+        sched *s = NULL;
+        cr_assert_eq(sched_create(&m.ix, &p, &s), HDMLP_OK, "%s", hdmlp_last_error());
+        cr_assert_eq(sched_begin_epoch(s, 0), HDMLP_OK);
+        sampler_epoch(5, 0, 1000, perm);
+        int rc = HDMLP_OK;
+        for (uint64_t i = 0; i < 1000 && rc == HDMLP_OK; i++) {
+            sched_step st;
+            rc = sched_request(s, perm[i], &st);
+            cr_assert(rc != HDMLP_OK || st.hit || st.chunk != 40);
+        }
+        cr_assert_eq(rc, HDMLP_E_IO, "variant %d: %s", v, hdmlp_last_error());
+        cr_assert(strstr(hdmlp_last_error(), "chunk 40"), "%s", hdmlp_last_error());
+        sched_free(s);
+    }
+    free(perm);
+    memds_free(&m);
+}
+
+Test(sched, rejects_a_missing_table_source)
+{
+    memds m;
+    memds_make(&m, 100, 10, size_1k);
+    sched_params p = table_params(&m.ix, HDMLP_POLICY_FILL_RATE, 0);
+    p.abstract_chunks = 5;
+    p.tables.get = NULL;
+    sched *s = NULL;
+    cr_assert_eq(sched_create(&m.ix, &p, &s), HDMLP_E_INVAL);
+    cr_assert_null(s);
+    memds_free(&m);
+}
