@@ -14,8 +14,7 @@
 typedef struct forecast {
     const fmt_index *ix;
     const struct hdmlp_config *cfg;
-    const fmt_tables *tables; /* the dataset's sample tables: the records a miss reads */
-    sched **owners;           /* one scheduler per rank: each applies its own slot-byte cap */
+    sched **owners; /* one scheduler per rank: each applies its own slot-byte cap */
     refill_cost cost;
 } forecast;
 
@@ -35,7 +34,6 @@ static int forecast_init(forecast *f, const fmt_index *ix, const fmt_tables *tab
     memset(f, 0, sizeof(*f));
     f->ix = ix;
     f->cfg = cfg;
-    f->tables = tables;
     f->cost = (refill_cost){cfg->op_us, cfg->bytes_per_s, cfg->max_request, 0.0, 0.0};
     int rc = HDMLP_OK;
     f->owners = hd_calloc(cfg->world, sizeof(sched *));
@@ -92,10 +90,11 @@ typedef struct epoch_job {
     forecast f;
     const struct hdmlp_config *cfg;
     const fmt_index *ix;
-    const fmt_tables *tables;
     /* Stored length of the sample each slot holds (slot ids are every owner's, disjoint),
      * noted from the chunk's table when a miss reads it: what a delivery hands out, as the
-     * loader's samples carry it, without asking for tables at deliveries. */
+     * loader's samples carry it, without asking for tables at deliveries. NULL when every
+     * sample read is delivered to this rank and counted (one rank, no drop_last): the
+     * stored bytes delivered are then those read, summed at the reads. */
     uint64_t *slot_stored;
     uint64_t first, step; /* epochs first, first + step, ... */
     hdmlp_stats st;
@@ -126,6 +125,10 @@ static int replay_epoch(epoch_job *j, uint64_t e)
     const uint64_t n = ix->h.n_samples;
     const uint32_t world = cfg->world, rank = cfg->rank;
     const uint32_t k = ix->h.chunk_size;
+    uint64_t *stored = j->slot_stored;
+    /* Strict fill-rate or random: a request is delivered from the slot of its location. */
+    const int at_location = stored != NULL && cfg->order == HDMLP_ORDER_STRICT &&
+                            cfg->policy != HDMLP_POLICY_CLAIRVOYANT;
     forecast *f = &j->f;
     hdmlp_stats *out = &j->st;
     uint64_t bytes = 0;
@@ -152,11 +155,10 @@ static int replay_epoch(epoch_job *j, uint64_t e)
             const uint64_t ahead = run[(r + 1) % 2][i];
             const sched *so = f->owners[owner_of(f, ahead)];
             sched_prefetch(so, ahead);
-            /* Strict fill-rate or random: the slot of ahead's location is the one it is
-             * delivered from. */
-            const uint64_t c = sched_chunk_of(so, ahead);
-            __builtin_prefetch(
-                &j->slot_stored[sched_group_of_chunk(so, c) * k + (ahead - c * k)]);
+            if (at_location) {
+                const uint64_t c = sched_chunk_of(so, ahead);
+                __builtin_prefetch(&stored[sched_group_of_chunk(so, c) * k + (ahead - c * k)]);
+            }
         }
         const uint32_t owner = owner_of(f, x);
         const uint32_t req = requester;
@@ -167,12 +169,17 @@ static int replay_epoch(epoch_job *j, uint64_t e)
             break;
         }
         for (uint32_t i = 0; !st.hit && i < st.n_load; i++) {
-            j->slot_stored[st.load_place[i]] = fmt_table_stored_len(st.table, st.load_slot[i]);
+            const uint64_t len = fmt_table_stored_len(st.table, st.load_slot[i]);
+            if (stored != NULL) {
+                stored[st.load_place[i]] = len;
+            } else {
+                out->stored_bytes_delivered += len;
+            }
         }
         if (req == rank && (!cfg->drop_last || p / world < j->kept)) {
             out->samples++;
             out->bytes_delivered += st.size;
-            out->stored_bytes_delivered += j->slot_stored[st.slot];
+            out->stored_bytes_delivered += stored != NULL ? stored[st.slot] : 0;
         }
         if (owner != rank) {
             continue;
@@ -271,7 +278,6 @@ static int forecast_replay(const fmt_index *ix, const fmt_tables *tables,
         epoch_job *j = &jobs[t];
         j->cfg = &run;
         j->ix = ix;
-        j->tables = tables;
         j->first = run.start_epoch + t;
         j->step = nt;
         j->kept = run.drop_last ? batches_per_epoch * run.batch : epoch_len;
@@ -279,7 +285,7 @@ static int forecast_replay(const fmt_index *ix, const fmt_tables *tables,
         j->placement = placement;
         j->first_of = first_of;
         rc = forecast_init(&j->f, ix, tables, &run, sz);
-        if (rc == HDMLP_OK) {
+        if (rc == HDMLP_OK && (run.world > 1 || run.drop_last)) {
             j->slot_stored = hd_malloc(sched_slot_count(j->f.owners[0]) * sizeof(uint64_t));
             if (j->slot_stored == NULL) {
                 rc = hd_err(HDMLP_E_NOMEM, "forecast: out of memory");
