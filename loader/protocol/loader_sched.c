@@ -320,7 +320,8 @@ int sched_request(sched *s, uint64_t x, sched_step *out)
             if (i == t) {
                 continue;
             }
-            const uint64_t charge = loader_sample_charge(sched_raw(s, i));
+            const uint64_t sz = sched_raw(s, i);
+            const uint64_t charge = loader_sample_charge(sz);
             if (s->p.slot_cap_bytes != 0 && s->slot_bytes + charge > s->p.slot_cap_bytes) {
                 continue;
             }

@@ -237,11 +237,12 @@ int due_request(sched *s, uint64_t x, sched_step *out)
     sort_by_due(s, keep, n_keep);
     uint32_t kept = 0;
     for (; kept < n_keep && s->occupied < s->hold_cap; kept++) {
-        const uint64_t sz = loader_sample_charge(sched_raw(s, keep[kept]));
-        if (s->p.slot_cap_bytes != 0 && s->slot_bytes + sz > s->p.slot_cap_bytes) {
+        const uint64_t raw = sched_raw(s, keep[kept]);
+        if (s->p.slot_cap_bytes != 0 &&
+            s->slot_bytes + loader_sample_charge(raw) > s->p.slot_cap_bytes) {
             break;
         }
-        hold(s, c * s->k + keep[kept], sz, s->free_ids[--s->n_free]);
+        hold(s, c * s->k + keep[kept], raw, s->free_ids[--s->n_free]);
     }
     /* What is read, in slot order: the kept samples and t, each to its slot. */
     keep[kept] = t;

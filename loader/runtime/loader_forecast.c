@@ -168,10 +168,10 @@ static int replay_epoch(epoch_job *j, uint64_t e)
         if (rc != HDMLP_OK) {
             break;
         }
-        for (uint32_t i = 0; !st.hit && i < st.n_load; i++) {
-            const uint64_t len = fmt_table_stored_len(st.table, st.load_slot[i]);
+        for (uint32_t l = 0; !st.hit && l < st.n_load; l++) {
+            const uint64_t len = fmt_table_stored_len(st.table, st.load_slot[l]);
             if (stored != NULL) {
-                stored[st.load_place[i]] = len;
+                stored[st.load_place[l]] = len;
             } else {
                 out->stored_bytes_delivered += len;
             }
