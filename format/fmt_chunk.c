@@ -96,7 +96,7 @@ int fmt_sample_verify(uint64_t index, const fmt_sample *s, const uint8_t *stored
         return hd_err(HDMLP_E_INVAL, "sample %llu: NULL stored bytes", (ull)index);
     }
     const uint64_t got = fmt_checksum(stored, (size_t)s->stored_len);
-    if (got != s->checksum) {
+    if (!fmt_sample_sum_ok(s, got)) {
         return hd_err(HDMLP_E_CORRUPT,
                       "sample %llu: checksum mismatch (stored bytes hash to %016llx, the index "
                       "says %016llx)",

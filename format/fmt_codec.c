@@ -95,7 +95,7 @@ int fmt_sample_decode(fmt_decoder *d, uint64_t index, const fmt_sample *s,
         return hd_err(HDMLP_E_INVAL, "sample %llu: NULL stored bytes", (ull)index);
     }
     const uint64_t sum = fmt_checksum(stored, (size_t)s->stored_len);
-    if (sum != s->checksum) {
+    if (!fmt_sample_sum_ok(s, sum)) {
         return sample_err(d, index,
                           "checksum mismatch (stored bytes hash to %016llx, the index says "
                           "%016llx)",

@@ -1,38 +1,25 @@
-/* The index: decoding with full validation (FORMAT.md), record accessors, encoding. */
-#include "format.h"
+/* The index: decoding with full validation (FORMAT.md), record accessors, encoding. What
+ * is version 2's alone (fields, its chunk records' tables and keys) is in fmt_index2.c. */
+#include "fmt_index_private.h"
 
 #include <string.h>
 
-enum { SEC_SAMPLES, SEC_CHUNKS, SEC_SEGMENTS, SEC_LABELS, SEC_STRINGS, SEC_DICT, SEC_COUNT };
+/* Section 0 is version 1's samples, version 2's fields. */
+enum { SEC_RECORDS, SEC_CHUNKS, SEC_SEGMENTS, SEC_LABELS, SEC_STRINGS, SEC_DICT, SEC_COUNT };
 
-static const char *const sec_name[SEC_COUNT] = {"samples", "chunks",  "segments",
-                                                "labels",  "strings", "dict"};
+static const char *const sec_name[2][SEC_COUNT] = {
+    {"samples", "chunks", "segments", "labels", "strings", "dict"},
+    {"fields", "chunks", "segments", "labels", "strings", "dict"}};
 
 #define IDX_MAGIC "HDMLPIDX"
 #define IDX_END_MAGIC "HDMLPEND"
 #define IDX_SECTIONS_AT 88u
-#define IDX_RESERVED_AT 184u
+#define IDX_RESERVED_AT 184u  /* version 1 */
+#define IDX2_FIELDS_AT 184u   /* version 2: n_fields, label_field, tables_bytes, keys_bytes */
+#define IDX2_RESERVED_AT 208u /* version 2 */
 #define IDX_MAX_STRINGS ((uint64_t)1 << 32)
 
-typedef unsigned long long ull;
-
-/* Overflow-checked arithmetic: return true on overflow. */
-static inline bool add_ovf(uint64_t a, uint64_t b, uint64_t *out)
-{
-    *out = a + b;
-    return *out < a;
-}
-
-static inline bool mul_ovf(uint64_t a, uint64_t b, uint64_t *out)
-{
-    if (a != 0 && b > UINT64_MAX / a) {
-        return true;
-    }
-    *out = a * b;
-    return false;
-}
-
-static bool all_zero(const uint8_t *p, uint64_t n)
+bool fmt_all_zero(const uint8_t *p, uint64_t n)
 {
     for (uint64_t i = 0; i < n; i++) {
         if (p[i] != 0) {
@@ -53,9 +40,13 @@ static int decode_sections(const uint8_t *p, size_t size, bool strict, const fmt
 {
     const uint64_t body_end = (uint64_t)size - FMT_INDEX_TRAILER_LEN;
     uint64_t want[SEC_COUNT];
-    const uint64_t counts[4] = {h->n_samples, h->n_chunks, h->n_segments, h->n_labels};
-    const uint64_t rec_len[4] = {FMT_SAMPLE_REC_LEN, FMT_CHUNK_REC_LEN, FMT_SEGMENT_REC_LEN,
-                                 FMT_LABEL_REC_LEN};
+    const bool v2 = h->major == 2;
+    const char *const *name = sec_name[v2];
+    const uint64_t counts[4] = {v2 ? h->n_fields : h->n_samples, h->n_chunks, h->n_segments,
+                                h->n_labels};
+    const uint64_t rec_len[4] = {v2 ? FMT_FIELD_REC_LEN : FMT_SAMPLE_REC_LEN,
+                                 v2 ? FMT_CHUNK_REC2_LEN : FMT_CHUNK_REC_LEN,
+                                 FMT_SEGMENT_REC_LEN, FMT_LABEL_REC_LEN};
     for (int j = 0; j < SEC_COUNT; j++) {
         const uint8_t *e = p + IDX_SECTIONS_AT + 16u * (unsigned)j;
         out[j].off = fmt_ld64(e);
@@ -63,20 +54,20 @@ static int decode_sections(const uint8_t *p, size_t size, bool strict, const fmt
         out[j].id = j;
         if (out[j].off % 8 != 0) {
             return hd_err(HDMLP_E_CORRUPT, "index: section %s: offset %llu not a multiple of 8",
-                          sec_name[j], (ull)out[j].off);
+                          name[j], (ull)out[j].off);
         }
         if (out[j].off < FMT_INDEX_HEADER_LEN || out[j].off > body_end ||
             out[j].len > body_end - out[j].off) {
             return hd_err(HDMLP_E_CORRUPT,
                           "index: section %s: range [%llu, +%llu) outside the index body "
                           "[256, %llu)",
-                          sec_name[j], (ull)out[j].off, (ull)out[j].len, (ull)body_end);
+                          name[j], (ull)out[j].off, (ull)out[j].len, (ull)body_end);
         }
         if (j < 4) {
             if (mul_ovf(counts[j], rec_len[j], &want[j]) || out[j].len != want[j]) {
                 return hd_err(HDMLP_E_CORRUPT,
                               "index: section %s: length %llu, expected %llu records x %llu",
-                              sec_name[j], (ull)out[j].len, (ull)counts[j], (ull)rec_len[j]);
+                              name[j], (ull)out[j].len, (ull)counts[j], (ull)rec_len[j]);
             }
         }
     }
@@ -103,9 +94,9 @@ static int decode_sections(const uint8_t *p, size_t size, bool strict, const fmt
         const uint64_t start = k < n ? sorted[k].off : body_end;
         if (start < pos) {
             return hd_err(HDMLP_E_CORRUPT, "index: section %s overlaps section %s",
-                          sec_name[sorted[k].id], sec_name[sorted[k - 1].id]);
+                          name[sorted[k].id], name[sorted[k - 1].id]);
         }
-        if (strict && !all_zero(p + pos, start - pos)) {
+        if (strict && !fmt_all_zero(p + pos, start - pos)) {
             return hd_err(HDMLP_E_CORRUPT, "index: non-zero padding in [%llu, %llu)", (ull)pos,
                           (ull)start);
         }
@@ -127,10 +118,11 @@ static int decode_header(const uint8_t *p, size_t size, fmt_header *h, bool *str
     }
     h->major = fmt_ld16(p + 8);
     h->minor = fmt_ld16(p + 10);
-    if (h->major != FMT_VERSION_MAJOR) {
+    if (h->major != 1 && h->major != 2) {
         return hd_err(HDMLP_E_VERSION,
-                      "index: format version %u.%u is not supported (this reader reads %u.x)",
-                      (unsigned)h->major, (unsigned)h->minor, (unsigned)FMT_VERSION_MAJOR);
+                      "index: format version %u.%u is not supported (this reader reads 1.x "
+                      "and 2.x)",
+                      (unsigned)h->major, (unsigned)h->minor);
     }
     if (size < FMT_INDEX_HEADER_LEN + FMT_INDEX_TRAILER_LEN) {
         return hd_err(HDMLP_E_CORRUPT,
@@ -167,8 +159,27 @@ static int decode_header(const uint8_t *p, size_t size, fmt_header *h, bool *str
     if (*strict && h->flags != 0) {
         return hd_err(HDMLP_E_CORRUPT, "index: flags 0x%x, expected 0", h->flags);
     }
-    if (*strict && !all_zero(p + IDX_RESERVED_AT, FMT_INDEX_HEADER_LEN - IDX_RESERVED_AT)) {
-        return hd_err(HDMLP_E_CORRUPT, "index: reserved header bytes 184..255 not zero");
+    const unsigned reserved = h->major == 2 ? IDX2_RESERVED_AT : IDX_RESERVED_AT;
+    if (*strict && !fmt_all_zero(p + reserved, FMT_INDEX_HEADER_LEN - reserved)) {
+        return hd_err(HDMLP_E_CORRUPT, "index: reserved header bytes %u..255 not zero",
+                      reserved);
+    }
+    h->n_fields = 0;
+    h->label_field = FMT_NO_FIELD;
+    h->tables_bytes = h->keys_bytes = 0;
+    if (h->major == 2) {
+        h->n_fields = fmt_ld32(p + IDX2_FIELDS_AT);
+        h->label_field = fmt_ld32(p + IDX2_FIELDS_AT + 4);
+        h->tables_bytes = fmt_ld64(p + IDX2_FIELDS_AT + 8);
+        h->keys_bytes = fmt_ld64(p + IDX2_FIELDS_AT + 16);
+        if (h->n_fields == 0 || h->n_fields > FMT_MAX_FIELDS) {
+            return hd_err(HDMLP_E_CORRUPT, "index: n_fields %u outside 1..%u", h->n_fields,
+                          FMT_MAX_FIELDS);
+        }
+        if (h->label_field != FMT_NO_FIELD && h->label_field >= h->n_fields) {
+            return hd_err(HDMLP_E_CORRUPT, "index: label_field %u, n_fields is %u",
+                          h->label_field, h->n_fields);
+        }
     }
     if (h->n_samples == 0) {
         return hd_err(HDMLP_E_CORRUPT, "index: n_samples 0 (must be at least 1)");
@@ -182,8 +193,9 @@ static int decode_header(const uint8_t *p, size_t size, fmt_header *h, bool *str
         return hd_err(HDMLP_E_CORRUPT, "index: n_chunks %llu, expected ceil(%llu / %u) = %llu",
                       (ull)h->n_chunks, (ull)h->n_samples, h->chunk_size, (ull)c);
     }
-    if (h->n_labels == 0) {
-        return hd_err(HDMLP_E_CORRUPT, "index: n_labels 0 (must be at least 1)");
+    if (h->n_labels == 0 && (h->major == 1 || h->label_field != FMT_NO_FIELD)) {
+        return hd_err(HDMLP_E_CORRUPT, "index: n_labels 0 (must be at least 1%s)",
+                      h->major == 1 ? "" : " with a label field");
     }
     if (h->n_segments == 0) {
         return hd_err(HDMLP_E_CORRUPT, "index: n_segments 0 (must be at least 1)");
@@ -287,6 +299,7 @@ static int check_chunks(const fmt_index *ix, bool strict)
     uint64_t seg_left = fmt_ld64(ix->segments + 8);
     uint64_t seg_size = fmt_ld64(ix->segments);
     uint64_t prev_end = 0; /* end of the previous chunk in the current segment */
+    fmt_chunk2_sums sums = {0, 0, 0};
     for (uint64_t c = 0; c < h->n_chunks; c++) {
         while (seg_left == 0) { /* check_segments guarantees a next segment exists */
             seg++;
@@ -296,7 +309,7 @@ static int check_chunks(const fmt_index *ix, bool strict)
             prev_end = 0;
         }
         seg_left--;
-        const uint8_t *r = ix->chunks + c * FMT_CHUNK_REC_LEN;
+        const uint8_t *r = ix->chunks + c * ix->chunk_rec_len;
         const uint64_t off = fmt_ld64(r);
         const uint64_t len = fmt_ld64(r + 8);
         const uint32_t cseg = fmt_ld32(r + 16);
@@ -331,9 +344,21 @@ static int check_chunks(const fmt_index *ix, bool strict)
                           (ull)c, (ull)off, (ull)len, seg, (ull)seg_size);
         }
         prev_end = end;
-        uint64_t samples_end = 0;
+        if (len < FMT_CHUNK_HEADER_LEN || add_ovf(stored_sum, len - FMT_CHUNK_HEADER_LEN,
+                                                  &stored_sum)) {
+            return hd_err(HDMLP_E_CORRUPT, "index: chunk %llu: length %llu, below 64 or past "
+                          "the byte totals", (ull)c, (ull)len);
+        }
+        if (h->major == 2) {
+            const int rc = fmt_index2_check_chunk(ix, strict, c, &sums);
+            if (rc != HDMLP_OK) {
+                return rc;
+            }
+            continue;
+        }
+        uint64_t samples_end = 0, sample_stored = 0;
         const int rc =
-            check_samples(ix, strict, c, first, n, &samples_end, &raw_sum, &stored_sum);
+            check_samples(ix, strict, c, first, n, &samples_end, &raw_sum, &sample_stored);
         if (rc != HDMLP_OK) {
             return rc;
         }
@@ -344,12 +369,19 @@ static int check_chunks(const fmt_index *ix, bool strict)
                           (ull)c, (ull)len, (ull)samples_end);
         }
     }
+    if (h->major == 2) {
+        const int rc = fmt_index2_check_totals(ix, &sums);
+        if (rc != HDMLP_OK) {
+            return rc;
+        }
+        raw_sum = sums.raw;
+    }
     if (raw_sum != h->raw_bytes) {
-        return hd_err(HDMLP_E_CORRUPT, "index: raw_bytes %llu, samples sum to %llu",
-                      (ull)h->raw_bytes, (ull)raw_sum);
+        return hd_err(HDMLP_E_CORRUPT, "index: raw_bytes %llu, %s sum to %llu",
+                      (ull)h->raw_bytes, h->major == 2 ? "chunks" : "samples", (ull)raw_sum);
     }
     if (stored_sum != h->stored_bytes) {
-        return hd_err(HDMLP_E_CORRUPT, "index: stored_bytes %llu, samples sum to %llu",
+        return hd_err(HDMLP_E_CORRUPT, "index: stored_bytes %llu, chunks' payloads sum to %llu",
                       (ull)h->stored_bytes, (ull)stored_sum);
     }
     return HDMLP_OK;
@@ -391,7 +423,11 @@ int fmt_index_decode(const void *buf, size_t size, fmt_index *out)
     }
     ix.base = p;
     ix.size = size;
-    ix.samples = p + s[SEC_SAMPLES].off;
+    const bool v2 = ix.h.major == 2;
+    ix.samples = v2 ? NULL : p + s[SEC_RECORDS].off;
+    ix.fields = v2 ? p + s[SEC_RECORDS].off : NULL;
+    ix.chunk_rec_len = v2 ? FMT_CHUNK_REC2_LEN : FMT_CHUNK_REC_LEN;
+    ix.data_field = FMT_NO_FIELD;
     ix.chunks = p + s[SEC_CHUNKS].off;
     ix.segments = p + s[SEC_SEGMENTS].off;
     ix.labels = p + s[SEC_LABELS].off;
@@ -400,6 +436,9 @@ int fmt_index_decode(const void *buf, size_t size, fmt_index *out)
     ix.dict = p + s[SEC_DICT].off;
     ix.dict_len = s[SEC_DICT].len;
     rc = check_segments(&ix);
+    if (rc == HDMLP_OK && v2) {
+        rc = fmt_index2_check_fields(&ix, strict, &ix.data_field);
+    }
     if (rc == HDMLP_OK) {
         rc = check_chunks(&ix, strict);
     }
@@ -428,16 +467,27 @@ void fmt_sample_record(const uint8_t *r, fmt_sample *out)
     out->key_len = fmt_ld16(r + 36);
     out->codec = r[38];
     out->label = fmt_ld32(r + 40);
+    out->sum32 = r[39] & 1u; /* 0 in version 1's section; 1 in version 2's expansions */
 }
 
 void fmt_index_chunk(const fmt_index *ix, uint64_t c, fmt_chunk *out)
 {
-    const uint8_t *r = ix->chunks + c * FMT_CHUNK_REC_LEN;
+    const uint8_t *r = ix->chunks + c * ix->chunk_rec_len;
+    memset(out, 0, sizeof(*out));
     out->offset = fmt_ld64(r);
     out->length = fmt_ld64(r + 8);
     out->segment = fmt_ld32(r + 16);
     out->n_samples = fmt_ld32(r + 20);
     out->header_checksum = fmt_ld64(r + 24);
+    if (ix->chunk_rec_len == FMT_CHUNK_REC2_LEN) {
+        out->table_offset = fmt_ld64(r + 32);
+        out->table_checksum = fmt_ld64(r + 40);
+        out->keys_offset = fmt_ld64(r + 48);
+        out->keys_length = fmt_ld64(r + 56);
+        out->keys_checksum = fmt_ld64(r + 64);
+        out->raw_bytes = fmt_ld64(r + 72);
+        out->max_raw = fmt_ld64(r + 80);
+    }
 }
 
 void fmt_index_segment(const fmt_index *ix, uint32_t s, fmt_segment *out)
@@ -456,15 +506,6 @@ void fmt_index_label(const fmt_index *ix, uint32_t l, fmt_label *out)
 
 /* ---- encoding ------------------------------------------------------------------------- */
 
-static inline bool align8_ovf(uint64_t v, uint64_t *out)
-{
-    if (v > UINT64_MAX - 7) {
-        return true;
-    }
-    *out = (v + 7) & ~(uint64_t)7;
-    return false;
-}
-
 int fmt_index_encode(const fmt_index_build *b, uint8_t **out, size_t *out_len)
 {
     if (out == NULL || out_len == NULL) {
@@ -472,14 +513,18 @@ int fmt_index_encode(const fmt_index_build *b, uint8_t **out, size_t *out_len)
     }
     *out = NULL;
     *out_len = 0;
-    if (b == NULL || (b->n_samples && !b->samples) || (b->n_chunks && !b->chunks) ||
-        (b->n_segments && !b->segments) || (b->n_labels && !b->labels) ||
-        (b->strings_len && !b->strings) || (b->dict_len && !b->dict)) {
-        return hd_err(HDMLP_E_INVAL, "index encode: NULL array with a non-zero count");
+    const bool v2 = b != NULL && b->version == 2;
+    if (b == NULL || (!v2 && b->n_samples && !b->samples) || (v2 && b->samples) ||
+        (b->n_chunks && !b->chunks) || (b->n_segments && !b->segments) ||
+        (b->n_labels && !b->labels) || (b->strings_len && !b->strings) ||
+        (b->dict_len && !b->dict) || (b->n_fields && !b->fields) || (!v2 && b->n_fields)) {
+        return hd_err(HDMLP_E_INVAL, "index encode: NULL array with a non-zero count, or "
+                                     "records of the other version");
     }
     uint64_t len[SEC_COUNT];
-    if (mul_ovf(b->n_samples, FMT_SAMPLE_REC_LEN, &len[SEC_SAMPLES]) ||
-        mul_ovf(b->n_chunks, FMT_CHUNK_REC_LEN, &len[SEC_CHUNKS])) {
+    if (mul_ovf(v2 ? b->n_fields : b->n_samples, v2 ? FMT_FIELD_REC_LEN : FMT_SAMPLE_REC_LEN,
+                &len[SEC_RECORDS]) ||
+        mul_ovf(b->n_chunks, v2 ? FMT_CHUNK_REC2_LEN : FMT_CHUNK_REC_LEN, &len[SEC_CHUNKS])) {
         return hd_err(HDMLP_E_INVAL, "index encode: too many records");
     }
     len[SEC_SEGMENTS] = (uint64_t)b->n_segments * FMT_SEGMENT_REC_LEN;
@@ -498,7 +543,7 @@ int fmt_index_encode(const fmt_index_build *b, uint8_t **out, size_t *out_len)
         total > SIZE_MAX) {
         return hd_err(HDMLP_E_INVAL, "index encode: index too large");
     }
-    for (uint64_t i = 0; i < b->n_samples; i++) {
+    for (uint64_t i = 0; !v2 && i < b->n_samples; i++) {
         if (b->samples[i].key_len > FMT_MAX_KEY_LEN || b->samples[i].codec > 255) {
             return hd_err(HDMLP_E_INVAL,
                           "index encode: sample %llu: key_length %u or codec %u out of range",
@@ -511,9 +556,9 @@ int fmt_index_encode(const fmt_index_build *b, uint8_t **out, size_t *out_len)
     }
     uint64_t raw_sum = 0;
     uint64_t stored_sum = 0;
-    for (uint64_t i = 0; i < b->n_samples; i++) {
+    for (uint64_t i = 0; !v2 && i < b->n_samples; i++) {
         const fmt_sample *s = &b->samples[i];
-        uint8_t *r = p + off[SEC_SAMPLES] + i * FMT_SAMPLE_REC_LEN;
+        uint8_t *r = p + off[SEC_RECORDS] + i * FMT_SAMPLE_REC_LEN;
         fmt_st64(r, s->offset);
         fmt_st64(r + 8, s->stored_len);
         fmt_st64(r + 16, s->raw_len);
@@ -527,12 +572,22 @@ int fmt_index_encode(const fmt_index_build *b, uint8_t **out, size_t *out_len)
     }
     for (uint64_t c = 0; c < b->n_chunks; c++) {
         const fmt_chunk *ch = &b->chunks[c];
+        if (v2) {
+            fmt_index2_put_chunk(p + off[SEC_CHUNKS] + c * FMT_CHUNK_REC2_LEN, ch);
+            raw_sum += ch->raw_bytes;
+            stored_sum += ch->length - FMT_CHUNK_HEADER_LEN;
+            continue;
+        }
         uint8_t *r = p + off[SEC_CHUNKS] + c * FMT_CHUNK_REC_LEN;
         fmt_st64(r, ch->offset);
         fmt_st64(r + 8, ch->length);
         fmt_st32(r + 16, ch->segment);
         fmt_st32(r + 20, ch->n_samples);
         fmt_st64(r + 24, ch->header_checksum);
+    }
+    for (uint32_t f = 0; v2 && f < b->n_fields; f++) {
+        fmt_index2_put_field(p + off[SEC_RECORDS] + (uint64_t)f * FMT_FIELD_REC_LEN,
+                             &b->fields[f]);
     }
     for (uint32_t s = 0; s < b->n_segments; s++) {
         uint8_t *r = p + off[SEC_SEGMENTS] + (uint64_t)s * FMT_SEGMENT_REC_LEN;
@@ -552,7 +607,7 @@ int fmt_index_encode(const fmt_index_build *b, uint8_t **out, size_t *out_len)
     }
     const fmt_header *h = &b->h;
     memcpy(p, IDX_MAGIC, 8);
-    fmt_st16(p + 8, FMT_VERSION_MAJOR);
+    fmt_st16(p + 8, v2 ? 2 : 1);
     fmt_st16(p + 10, FMT_VERSION_MINOR);
     fmt_st32(p + 12, FMT_INDEX_HEADER_LEN);
     fmt_st64(p + 16, h->dataset_id);
@@ -566,6 +621,12 @@ int fmt_index_encode(const fmt_index_build *b, uint8_t **out, size_t *out_len)
     fmt_st64(p + 64, h->created);
     fmt_st64(p + 72, raw_sum);
     fmt_st64(p + 80, stored_sum);
+    if (v2) {
+        fmt_st32(p + IDX2_FIELDS_AT, b->n_fields);
+        fmt_st32(p + IDX2_FIELDS_AT + 4, h->label_field);
+        fmt_st64(p + IDX2_FIELDS_AT + 8, h->tables_bytes);
+        fmt_st64(p + IDX2_FIELDS_AT + 16, h->keys_bytes);
+    }
     for (int j = 0; j < SEC_COUNT; j++) {
         fmt_st64(p + IDX_SECTIONS_AT + 16u * (unsigned)j, off[j]);
         fmt_st64(p + IDX_SECTIONS_AT + 16u * (unsigned)j + 8, len[j]);

@@ -3,8 +3,10 @@
  * Internal header: not installed.
  *
  * Layering (a file calls only those below it; .ci/check_layers.py fails on a call circle):
- *   fmt_table.c (sample tables: a chunk's sample records, version 1 over the index)
- *   fmt_index.c (index encode/decode), fmt_chunk.c (chunk headers; reads index records)
+ *   fmt_table.c (sample tables: a chunk's sample records, version 1 over the index),
+ *   fmt_table2.c (version 2: a chunk's value records checked and expanded; key blocks)
+ *   fmt_index.c (index encode/decode: version 1 here, version 2's parts in fmt_index2.c),
+ *   fmt_chunk.c (chunk headers; reads index records)
  *   fmt_codec.c (sample checksums and zstd codecs)
  *   format/base/ (hd_base.h: allocation and the thread-local error detail)
  */
@@ -19,22 +21,59 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define FMT_VERSION_MAJOR 1
-#define FMT_VERSION_MINOR 0
+#define FMT_VERSION_MAJOR 2 /* what is written; majors 1 and 2 are read */
+#define FMT_VERSION_MINOR 0 /* of either major */
 #define FMT_ALIGN 4096u
 #define FMT_INDEX_HEADER_LEN 256u
 #define FMT_INDEX_TRAILER_LEN 16u
 #define FMT_CHUNK_HEADER_LEN 64u
 #define FMT_SAMPLE_REC_LEN 48u
-#define FMT_CHUNK_REC_LEN 32u
+#define FMT_CHUNK_REC_LEN 32u  /* version 1 */
+#define FMT_CHUNK_REC2_LEN 96u /* version 2 */
+#define FMT_FIELD_REC_LEN 32u
+#define FMT_VALUE_REC_LEN 16u
+#define FMT_MAX_FIELDS 256u
+#define FMT_MAX_NDIM 4u
+#define FMT_MAX_VALUE_LEN UINT32_MAX /* a version-2 value's stored and raw lengths */
+#define FMT_NO_FIELD UINT32_MAX      /* label_field of a dataset without labels */
 #define FMT_SEGMENT_REC_LEN 16u
 #define FMT_LABEL_REC_LEN 8u
 #define FMT_MAX_CHUNK_SIZE (1u << 20)
 #define FMT_MAX_KEY_LEN 65535u
 #define FMT_INDEX_NAME "index"
 #define FMT_SEGMENT_NAME_FMT "segment-%06u"
+#define FMT_TABLES_NAME "tables" /* version 2 */
+#define FMT_KEYS_NAME "keys"     /* version 2 */
 
 enum fmt_codec { FMT_CODEC_NONE = 0, FMT_CODEC_ZSTD = 1, FMT_CODEC_ZSTD_DICT = 2 };
+
+/* Version 2: a field's type (FORMAT.md: fields section). Scalars are stored inline in their
+ * value record; the others as bytes in the chunk. */
+enum fmt_field_type {
+    FMT_FIELD_BYTES = 0,
+    FMT_FIELD_TEXT = 1,    /* UTF-8 */
+    FMT_FIELD_JSON = 2,    /* UTF-8 JSON */
+    FMT_FIELD_INT64 = 3,   /* scalar */
+    FMT_FIELD_FLOAT32 = 4, /* scalar */
+    FMT_FIELD_FLOAT64 = 5, /* scalar */
+    FMT_FIELD_NDARRAY = 6, /* dtype, ndim, shape */
+    FMT_FIELD_IMAGE = 7,   /* encoded image bytes (JPEG, PNG, ...) */
+    FMT_FIELD_TYPES = 8
+};
+enum fmt_dtype {
+    FMT_DTYPE_NONE = 0,
+    FMT_DTYPE_U8, FMT_DTYPE_I8, FMT_DTYPE_U16, FMT_DTYPE_I16, FMT_DTYPE_U32, FMT_DTYPE_I32,
+    FMT_DTYPE_U64, FMT_DTYPE_I64, FMT_DTYPE_F16, FMT_DTYPE_F32, FMT_DTYPE_F64,
+    FMT_DTYPES
+};
+enum fmt_value_state { FMT_VALUE_ABSENT = 0, FMT_VALUE_STORED = 1, FMT_VALUE_INLINE = 2 };
+#define FMT_FIELD_REQUIRED 1u /* no sample lacks it */
+#define FMT_FIELD_LABEL 2u    /* the dataset's label: an int64 in [0, L) */
+
+static inline bool fmt_field_scalar(uint32_t type)
+{
+    return type == FMT_FIELD_INT64 || type == FMT_FIELD_FLOAT32 || type == FMT_FIELD_FLOAT64;
+}
 
 /* ---- little-endian codec -------------------------------------------------------------- */
 static inline uint16_t fmt_ld16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
@@ -80,7 +119,14 @@ typedef struct fmt_sample {
     uint32_t key_len;
     uint32_t codec;
     uint32_t label;
+    uint32_t sum32; /* 1: checksum holds the low 32 bits of XXH3-64 (version 2's records) */
 } fmt_sample;
+
+/* Whether a sample's stored bytes, hashing to sum (fmt_checksum), match its record. */
+static inline bool fmt_sample_sum_ok(const fmt_sample *s, uint64_t sum)
+{
+    return s->sum32 ? (sum & UINT32_MAX) == s->checksum : sum == s->checksum;
+}
 
 typedef struct fmt_chunk {
     uint64_t offset; /* in its segment */
@@ -88,7 +134,35 @@ typedef struct fmt_chunk {
     uint32_t segment;
     uint32_t n_samples;
     uint64_t header_checksum;
+    /* Version 2 (0 in version 1): the chunk's sample table in DIR/tables (n_samples × F
+     * value records), its key block in DIR/keys, and the raw sizes sizing needs. */
+    uint64_t table_offset;
+    uint64_t table_checksum; /* XXH3-64 of the table */
+    uint64_t keys_offset;
+    uint64_t keys_length;
+    uint64_t keys_checksum; /* XXH3-64 of the key block */
+    uint64_t raw_bytes;     /* sum of its samples' raw sizes */
+    uint64_t max_raw;       /* its largest sample's raw size */
 } fmt_chunk;
+
+/* Version 2: a field (FORMAT.md: fields section). */
+typedef struct fmt_field {
+    uint32_t name_off, name_len; /* into strings */
+    uint8_t type;                /* enum fmt_field_type */
+    uint8_t dtype;               /* ndarray: enum fmt_dtype; else 0 */
+    uint8_t ndim;                /* ndarray: 0..FMT_MAX_NDIM; else 0 */
+    uint8_t flags;               /* FMT_FIELD_REQUIRED | FMT_FIELD_LABEL */
+    uint32_t shape[FMT_MAX_NDIM]; /* ndarray: each dim's size, 0 = varies (leads the value) */
+} fmt_field;
+
+/* Version 2: one value record (FORMAT.md: value records). */
+typedef struct fmt_value {
+    uint64_t stored_len, raw_len; /* stored; 0 otherwise */
+    uint64_t inline_bits;         /* inline: the scalar's 8 bytes (little-endian) */
+    uint32_t checksum;            /* low 32 bits of XXH3-64 of the stored or inline bytes */
+    uint8_t codec;                /* stored: enum fmt_codec; else 0 */
+    uint8_t state;                /* enum fmt_value_state */
+} fmt_value;
 
 typedef struct fmt_segment {
     uint64_t size;
@@ -113,6 +187,11 @@ typedef struct fmt_header {
     uint64_t created;
     uint64_t raw_bytes;
     uint64_t stored_bytes;
+    /* Version 2 (version 1: 0, FMT_NO_FIELD, 0, 0). */
+    uint32_t n_fields;
+    uint32_t label_field; /* the field flagged FMT_FIELD_LABEL, or FMT_NO_FIELD */
+    uint64_t tables_bytes; /* size of DIR/tables */
+    uint64_t keys_bytes;   /* size of DIR/keys */
 } fmt_header;
 
 /* ---- index ---------------------------------------------------------------------------- */
@@ -122,8 +201,12 @@ typedef struct fmt_index {
     fmt_header h;
     const uint8_t *base;
     size_t size;
-    const uint8_t *samples;  /* N × FMT_SAMPLE_REC_LEN */
-    const uint8_t *chunks;   /* C × FMT_CHUNK_REC_LEN */
+    const uint8_t *samples;  /* version 1: N × FMT_SAMPLE_REC_LEN; version 2: NULL */
+    const uint8_t *chunks;   /* C × chunk_rec_len */
+    const uint8_t *fields;   /* version 2: F × FMT_FIELD_REC_LEN; version 1: NULL */
+    uint32_t chunk_rec_len;  /* FMT_CHUNK_REC_LEN or FMT_CHUNK_REC2_LEN by version */
+    uint32_t data_field;     /* version 2: the one stored (non-scalar) field the loader
+                                delivers, FMT_NO_FIELD when there is none or several */
     const uint8_t *segments; /* S × FMT_SEGMENT_REC_LEN */
     const uint8_t *labels;   /* L × FMT_LABEL_REC_LEN */
     const uint8_t *strings;
@@ -140,6 +223,7 @@ void fmt_index_sample(const fmt_index *ix, uint64_t i, fmt_sample *out);
 void fmt_index_chunk(const fmt_index *ix, uint64_t c, fmt_chunk *out);
 void fmt_index_segment(const fmt_index *ix, uint32_t s, fmt_segment *out);
 void fmt_index_label(const fmt_index *ix, uint32_t l, fmt_label *out);
+void fmt_index_field(const fmt_index *ix, uint32_t f, fmt_field *out); /* version 2 */
 
 /* Decodes one sample record (FMT_SAMPLE_REC_LEN bytes; FORMAT.md: samples section). */
 void fmt_sample_record(const uint8_t *rec, fmt_sample *out);
@@ -215,6 +299,36 @@ int fmt_index_table(const fmt_index *ix, uint64_t c, fmt_table *out);
 /* Version 1's raw_top_sum: a scan of every record (a min-heap of the m largest). */
 uint64_t fmt_index_raw_top_sum(const fmt_index *ix, uint64_t m);
 
+/* ---- version 2: sample tables and key blocks (fmt_table2.c) ----------------------------- */
+
+/* Bytes of chunk c's table in DIR/tables: n_c × F value records. */
+static inline uint64_t fmt_table2_len(const fmt_index *ix, const fmt_chunk *c)
+{
+    return (uint64_t)c->n_samples * ix->h.n_fields * FMT_VALUE_REC_LEN;
+}
+/* Buffer a version-2 table source needs per get: the largest table as read plus its
+ * expansion into K sample records. */
+size_t fmt_table2_scratch(const fmt_index *ix);
+/* Checks chunk c's table as read (`raw`, fmt_table2_len bytes: its checksum against the
+ * chunk record, then every value record against its field, the dictionary, the labels and
+ * the chunk record's sizes) and expands it into n_c sample records at `rec` (the samples
+ * section's encoding: the data field's offset, lengths, codec and 32-bit checksum, the label
+ * field's value), *out a view of them. HDMLP_E_CORRUPT naming the chunk, sample and field;
+ * HDMLP_E_UNSUPPORTED when the dataset has no single data field (ix->data_field). */
+int fmt_table2_expand(const fmt_index *ix, uint64_t c, const uint8_t *raw, uint8_t *rec,
+                      fmt_table *out);
+void fmt_value_decode(const uint8_t r[FMT_VALUE_REC_LEN], fmt_value *out);
+void fmt_value_encode(uint8_t r[FMT_VALUE_REC_LEN], const fmt_value *v);
+/* Version 2's raw_top_sum, from the chunk records' max_raw (C log C; see fmt_tables). */
+uint64_t fmt_index2_raw_top_sum(const fmt_index *ix, uint64_t m);
+
+/* A chunk's key block (DIR/keys at keys_offset, keys_length bytes): n_c × u32 key lengths,
+ * then the keys back to back. fmt_keys_check checks it against chunk c's record (checksum,
+ * lengths adding up); fmt_keys_at then gives key t (t < n_c) in place. */
+int fmt_keys_check(const fmt_index *ix, uint64_t c, const uint8_t *blk, uint64_t len);
+void fmt_keys_at(const uint8_t *blk, uint32_t n, uint32_t t, const uint8_t **key,
+                 uint32_t *len);
+
 /* Chunk `chunk`'s table from source ts (ts->get). */
 static inline int fmt_tables_get(const fmt_tables *ts, uint64_t chunk, void *buf, size_t cap,
                                  fmt_table *out)
@@ -225,8 +339,11 @@ static inline int fmt_tables_get(const fmt_tables *ts, uint64_t chunk, void *buf
 /* Everything needed to encode an index. Arrays are not owned. */
 typedef struct fmt_index_build {
     fmt_header h; /* major/minor and counts are filled by fmt_index_encode */
-    const fmt_sample *samples;
-    uint64_t n_samples;
+    uint32_t version; /* 2: version 2 (fields, no samples); 0 or 1: version 1 */
+    const fmt_sample *samples; /* version 1 */
+    uint64_t n_samples;        /* both versions */
+    const fmt_field *fields;   /* version 2; h.label_field, h.tables_bytes, h.keys_bytes */
+    uint32_t n_fields;
     const fmt_chunk *chunks;
     uint64_t n_chunks;
     const fmt_segment *segments;

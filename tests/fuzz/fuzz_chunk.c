@@ -83,12 +83,20 @@ static void fx_build(void)
             }
             check(codec == fx_codec[i] && pos + stored_len <= FMT_ALIGN, "fixture layout");
             memcpy(chunk + pos, stored, stored_len);
-            samples[i] = (fmt_sample){
-                pos, stored_len, raw_len, fmt_checksum(stored, stored_len), 2 * i, 2, codec, 0};
+            samples[i] = (fmt_sample){.offset = pos,
+                                      .stored_len = stored_len,
+                                      .raw_len = raw_len,
+                                      .checksum = fmt_checksum(stored, stored_len),
+                                      .key_off = 2 * i,
+                                      .key_len = 2,
+                                      .codec = codec};
             pos += stored_len;
         }
-        chunks[c] = (fmt_chunk){(uint64_t)c * FMT_ALIGN, pos, 0, n,
-                                fmt_chunk_header_encode(chunk, FX_ID, c, n, pos - 64)};
+        chunks[c] = (fmt_chunk){
+            .offset = (uint64_t)c * FMT_ALIGN,
+            .length = pos,
+            .n_samples = n,
+            .header_checksum = fmt_chunk_header_encode(chunk, FX_ID, c, n, pos - 64)};
     }
     fmt_encoder_free(plain);
     fmt_encoder_free(with_dict);
@@ -172,7 +180,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         decode_one(i, &s, exact, false);
         free(exact);
     }
-    fmt_sample fs = {64, len, free_raw, fmt_checksum(chunk, len), 0, 0, free_codec, 0};
+    fmt_sample fs = {.offset = 64,
+                     .stored_len = len,
+                     .raw_len = free_raw,
+                     .checksum = fmt_checksum(chunk, len),
+                     .codec = free_codec};
     if (fs.codec == FMT_CODEC_NONE) {
         fs.raw_len = len;
     }

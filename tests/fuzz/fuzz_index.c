@@ -215,7 +215,11 @@ static void gen(const char *dir, const char *name, uint64_t n, uint32_t k, uint3
         }
         uint8_t hdr[FMT_CHUNK_HEADER_LEN];
         chunks[c] =
-            (fmt_chunk){off, pos, seg, cnt, fmt_chunk_header_encode(hdr, 77, c, cnt, pos - 64)};
+            (fmt_chunk){.offset = off,
+                        .length = pos,
+                        .segment = seg,
+                        .n_samples = cnt,
+                        .header_checksum = fmt_chunk_header_encode(hdr, 77, c, cnt, pos - 64)};
         off += fmt_align_up(pos);
         segments[seg].size = off;
         segments[seg].n_chunks++;

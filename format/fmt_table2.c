@@ -1,0 +1,235 @@
+/* Version 2's sample tables and key blocks (FORMAT.md): a chunk's value records checked
+ * against its fields and chunk record, and expanded into the sample records the loader
+ * reads through fmt_table; key blocks checked and read in place. */
+#include "fmt_index_private.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void fmt_value_decode(const uint8_t r[FMT_VALUE_REC_LEN], fmt_value *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->state = r[13];
+    out->codec = r[12];
+    out->checksum = fmt_ld32(r + 8);
+    if (out->state == FMT_VALUE_INLINE) {
+        out->inline_bits = fmt_ld64(r);
+    } else {
+        out->stored_len = fmt_ld32(r);
+        out->raw_len = fmt_ld32(r + 4);
+    }
+}
+
+void fmt_value_encode(uint8_t r[FMT_VALUE_REC_LEN], const fmt_value *v)
+{
+    memset(r, 0, FMT_VALUE_REC_LEN);
+    if (v->state == FMT_VALUE_INLINE) {
+        fmt_st64(r, v->inline_bits);
+    } else if (v->state == FMT_VALUE_STORED) {
+        fmt_st32(r, (uint32_t)v->stored_len);
+        fmt_st32(r + 4, (uint32_t)v->raw_len);
+    }
+    fmt_st32(r + 8, v->checksum);
+    r[12] = v->codec;
+    r[13] = v->state;
+}
+
+size_t fmt_table2_scratch(const fmt_index *ix)
+{
+    const uint64_t k = ix->h.chunk_size;
+    return (size_t)(k * ix->h.n_fields * FMT_VALUE_REC_LEN + k * FMT_SAMPLE_REC_LEN);
+}
+
+/* Checks value record v of sample i, field f (fd). */
+static int check_value(const fmt_index *ix, uint64_t c, uint64_t i, uint32_t f,
+                       const fmt_field *fd, const uint8_t *r, const fmt_value *v)
+{
+    const char *why = NULL;
+    const bool scalar = fmt_field_scalar(fd->type);
+    if (fmt_ld16(r + 14) != 0 || v->state > FMT_VALUE_INLINE) {
+        why = "unknown state or reserved bytes not zero";
+    } else if (v->state == FMT_VALUE_ABSENT) {
+        if (fd->flags & FMT_FIELD_REQUIRED) {
+            why = "absent from a required field";
+        } else if (!fmt_all_zero(r, 13)) {
+            why = "absent, with non-zero bytes";
+        }
+    } else if (v->state == FMT_VALUE_INLINE) {
+        uint8_t bits[8];
+        fmt_st64(bits, v->inline_bits);
+        if (!scalar) {
+            why = "inline value in a field that is not a scalar";
+        } else if (v->codec != 0) {
+            why = "inline value with a codec";
+        } else if ((fmt_checksum(bits, 8) & UINT32_MAX) != v->checksum) {
+            why = "inline value's checksum mismatch";
+        } else if (f == ix->h.label_field && v->inline_bits >= ix->h.n_labels) {
+            why = "label not below n_labels";
+        }
+    } else if (scalar) {
+        why = "stored bytes in a scalar field";
+    } else if (v->codec > FMT_CODEC_ZSTD_DICT) {
+        why = "unknown codec";
+    } else if (v->codec == FMT_CODEC_ZSTD_DICT && ix->dict_len == 0) {
+        why = "codec 2 but the index has no dictionary";
+    } else if (v->codec == FMT_CODEC_NONE && v->stored_len != v->raw_len) {
+        why = "codec 0 with stored_length != raw_length";
+    }
+    if (why != NULL) {
+        return hd_err(HDMLP_E_CORRUPT, "sample table of chunk %llu: sample %llu, field %u (%.*s): %s",
+                      (ull)c, (ull)i, f, (int)fd->name_len,
+                      (const char *)ix->strings + fd->name_off, why);
+    }
+    return HDMLP_OK;
+}
+
+int fmt_table2_expand(const fmt_index *ix, uint64_t c, const uint8_t *raw, uint8_t *rec,
+                      fmt_table *out)
+{
+    if (c >= ix->h.n_chunks) {
+        return hd_err(HDMLP_E_RANGE, "sample table of chunk %llu: out of range (%llu chunks)",
+                      (ull)c, (ull)ix->h.n_chunks);
+    }
+    if (ix->data_field == FMT_NO_FIELD) {
+        return hd_err(HDMLP_E_UNSUPPORTED,
+                      "dataset with %u fields and no single bytes-valued one: the loader "
+                      "delivers one stored field per sample",
+                      ix->h.n_fields);
+    }
+    fmt_chunk ch;
+    fmt_index_chunk(ix, c, &ch);
+    const uint64_t len = fmt_table2_len(ix, &ch);
+    const uint64_t sum = fmt_checksum(raw, (size_t)len);
+    if (sum != ch.table_checksum) {
+        return hd_err(HDMLP_E_CORRUPT,
+                      "sample table of chunk %llu: checksum mismatch (read %016llx, the index "
+                      "says %016llx)",
+                      (ull)c, (ull)sum, (ull)ch.table_checksum);
+    }
+    const uint32_t nf = ix->h.n_fields;
+    fmt_field fd[FMT_MAX_FIELDS];
+    for (uint32_t f = 0; f < nf; f++) {
+        fmt_index_field(ix, f, &fd[f]);
+    }
+    const uint64_t first = c * ix->h.chunk_size;
+    const uint32_t empty_sum = (uint32_t)(fmt_checksum(NULL, 0) & UINT32_MAX);
+    uint64_t pos = FMT_CHUNK_HEADER_LEN, raw_sum = 0, max_raw = 0;
+    const uint8_t *r = raw;
+    for (uint32_t t = 0; t < ch.n_samples; t++) {
+        uint8_t *o = rec + (size_t)t * FMT_SAMPLE_REC_LEN;
+        memset(o, 0, FMT_SAMPLE_REC_LEN);
+        uint64_t sample_raw = 0;
+        for (uint32_t f = 0; f < nf; f++, r += FMT_VALUE_REC_LEN) {
+            fmt_value v;
+            fmt_value_decode(r, &v);
+            const int rc = check_value(ix, c, first + t, f, &fd[f], r, &v);
+            if (rc != HDMLP_OK) {
+                return rc;
+            }
+            if (f == ix->h.label_field && v.state == FMT_VALUE_INLINE) {
+                fmt_st32(o + 40, (uint32_t)v.inline_bits);
+            }
+            if (f == ix->data_field) {
+                fmt_st64(o, pos);
+                fmt_st64(o + 8, v.stored_len);
+                fmt_st64(o + 16, v.raw_len);
+                fmt_st64(o + 24, v.state == FMT_VALUE_STORED ? v.checksum : empty_sum);
+                o[38] = v.codec;
+                o[39] = 1; /* sum32 */
+            }
+            pos += v.stored_len; /* ≤ 2^32 × 2^20 × 256: no overflow */
+            sample_raw += v.raw_len;
+        }
+        raw_sum += sample_raw;
+        max_raw = sample_raw > max_raw ? sample_raw : max_raw;
+    }
+    if (pos != ch.length || raw_sum != ch.raw_bytes || max_raw != ch.max_raw) {
+        return hd_err(HDMLP_E_CORRUPT,
+                      "sample table of chunk %llu: its values give length %llu, raw %llu, "
+                      "largest %llu; the chunk record says %llu, %llu, %llu",
+                      (ull)c, (ull)pos, (ull)raw_sum, (ull)max_raw, (ull)ch.length,
+                      (ull)ch.raw_bytes, (ull)ch.max_raw);
+    }
+    out->rec = rec;
+    out->chunk = c;
+    out->first = first;
+    out->n = ch.n_samples;
+    return HDMLP_OK;
+}
+
+static int by_max_raw_desc(const void *a, const void *b)
+{
+    const uint64_t x = ((const uint64_t *)a)[0], y = ((const uint64_t *)b)[0];
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+uint64_t fmt_index2_raw_top_sum(const fmt_index *ix, uint64_t m)
+{
+    const uint64_t nc = ix->h.n_chunks;
+    if (m >= ix->h.n_samples) {
+        return ix->h.raw_bytes;
+    }
+    uint64_t *v = hd_malloc((size_t)nc * 2 * sizeof(uint64_t)); /* (max_raw, n) pairs */
+    if (v == NULL) {
+        return UINT64_MAX;
+    }
+    for (uint64_t c = 0; c < nc; c++) {
+        fmt_chunk ch;
+        fmt_index_chunk(ix, c, &ch);
+        v[2 * c] = ch.max_raw;
+        v[2 * c + 1] = ch.n_samples;
+    }
+    qsort(v, (size_t)nc, 2 * sizeof(uint64_t), by_max_raw_desc);
+    uint64_t sum = 0;
+    for (uint64_t c = 0; c < nc && m > 0; c++) {
+        const uint64_t take = v[2 * c + 1] < m ? v[2 * c + 1] : m;
+        sum += take * v[2 * c];
+        m -= take;
+    }
+    hd_free(v);
+    return sum;
+}
+
+int fmt_keys_check(const fmt_index *ix, uint64_t c, const uint8_t *blk, uint64_t len)
+{
+    fmt_chunk ch;
+    fmt_index_chunk(ix, c, &ch);
+    if (len != ch.keys_length) {
+        return hd_err(HDMLP_E_CORRUPT, "key block of chunk %llu: %llu bytes, the index says %llu",
+                      (ull)c, (ull)len, (ull)ch.keys_length);
+    }
+    const uint64_t sum = fmt_checksum(blk, (size_t)len);
+    if (sum != ch.keys_checksum) {
+        return hd_err(HDMLP_E_CORRUPT,
+                      "key block of chunk %llu: checksum mismatch (read %016llx, the index "
+                      "says %016llx)",
+                      (ull)c, (ull)sum, (ull)ch.keys_checksum);
+    }
+    uint64_t total = 4ull * ch.n_samples;
+    for (uint32_t t = 0; t < ch.n_samples; t++) {
+        const uint32_t k = fmt_ld32(blk + 4ull * t);
+        if (k > FMT_MAX_KEY_LEN) {
+            return hd_err(HDMLP_E_CORRUPT, "key block of chunk %llu: key %u of %u bytes (at "
+                          "most %u)", (ull)c, t, k, FMT_MAX_KEY_LEN);
+        }
+        total += k;
+    }
+    if (total != len) {
+        return hd_err(HDMLP_E_CORRUPT,
+                      "key block of chunk %llu: lengths add up to %llu bytes, the block has "
+                      "%llu",
+                      (ull)c, (ull)total, (ull)len);
+    }
+    return HDMLP_OK;
+}
+
+void fmt_keys_at(const uint8_t *blk, uint32_t n, uint32_t t, const uint8_t **key,
+                 uint32_t *len)
+{
+    uint64_t off = 4ull * n;
+    for (uint32_t j = 0; j < t; j++) {
+        off += fmt_ld32(blk + 4ull * j);
+    }
+    *key = blk + off;
+    *len = fmt_ld32(blk + 4ull * t);
+}
