@@ -202,6 +202,29 @@ int pack_segw_append(pack_segw *w, const uint8_t *buf, uint64_t len, fmt_chunk *
 int pack_segw_finish(pack_segw *w);
 void pack_segw_free(pack_segw *w);
 
+/* ---- version 2's tables and keys files (pack_tables.c) ----------------------------------- */
+/* The fields the packer writes: the sample's bytes, then its label. */
+#define PACK_FIELDS 2u
+#define PACK_FIELD_DATA 0u
+#define PACK_FIELD_LABEL 1u
+
+typedef struct pack_tablew {
+    const char *dir;
+    int fd[2];         /* DIR/tables, DIR/keys */
+    pack_buf buf[2];   /* appended, not yet written */
+    uint64_t bytes[2]; /* file sizes so far (keys: with the padding to 8) */
+} pack_tablew;
+
+/* Creates DIR/tables and DIR/keys in dirfd (dir names it in messages). */
+int pack_tablew_open(pack_tablew *w, int dirfd, const char *dir);
+/* Appends chunk rec's table and key block (its n samples: records s, items perm[0..n) of
+ * ctx for the keys) and fills rec's table, keys, raw_bytes and max_raw fields. */
+int pack_tablew_chunk(pack_tablew *w, const pack_ctx *ctx, const uint64_t *perm,
+                      const fmt_sample *s, uint32_t n, fmt_chunk *rec);
+/* Writes what is buffered, fsyncs and closes both files. */
+int pack_tablew_finish(pack_tablew *w);
+void pack_tablew_free(pack_tablew *w);
+
 /* ---- chunk pipeline (pack_write.c) ----------------------------------------------------- */
 typedef struct pack_write_args {
     pack_ctx *ctx;
@@ -213,6 +236,7 @@ typedef struct pack_write_args {
     fmt_sample *samples; /* N records: key/label/raw_len pre-filled; the rest filled here */
     fmt_chunk *chunks;   /* C records, filled here */
     pack_segw *segw;
+    pack_tablew *tablew; /* version 2's tables and keys, appended with each chunk */
     pack_image_totals img; /* out: what image preparation did */
 } pack_write_args;
 

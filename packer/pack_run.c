@@ -246,6 +246,8 @@ typedef struct run_state {
     fmt_chunk *chunks;
     fmt_label *labels;
     pack_segw segw;
+    pack_tablew tablew;
+    pack_buf strings; /* the index's: label names, then field names */
     uint64_t dataset_id;
     pack_image_totals img;
     uint8_t *index;
@@ -275,6 +277,8 @@ static void run_free(run_state *r)
     hd_free(r->chunks);
     hd_free(r->labels);
     pack_segw_free(&r->segw);
+    pack_tablew_free(&r->tablew);
+    pack_buf_free(&r->strings);
     hd_free(r->index);
 }
 
@@ -313,6 +317,10 @@ static int write_data(run_state *r)
         s->label = it->label;
     }
     pack_segw_init(&r->segw, r->tmp_fd, ctx->tmpdir, o->segment_size);
+    rc = pack_tablew_open(&r->tablew, r->tmp_fd, ctx->tmpdir);
+    if (rc != HDMLP_OK) {
+        return rc;
+    }
     r->dataset_id = compute_dataset_id(ctx, r->perm);
     pack_write_args a = {
         .ctx = ctx,
@@ -324,12 +332,16 @@ static int write_data(run_state *r)
         .samples = r->samples,
         .chunks = r->chunks,
         .segw = &r->segw,
+        .tablew = &r->tablew,
     };
     pack_report(o, PACK_PHASE_WRITE, 0, n, 0, ctx->raw_bytes);
     rc = pack_write_chunks(&a);
     r->img = a.img;
     if (rc == HDMLP_OK) {
         rc = pack_segw_finish(&r->segw);
+    }
+    if (rc == HDMLP_OK) {
+        rc = pack_tablew_finish(&r->tablew);
     }
     return rc;
 }
@@ -349,14 +361,33 @@ static int build_index(run_state *r, pack_summary *sum)
     if (!r->labels) {
         return hd_err(HDMLP_E_NOMEM, "out of memory");
     }
+    /* Keys went to DIR/keys with their chunks; the index's strings are the label names and
+     * the field names. */
+    pack_buf_free(&ctx->keys);
     for (uint32_t l = 0; l < lt->n; l++) {
         const uint32_t id = lt->order[l];
-        if (ctx->keys.len + lt->len[id] > UINT32_MAX) {
-            return hd_err(HDMLP_E_RANGE, "sample and label names exceed 4 GiB in total");
+        if (r->strings.len + lt->len[id] > UINT32_MAX) {
+            return hd_err(HDMLP_E_RANGE, "label names exceed 4 GiB in total");
         }
-        r->labels[l].name_off = (uint32_t)ctx->keys.len;
+        r->labels[l].name_off = (uint32_t)r->strings.len;
         r->labels[l].name_len = lt->len[id];
-        const int rc = pack_buf_append(&ctx->keys, lt->names.p + lt->off[id], lt->len[id]);
+        const int rc = pack_buf_append(&r->strings, lt->names.p + lt->off[id], lt->len[id]);
+        if (rc != HDMLP_OK) {
+            return rc;
+        }
+    }
+    /* The fields: the sample's bytes (an image when images are prepared), its label. */
+    static const char *const field_name[PACK_FIELDS] = {"data", "label"};
+    fmt_field fields[PACK_FIELDS];
+    memset(fields, 0, sizeof(fields));
+    fields[PACK_FIELD_DATA].type = o->image_max_side > 0 ? FMT_FIELD_IMAGE : FMT_FIELD_BYTES;
+    fields[PACK_FIELD_DATA].flags = FMT_FIELD_REQUIRED;
+    fields[PACK_FIELD_LABEL].type = FMT_FIELD_INT64;
+    fields[PACK_FIELD_LABEL].flags = FMT_FIELD_REQUIRED | FMT_FIELD_LABEL;
+    for (uint32_t f = 0; f < PACK_FIELDS; f++) {
+        fields[f].name_off = (uint32_t)r->strings.len;
+        fields[f].name_len = (uint32_t)strlen(field_name[f]);
+        const int rc = pack_buf_append(&r->strings, field_name[f], fields[f].name_len);
         if (rc != HDMLP_OK) {
             return rc;
         }
@@ -374,16 +405,21 @@ static int build_index(run_state *r, pack_summary *sum)
     b.h.created = o->has_created ? o->created : (uint64_t)time(NULL);
     b.h.raw_bytes = ctx->raw_bytes;
     b.h.stored_bytes = stored;
-    b.samples = r->samples;
+    b.version = 2;
     b.n_samples = n;
+    b.fields = fields;
+    b.n_fields = PACK_FIELDS;
+    b.h.label_field = PACK_FIELD_LABEL;
+    b.h.tables_bytes = r->tablew.bytes[0];
+    b.h.keys_bytes = r->tablew.bytes[1];
     b.chunks = r->chunks;
     b.n_chunks = (n + o->chunk_size - 1) / o->chunk_size;
     b.segments = r->segw.segs;
     b.n_segments = r->segw.n_segs;
     b.labels = r->labels;
     b.n_labels = lt->n;
-    b.strings = ctx->keys.p;
-    b.strings_len = ctx->keys.len;
+    b.strings = r->strings.p;
+    b.strings_len = r->strings.len;
     b.dict = r->dict;
     b.dict_len = r->dict_len;
     const int rc = fmt_index_encode(&b, &r->index, &r->index_len);
@@ -404,7 +440,7 @@ static int build_index(run_state *r, pack_summary *sum)
     sum->image_bytes_in = r->img.bytes_in;
     sum->image_bytes_out = r->img.bytes_out;
     sum->images_kept = r->img.kept;
-    sum->file_bytes = r->segw.file_bytes + r->index_len;
+    sum->file_bytes = r->segw.file_bytes + r->tablew.bytes[0] + r->tablew.bytes[1] + r->index_len;
     memcpy(sum->skipped, ctx->skipped, sizeof(sum->skipped));
     sum->empty_labels = ctx->empty_labels;
     memcpy(sum->empty_label_names, ctx->empty_label_names, sizeof(sum->empty_label_names));
@@ -427,6 +463,7 @@ int pack_run(const pack_opts *o, const pack_input *inputs, size_t n_inputs, cons
     r.ctx.spill_fd = -1;
     r.tmp_fd = -1;
     r.segw.fd = -1;
+    r.tablew.fd[0] = r.tablew.fd[1] = -1;
     rc = setup_srcs(&r.ctx, inputs, n_inputs);
     struct stat out_st;
     if (rc == HDMLP_OK && stat(out, &out_st) == 0) {

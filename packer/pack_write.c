@@ -413,7 +413,11 @@ static void write_loop(wr_state *s)
         }
         wr_slot tmp = mine;
         pack_buf_free(&tmp.warn);
-        const int rc = pack_segw_append(a->segw, mine.buf, mine.len, &a->chunks[c]);
+        int rc = pack_segw_append(a->segw, mine.buf, mine.len, &a->chunks[c]);
+        if (rc == HDMLP_OK) {
+            rc = pack_tablew_chunk(a->tablew, a->ctx, a->perm + c * s->k, a->samples + c * s->k,
+                                   mine.n, &a->chunks[c]);
+        }
         pool_put(s, mine.buf, mine.cap);
         pthread_mutex_lock(&s->mu);
         s->inflight -= mine.est;

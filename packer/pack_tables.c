@@ -1,0 +1,156 @@
+/* Version 2's per-chunk files (FORMAT.md): DIR/tables (each chunk's value records) and
+ * DIR/keys (each chunk's key block), appended chunk by chunk as the writer appends the
+ * chunks, through one buffer each, fsynced at the end; each chunk's record gets its table's
+ * and key block's place and checksum, its raw bytes and largest sample. */
+#include "pack_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+
+#define TABLEW_FLUSH (1u << 20)
+
+static int file_err(const pack_tablew *w, const char *name, const char *what, int err)
+{
+    return hd_err(hd_errno_code(err), "cannot %s %s/%s: %s", what, w->dir, name, strerror(err));
+}
+
+int pack_tablew_open(pack_tablew *w, int dirfd, const char *dir)
+{
+    memset(w, 0, sizeof(*w));
+    w->dir = dir;
+    w->fd[0] = w->fd[1] = -1;
+    static const char *const names[2] = {FMT_TABLES_NAME, FMT_KEYS_NAME};
+    for (int i = 0; i < 2; i++) {
+        w->fd[i] = openat(dirfd, names[i], O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (w->fd[i] < 0) {
+            return file_err(w, names[i], "create", errno);
+        }
+    }
+    return HDMLP_OK;
+}
+
+static int flush(pack_tablew *w, int i)
+{
+    static const char *const names[2] = {FMT_TABLES_NAME, FMT_KEYS_NAME};
+    pack_buf *const b = &w->buf[i];
+    size_t done = 0;
+    while (done < b->len) {
+        const ssize_t r = write(w->fd[i], b->p + done, b->len - done);
+        if (r < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            return file_err(w, names[i], "write", errno);
+        }
+        done += (size_t)r;
+    }
+    b->len = 0;
+    return HDMLP_OK;
+}
+
+/* The value record of a sample's data (stored bytes) and of its label (inline int64). */
+static void data_value(const fmt_sample *s, uint8_t r[FMT_VALUE_REC_LEN])
+{
+    const fmt_value v = {.stored_len = s->stored_len,
+                         .raw_len = s->raw_len,
+                         .checksum = (uint32_t)(s->checksum & UINT32_MAX),
+                         .codec = (uint8_t)s->codec,
+                         .state = FMT_VALUE_STORED};
+    fmt_value_encode(r, &v);
+}
+
+static void label_value(uint32_t label, uint8_t r[FMT_VALUE_REC_LEN])
+{
+    uint8_t bits[8];
+    fmt_st64(bits, label);
+    const fmt_value v = {.inline_bits = label,
+                         .checksum = (uint32_t)(fmt_checksum(bits, 8) & UINT32_MAX),
+                         .state = FMT_VALUE_INLINE};
+    fmt_value_encode(r, &v);
+}
+
+int pack_tablew_chunk(pack_tablew *w, const pack_ctx *ctx, const uint64_t *perm,
+                      const fmt_sample *s, uint32_t n, fmt_chunk *rec)
+{
+    /* Table: n × (data, label). Checksums are taken over the records as appended. */
+    const size_t tlen = (size_t)n * PACK_FIELDS * FMT_VALUE_REC_LEN;
+    const size_t t0 = w->buf[0].len;
+    int rc = pack_buf_reserve(&w->buf[0], tlen);
+    if (rc != HDMLP_OK) {
+        return rc;
+    }
+    uint64_t raw = 0, max_raw = 0;
+    for (uint32_t t = 0; t < n; t++) {
+        uint8_t *const r = w->buf[0].p + t0 + (size_t)t * PACK_FIELDS * FMT_VALUE_REC_LEN;
+        data_value(&s[t], r);
+        label_value(s[t].label, r + FMT_VALUE_REC_LEN);
+        raw += s[t].raw_len;
+        max_raw = s[t].raw_len > max_raw ? s[t].raw_len : max_raw;
+    }
+    w->buf[0].len += tlen;
+    rec->table_offset = w->bytes[0];
+    rec->table_checksum = fmt_checksum(w->buf[0].p + t0, tlen);
+    rec->raw_bytes = raw;
+    rec->max_raw = max_raw;
+    w->bytes[0] += tlen;
+    if (w->buf[0].len >= TABLEW_FLUSH && (rc = flush(w, 0)) != HDMLP_OK) {
+        return rc;
+    }
+    /* Key block: n lengths, the keys, zeros to a multiple of 8 (not part of the block). */
+    const size_t k0 = w->buf[1].len;
+    rec->keys_offset = w->bytes[1];
+    for (uint32_t t = 0; t < n && rc == HDMLP_OK; t++) {
+        uint8_t len[4];
+        fmt_st32(len, ctx->items[perm[t]].key_len);
+        rc = pack_buf_append(&w->buf[1], len, 4);
+    }
+    for (uint32_t t = 0; t < n && rc == HDMLP_OK; t++) {
+        const pack_item *const it = &ctx->items[perm[t]];
+        rc = pack_buf_append(&w->buf[1], ctx->keys.p + it->key_off, it->key_len);
+    }
+    if (rc != HDMLP_OK) {
+        return rc;
+    }
+    rec->keys_length = w->buf[1].len - k0;
+    rec->keys_checksum = fmt_checksum(w->buf[1].p + k0, (size_t)rec->keys_length);
+    w->bytes[1] += rec->keys_length;
+    static const uint8_t zero[8];
+    const size_t pad = (size_t)((8 - w->bytes[1] % 8) % 8);
+    if (pad != 0 && (rc = pack_buf_append(&w->buf[1], zero, pad)) != HDMLP_OK) {
+        return rc;
+    }
+    w->bytes[1] += pad;
+    return w->buf[1].len >= TABLEW_FLUSH ? flush(w, 1) : HDMLP_OK;
+}
+
+int pack_tablew_finish(pack_tablew *w)
+{
+    static const char *const names[2] = {FMT_TABLES_NAME, FMT_KEYS_NAME};
+    for (int i = 0; i < 2; i++) {
+        int rc = flush(w, i);
+        if (rc == HDMLP_OK && fsync(w->fd[i]) != 0) {
+            rc = file_err(w, names[i], "fsync", errno);
+        }
+        if (rc == HDMLP_OK && close(w->fd[i]) != 0) {
+            rc = file_err(w, names[i], "close", errno);
+        }
+        w->fd[i] = -1;
+        if (rc != HDMLP_OK) {
+            return rc;
+        }
+    }
+    return HDMLP_OK;
+}
+
+void pack_tablew_free(pack_tablew *w)
+{
+    for (int i = 0; i < 2; i++) {
+        if (w->fd[i] >= 0) {
+            close(w->fd[i]);
+            w->fd[i] = -1;
+        }
+        pack_buf_free(&w->buf[i]);
+    }
+}
