@@ -12,7 +12,7 @@
 #include <string.h>
 #include <time.h>
 
-const testds_spec spec = {4000, 10, 8, 4242, 200, 1200, 0, 0, 7};
+const testds_spec spec = {4000, 10, 8, 4242, 200, 1200, 0, 0, 7, 0};
 
 uint64_t now_ns(void)
 {

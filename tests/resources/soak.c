@@ -37,7 +37,7 @@
 
 int cmd_soak(uint64_t epochs)
 {
-    static const testds_spec spec = {2000, 16, 8, 71, 256, 8192, 1, 0, 10};
+    static const testds_spec spec = {2000, 16, 8, 71, 256, 8192, 1, 0, 10, 0};
     char dir[4200];
     make_dataset("soak", &spec, dir, sizeof(dir));
     const int fds_none = open_fds();

@@ -70,8 +70,8 @@ static int budget_child(const char *dir, const budget_run *r, uint64_t memory, i
 int cmd_budget(int strict)
 {
     /* ~46 MiB raw, 24 MiB stored (zstd); and one of ~1.5 MiB stored for the RAM cache */
-    static const testds_spec spec = {6000, 32, 16, 73, 1024, 15360, 1, 0, 10};
-    static const testds_spec small = {600, 16, 4, 74, 1024, 8192, 1, 0, 10};
+    static const testds_spec spec = {6000, 32, 16, 73, 1024, 15360, 1, 0, 10, 0};
+    static const testds_spec small = {600, 16, 4, 74, 1024, 8192, 1, 0, 10, 0};
     char dir[4200], small_dir[4200];
     make_dataset("budget", &spec, dir, sizeof(dir));
     make_dataset("budget-cached", &small, small_dir, sizeof(small_dir));

@@ -45,7 +45,7 @@ static int count_files(const char *dir, int *tmp_files, uint64_t *bytes)
 
 int cmd_ssd_enospc(void)
 {
-    static const testds_spec spec = {3000, 16, 0, 79, 1024, 4096, 0, 0, 10}; /* ~7.5 MiB */
+    static const testds_spec spec = {3000, 16, 0, 79, 1024, 4096, 0, 0, 10, 0}; /* ~7.5 MiB */
     char dir[4200], mnt[4200];
     make_dataset("ssd", &spec, dir, sizeof(dir));
     snprintf(mnt, sizeof(mnt), "%s/ssd-mnt", base_dir);
@@ -99,7 +99,7 @@ int cmd_ssd_enospc(void)
 
 int cmd_emfile(void)
 {
-    static const testds_spec spec = {1024, 4, 1, 83, 64, 2048, 0, 0, 4}; /* 256 segments */
+    static const testds_spec spec = {1024, 4, 1, 83, 64, 2048, 0, 0, 4, 0}; /* 256 segments */
     char dir[4200];
     make_dataset("emfile", &spec, dir, sizeof(dir));
     hdmlp_dataset *ds = NULL;

@@ -31,7 +31,7 @@ TSAN_HOOK const char *__tsan_default_options(void)
 #define EPOCHS 2
 #define QUEUE 8
 
-static const testds_spec SPEC = {2000, 16, 0, 5, 200, 9000, 0, 0, 11};
+static const testds_spec SPEC = {2000, 16, 0, 5, 200, 9000, 0, 0, 11, 0};
 static _Atomic unsigned seen[EPOCHS * 2000];
 static atomic_int bad;
 

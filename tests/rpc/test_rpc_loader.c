@@ -42,7 +42,7 @@ static void e2e_run(uint32_t world, uint32_t prefetch, uint64_t epochs)
     char dir[512];
     cr_assert_eq(testds_mkdtemp("rpc-e2e", dir, sizeof dir), 0);
     const uint64_t n = 2000;
-    const testds_spec spec = {n, 10, 0, 77, 200, 1200, 0, 0, 5};
+    const testds_spec spec = {n, 10, 0, 77, 200, 1200, 0, 0, 5, 0};
     cr_assert_eq(testds_write(dir, &spec), HDMLP_OK, "%s", hdmlp_last_error());
     hdmlp_dataset *ds;
     cr_assert_eq(hdmlp_dataset_open(dir, &ds), HDMLP_OK, "%s", hdmlp_last_error());

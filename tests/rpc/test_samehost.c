@@ -415,7 +415,7 @@ Test(samehost, tls_keeps_tcp, .timeout = 30)
 
 /* ---- loaders over each path ------------------------------------------------------------- */
 
-static const testds_spec SPEC = {1500, 10, 0, 91, 300, 6000, 0, 0, 7};
+static const testds_spec SPEC = {1500, 10, 0, 91, 300, 6000, 0, 0, 7, 0};
 
 typedef struct run {
     hdmlp_loader *ld;

@@ -94,7 +94,7 @@ typedef struct fixture {
 static void fixture_open(fixture *f)
 {
     cr_assert_eq(testds_mkdtemp("tls", f->dir, sizeof f->dir), 0);
-    const testds_spec spec = {N_SAMPLES, 10, 0, 77, 200, 1200, 0, 0, 5};
+    const testds_spec spec = {N_SAMPLES, 10, 0, 77, 200, 1200, 0, 0, 5, 0};
     cr_assert_eq(testds_write(f->dir, &spec), HDMLP_OK, "%s", hdmlp_last_error());
     cr_assert_eq(hdmlp_dataset_open(f->dir, &f->ds), HDMLP_OK, "%s", hdmlp_last_error());
 }

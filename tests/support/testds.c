@@ -240,8 +240,11 @@ typedef struct writer {
     fmt_segment *segments;
     fmt_label *labels;
     bytes strings;
+    bytes tables; /* version 2: DIR/tables and DIR/keys */
+    bytes keys;
     bytes dict;
     bytes chunk;  /* header + payload + padding of the chunk being written */
+    bytes raw_keys; /* version 2: the keys of the chunk being written */
     uint8_t *raw; /* max_size bytes */
     uint8_t *enc; /* compressed sample */
     size_t enc_cap;
@@ -301,13 +304,64 @@ static int add_sample(writer *w, uint64_t i)
     s->label = (uint32_t)(i % spec->n_labels);
     char key[32];
     const int klen = snprintf(key, sizeof(key), "sample-%llu", (unsigned long long)i);
-    s->key_off = (uint32_t)w->strings.len;
     s->key_len = (uint32_t)klen;
-    int rc = bytes_append(&w->strings, key, (size_t)klen);
+    int rc;
+    if (w->spec->version == 1) {
+        s->key_off = (uint32_t)w->strings.len;
+        rc = bytes_append(&w->strings, key, (size_t)klen);
+    } else { /* version 2: the key block's bytes, after the lengths (table_v2) */
+        s->key_off = 0;
+        rc = bytes_append(&w->raw_keys, key, (size_t)klen);
+    }
     if (rc == HDMLP_OK) {
         rc = bytes_append(&w->chunk, stored, stored_len);
     }
     return rc;
+}
+
+/* Version 2: chunk c's table (data and label value records) and key block, appended. */
+static int table_v2(writer *w, uint64_t c, uint64_t first, uint32_t n)
+{
+    fmt_chunk *ch = &w->chunks[c];
+    ch->table_offset = w->tables.len;
+    ch->raw_bytes = ch->max_raw = 0;
+    int rc = bytes_reserve(&w->tables, (size_t)n * 2 * FMT_VALUE_REC_LEN);
+    for (uint32_t j = 0; j < n && rc == HDMLP_OK; j++) {
+        const fmt_sample *s = &w->samples[first + j];
+        uint8_t *r = w->tables.p + w->tables.len;
+        fmt_value_encode(r, &(fmt_value){.stored_len = s->stored_len,
+                                         .raw_len = s->raw_len,
+                                         .checksum = (uint32_t)s->checksum,
+                                         .codec = (uint8_t)s->codec,
+                                         .state = FMT_VALUE_STORED});
+        uint8_t bits[8];
+        fmt_st64(bits, s->label);
+        fmt_value_encode(r + FMT_VALUE_REC_LEN,
+                         &(fmt_value){.inline_bits = s->label,
+                                      .checksum = (uint32_t)fmt_checksum(bits, 8),
+                                      .state = FMT_VALUE_INLINE});
+        w->tables.len += 2 * FMT_VALUE_REC_LEN;
+        ch->raw_bytes += s->raw_len;
+        ch->max_raw = s->raw_len > ch->max_raw ? s->raw_len : ch->max_raw;
+    }
+    ch->table_checksum =
+        fmt_checksum(w->tables.p + ch->table_offset, (size_t)n * 2 * FMT_VALUE_REC_LEN);
+    ch->keys_offset = w->keys.len;
+    for (uint32_t j = 0; j < n && rc == HDMLP_OK; j++) {
+        uint8_t len[4];
+        fmt_st32(len, w->samples[first + j].key_len);
+        rc = bytes_append(&w->keys, len, 4);
+    }
+    if (rc == HDMLP_OK) {
+        rc = bytes_append(&w->keys, w->raw_keys.p, w->raw_keys.len);
+    }
+    if (rc != HDMLP_OK) {
+        return rc;
+    }
+    ch->keys_length = w->keys.len - ch->keys_offset;
+    ch->keys_checksum = fmt_checksum(w->keys.p + ch->keys_offset, (size_t)ch->keys_length);
+    static const uint8_t zero[8];
+    return bytes_append(&w->keys, zero, (8 - w->keys.len % 8) % 8);
 }
 
 static int write_segments(writer *w)
@@ -329,6 +383,7 @@ static int write_segments(writer *w)
             const uint64_t left = spec->n_samples - first;
             const uint32_t n = left < spec->chunk_size ? (uint32_t)left : spec->chunk_size;
             w->chunk.len = 0;
+            w->raw_keys.len = 0;
             rc = bytes_reserve(&w->chunk, FMT_CHUNK_HEADER_LEN);
             w->chunk.len = FMT_CHUNK_HEADER_LEN;
             for (uint32_t j = 0; j < n && rc == HDMLP_OK; j++) {
@@ -345,6 +400,12 @@ static int write_segments(writer *w)
             ch->n_samples = n;
             ch->header_checksum = fmt_chunk_header_encode(w->chunk.p, w->dataset_id, c, n,
                                                           len - FMT_CHUNK_HEADER_LEN);
+            if (spec->version != 1) {
+                rc = table_v2(w, c, first, n);
+                if (rc != HDMLP_OK) {
+                    break;
+                }
+            }
             const size_t padded = (size_t)fmt_align_up(len);
             rc = bytes_reserve(&w->chunk, padded - len);
             if (rc == HDMLP_OK) {
@@ -384,8 +445,39 @@ static int write_index(writer *w)
     b.h.chunk_size = spec->chunk_size;
     b.h.pack_seed = spec->seed;
     b.h.created = 1700000000u;
-    b.samples = w->samples;
     b.n_samples = spec->n_samples;
+    fmt_field fields[2] = {{.type = FMT_FIELD_BYTES, .flags = FMT_FIELD_REQUIRED},
+                           {.type = FMT_FIELD_INT64,
+                            .flags = FMT_FIELD_REQUIRED | FMT_FIELD_LABEL}};
+    if (spec->version == 1) {
+        b.samples = w->samples;
+    } else {
+        static const char *const names[2] = {"data", "label"};
+        for (int f = 0; f < 2; f++) {
+            fields[f].name_off = (uint32_t)w->strings.len;
+            fields[f].name_len = (uint32_t)strlen(names[f]);
+            const int rc = bytes_append(&w->strings, names[f], fields[f].name_len);
+            if (rc != HDMLP_OK) {
+                return rc;
+            }
+        }
+        b.version = 2;
+        b.fields = fields;
+        b.n_fields = 2;
+        b.h.label_field = 1;
+        b.h.tables_bytes = w->tables.len;
+        b.h.keys_bytes = w->keys.len;
+        char path[4096];
+        snprintf(path, sizeof(path), "%s/%s", w->dir, FMT_TABLES_NAME);
+        int bad = testds_write_file(path, w->tables.p, w->tables.len);
+        if (!bad) {
+            snprintf(path, sizeof(path), "%s/%s", w->dir, FMT_KEYS_NAME);
+            bad = testds_write_file(path, w->keys.p, w->keys.len);
+        }
+        if (bad) {
+            return hd_err(HDMLP_E_IO, "%s: cannot write", path);
+        }
+    }
     b.chunks = w->chunks;
     b.n_chunks = w->n_chunks;
     b.segments = w->segments;
@@ -415,7 +507,7 @@ int testds_write(const char *dir, const testds_spec *spec)
 {
     if (spec->n_samples == 0 || spec->chunk_size == 0 ||
         spec->chunk_size > FMT_MAX_CHUNK_SIZE || spec->n_labels == 0 ||
-        spec->min_size > spec->max_size) {
+        spec->min_size > spec->max_size || spec->version > 2) {
         return hd_err(HDMLP_E_INVAL, "testds: bad spec");
     }
     if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
@@ -456,6 +548,9 @@ int testds_write(const char *dir, const testds_spec *spec)
     free(w.segments);
     free(w.labels);
     free(w.strings.p);
+    free(w.tables.p);
+    free(w.keys.p);
+    free(w.raw_keys.p);
     free(w.dict.p);
     free(w.chunk.p);
     free(w.raw);

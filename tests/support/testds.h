@@ -20,6 +20,7 @@ typedef struct testds_spec {
     int compress;                /* 0 = codec 0 (raw); 1 = zstd level 1 (codec 1) */
     int dict;                    /* with compress: train a zstd dictionary (codec 2) */
     uint32_t n_labels;           /* L ≥ 1; sample i has label i % L, named "class-%u" */
+    uint32_t version;            /* format major: 1, or 2 (0: what hdmlp-pack writes) */
 } testds_spec;
 
 /* Content of sample i: deterministic in (i, seed), compressible, differs between samples. */
@@ -31,7 +32,7 @@ size_t testds_size(const testds_spec *spec, uint64_t i);
 uint64_t testds_dataset_id(uint64_t seed);
 
 /* Writes a dataset into dir (created if missing; existing files are overwritten): segment
- * files then the index. Keys are "sample-%llu". Returns HDMLP_OK or an HDMLP_E_* code with
+ * files (version 2: with DIR/tables and DIR/keys) then the index. Keys are "sample-%llu". Returns HDMLP_OK or an HDMLP_E_* code with
  * detail in hdmlp_last_error(). */
 int testds_write(const char *dir, const testds_spec *spec);
 

@@ -82,7 +82,7 @@ static hdmlp_dataset *dataset_make(const char *tag, uint32_t chunks_per_segment,
                                    size_t cap)
 {
     cr_assert_eq(testds_mkdtemp(tag, dir, cap), 0);
-    const testds_spec spec = {3000, 16, chunks_per_segment, 77, 500, 1500, 0, 0, 3};
+    const testds_spec spec = {3000, 16, chunks_per_segment, 77, 500, 1500, 0, 0, 3, 0};
     cr_assert_eq(testds_write(dir, &spec), HDMLP_OK, "%s", hdmlp_last_error());
     hdmlp_dataset *ds = NULL;
     cr_assert_eq(hdmlp_dataset_open(dir, &ds), HDMLP_OK, "%s", hdmlp_last_error());

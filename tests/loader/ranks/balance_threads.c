@@ -138,7 +138,7 @@ int main(void)
         fprintf(stderr, "cannot make a temporary directory\n");
         return 1;
     }
-    const testds_spec spec = {n, 8, 0, 17, 200, 1200, 0, 0, 5};
+    const testds_spec spec = {n, 8, 0, 17, 200, 1200, 0, 0, 5, 0};
     if (testds_write(dir, &spec) != HDMLP_OK) {
         fprintf(stderr, "%s\n", hdmlp_last_error());
         return 1;

@@ -363,7 +363,7 @@ static void free_runs(rank_run *runs, uint32_t world)
 static void make_ds(char *dir, size_t cap, uint64_t n)
 {
     cr_assert_eq(testds_mkdtemp("bal", dir, cap), 0);
-    const testds_spec spec = {n, 8, 0, 91, 200, 1200, 0, 0, 5};
+    const testds_spec spec = {n, 8, 0, 91, 200, 1200, 0, 0, 5, 0};
     cr_assert_eq(testds_write(dir, &spec), HDMLP_OK, "%s", hdmlp_last_error());
 }
 

@@ -165,7 +165,7 @@ static void check_exactly_once(const rank_run *runs, const dist_params *p)
 static void make_ds(char *dir, size_t cap, uint64_t n, uint32_t k)
 {
     cr_assert_eq(testds_mkdtemp("dist", dir, cap), 0);
-    const testds_spec spec = {n, k, 0, 77, 200, 1200, 0, 0, 5};
+    const testds_spec spec = {n, k, 0, 77, 200, 1200, 0, 0, 5, 0};
     cr_assert_eq(testds_write(dir, &spec), HDMLP_OK, "%s", hdmlp_last_error());
 }
 

@@ -168,7 +168,7 @@ int main(void)
         fprintf(stderr, "cannot make a temporary directory\n");
         return 1;
     }
-    const testds_spec spec = {3000, 16, 2, 5, 100, 900, 1, 0, 4};
+    const testds_spec spec = {3000, 16, 2, 5, 100, 900, 1, 0, 4, 0};
     if (testds_write(dir, &spec) != HDMLP_OK) {
         fprintf(stderr, "testds_write: %s\n", hdmlp_last_error());
         return 1;

@@ -68,7 +68,7 @@ static void run_to_end(hdmlp_loader *ld, hdmlp_stats *st)
 static hdmlp_dataset *single_rank_dataset(const char *name, char *dir, size_t cap)
 {
     cr_assert_eq(testds_mkdtemp(name, dir, cap), 0);
-    const testds_spec spec = {4099, 32, 3, 8, 100, 3000, 1, 0, 7};
+    const testds_spec spec = {4099, 32, 3, 8, 100, 3000, 1, 0, 7, 0};
     cr_assert_eq(testds_write(dir, &spec), HDMLP_OK, "%s", hdmlp_last_error());
     hdmlp_dataset *ds = NULL;
     cr_assert_eq(hdmlp_dataset_open(dir, &ds), HDMLP_OK);
@@ -144,7 +144,7 @@ static void three_ranks(hdmlp_order order, uint32_t pool_reads, hdmlp_policy pol
 {
     char dir[512];
     cr_assert_eq(testds_mkdtemp("forecast3", dir, sizeof(dir)), 0);
-    const testds_spec spec = {3001, 16, 0, 9, 200, 1500, 0, 0, 4};
+    const testds_spec spec = {3001, 16, 0, 9, 200, 1500, 0, 0, 4, 0};
     cr_assert_eq(testds_write(dir, &spec), HDMLP_OK, "%s", hdmlp_last_error());
     hdmlp_dataset *ds = NULL;
     cr_assert_eq(hdmlp_dataset_open(dir, &ds), HDMLP_OK);
@@ -257,7 +257,7 @@ Test(forecast, refuses_unbounded_epochs)
 {
     char dir[512];
     cr_assert_eq(testds_mkdtemp("forecast-inf", dir, sizeof(dir)), 0);
-    const testds_spec spec = {100, 4, 0, 1, 10, 20, 0, 0, 1};
+    const testds_spec spec = {100, 4, 0, 1, 10, 20, 0, 0, 1, 0};
     cr_assert_eq(testds_write(dir, &spec), HDMLP_OK);
     hdmlp_dataset *ds = NULL;
     cr_assert_eq(hdmlp_dataset_open(dir, &ds), HDMLP_OK);
@@ -281,7 +281,7 @@ Test(forecast, a_learning_loader_keeps_order_and_loads, .timeout = 120)
 {
     char dir[512];
     cr_assert_eq(testds_mkdtemp("forecast_learn", dir, sizeof(dir)), 0);
-    const testds_spec spec = {3001, 32, 3, 8, 100, 3000, 1, 0, 7};
+    const testds_spec spec = {3001, 32, 3, 8, 100, 3000, 1, 0, 7, 0};
     cr_assert_eq(testds_write(dir, &spec), HDMLP_OK, "%s", hdmlp_last_error());
     hdmlp_dataset *ds = NULL;
     cr_assert_eq(hdmlp_dataset_open(dir, &ds), HDMLP_OK);

@@ -234,7 +234,7 @@ Test(loader_api, state_outside_the_budget_grows_by_at_most_two_bits_a_sample, .t
     const uint64_t sizes[2] = {20000, 80000};
     uint64_t meta[2];
     for (int i = 0; i < 2; i++) {
-        const testds_spec spec = {sizes[i], 256, 0, 7, 60, 68, 0, 0, 10};
+        const testds_spec spec = {sizes[i], 256, 0, 7, 60, 68, 0, 0, 10, 0};
         char dir[512];
         hdmlp_dataset *ds = make_dataset(&spec, dir, sizeof(dir));
         hdmlp_loader *ld = NULL;

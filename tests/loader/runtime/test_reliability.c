@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const testds_spec spec = {1500, 16, 0, 12, 100, 900, 0, 0, 3};
+static const testds_spec spec = {1500, 16, 0, 12, 100, 900, 0, 0, 3, 0};
 
 static hdmlp_dataset *make(char *dir, size_t cap)
 {

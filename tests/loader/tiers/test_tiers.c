@@ -14,7 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static const testds_spec spec = {2000, 16, 2, 31, 300, 2500, 0, 0, 5};
+static const testds_spec spec = {2000, 16, 2, 31, 300, 2500, 0, 0, 5, 0};
 
 typedef struct run_result {
     hdmlp_stats st;
