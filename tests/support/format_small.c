@@ -82,3 +82,76 @@ uint8_t *small_encode(bool with_dict, size_t *len, fmt_index *ix)
     cr_assert_eq(fmt_index_decode(buf, *len, ix), HDMLP_OK, "%s", hdmlp_last_error());
     return buf;
 }
+
+void small2_init(small2 *v, bool with_dict)
+{
+    memset(v, 0, sizeof(*v));
+    small_init(&v->sm, with_dict);
+    small *const sm = &v->sm;
+    fmt_index_build *const b = &sm->b;
+    static const char *const names[2] = {"data", "label"};
+    size_t slen = (size_t)b->strings_len;
+    for (unsigned f = 0; f < 2; f++) {
+        v->fields[f].name_off = (uint32_t)slen;
+        v->fields[f].name_len = (uint32_t)strlen(names[f]);
+        memcpy(sm->strings + slen, names[f], v->fields[f].name_len);
+        slen += v->fields[f].name_len;
+    }
+    v->fields[0].type = FMT_FIELD_BYTES;
+    v->fields[0].flags = FMT_FIELD_REQUIRED;
+    v->fields[1].type = FMT_FIELD_INT64;
+    v->fields[1].flags = FMT_FIELD_REQUIRED | FMT_FIELD_LABEL;
+    uint8_t *t = v->tables;
+    for (unsigned c = 0; c < SMALL_C; c++) {
+        fmt_chunk *ch = &sm->chunks[c];
+        ch->table_offset = (uint64_t)(t - v->tables);
+        ch->keys_offset = v->keys_len;
+        for (unsigned j = 0; j < ch->n_samples; j++) {
+            fmt_sample *s = &sm->samples[c * SMALL_K + j];
+            s->checksum &= UINT32_MAX;
+            fmt_value_encode(t, &(fmt_value){.stored_len = s->stored_len,
+                                             .raw_len = s->raw_len,
+                                             .checksum = (uint32_t)s->checksum,
+                                             .codec = (uint8_t)s->codec,
+                                             .state = FMT_VALUE_STORED});
+            uint8_t bits[8];
+            fmt_st64(bits, s->label);
+            fmt_value_encode(t + FMT_VALUE_REC_LEN,
+                             &(fmt_value){.inline_bits = s->label,
+                                          .checksum = (uint32_t)fmt_checksum(bits, 8),
+                                          .state = FMT_VALUE_INLINE});
+            t += 2 * FMT_VALUE_REC_LEN;
+            ch->raw_bytes += s->raw_len;
+            ch->max_raw = s->raw_len > ch->max_raw ? s->raw_len : ch->max_raw;
+            fmt_st32(v->keys + v->keys_len + 4 * j, s->key_len);
+        }
+        size_t at = v->keys_len + 4 * ch->n_samples;
+        for (unsigned j = 0; j < ch->n_samples; j++) {
+            const fmt_sample *s = &sm->samples[c * SMALL_K + j];
+            memcpy(v->keys + at, sm->strings + s->key_off, s->key_len);
+            at += s->key_len;
+        }
+        ch->keys_length = at - v->keys_len;
+        ch->keys_checksum = fmt_checksum(v->keys + v->keys_len, (size_t)ch->keys_length);
+        ch->table_checksum = fmt_checksum(v->tables + ch->table_offset,
+                                          (size_t)ch->n_samples * 2 * FMT_VALUE_REC_LEN);
+        v->keys_len = (at + 7) & ~(size_t)7;
+    }
+    b->version = 2;
+    b->samples = NULL;
+    b->fields = v->fields;
+    b->n_fields = 2;
+    b->h.label_field = 1;
+    b->h.tables_bytes = (uint64_t)(t - v->tables);
+    b->h.keys_bytes = v->keys_len;
+    b->strings_len = slen;
+}
+
+uint8_t *small2_encode(small2 *v, size_t *len, fmt_index *ix)
+{
+    uint8_t *buf = NULL;
+    const int rc = fmt_index_encode(&v->sm.b, &buf, len);
+    cr_assert_eq(rc, HDMLP_OK, "encode: %s", hdmlp_last_error());
+    cr_assert_eq(fmt_index_decode(buf, *len, ix), HDMLP_OK, "decode: %s", hdmlp_last_error());
+    return buf;
+}

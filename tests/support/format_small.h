@@ -30,6 +30,22 @@ typedef struct small {
     fmt_index_build b;
 } small;
 
+/* The small index in version 2: fields "data" (bytes, required) and "label" (int64,
+ * required, the label); DIR/tables and DIR/keys as buffers. Sample checksums are the low
+ * 32 bits of small's. */
+typedef struct small2 {
+    small sm;
+    fmt_field fields[2];
+    uint8_t tables[SMALL_N * 2 * FMT_VALUE_REC_LEN];
+    uint8_t keys[SMALL_C * 64];
+    size_t keys_len;
+} small2;
+
+void small2_init(small2 *v, bool with_dict);
+/* Encodes v's index (hd_malloc'd, *len bytes) and decodes it into ix; fails the test on
+ * error. */
+uint8_t *small2_encode(small2 *v, size_t *len, fmt_index *ix);
+
 /* Fills sm with the small index (codecs cycle 0, 1 without the dictionary). */
 void small_init(small *sm, bool with_dict);
 /* Encodes the small index (malloc'd, *len bytes) and decodes it into ix; fails the test on
