@@ -1,5 +1,6 @@
 /* Reading a packed dataset: lazily opened segment files, single sample reads and
- * whole-dataset verification; the accessors. Opening and closing: loader_dataset_open.c. */
+ * whole-dataset verification; the accessors. Opening and closing: loader_dataset_open.c;
+ * version 2's tables: loader_dataset_tables2.c; keys: loader_dataset_keys.c. */
 #include "loader_dataset_private.h"
 #include "loader_source.h"
 
@@ -138,24 +139,60 @@ static void *ds_table_buf(const hdmlp_dataset *ds, int *rc)
     return buf;
 }
 
+/* Version 2: sample index's record (slot `slot` of chunk c) from the table held last, else
+ * read, the one just read then held in its place. */
+static int ds_record_cached(const hdmlp_dataset *ds, uint64_t c, uint32_t slot, fmt_sample *out)
+{
+    ds_private *p = ds_priv(ds);
+    pthread_mutex_lock(&p->rec_lock);
+    const bool hit = p->rec_chunk == c;
+    if (hit) {
+        fmt_sample_record(p->rec_buf + (size_t)slot * FMT_SAMPLE_REC_LEN, out);
+    }
+    pthread_mutex_unlock(&p->rec_lock);
+    if (hit) {
+        return HDMLP_OK;
+    }
+    int rc;
+    uint8_t *buf = ds_table_buf(ds, &rc);
+    if (rc != HDMLP_OK) {
+        return rc;
+    }
+    fmt_table t;
+    rc = ds_table(ds, c, buf, ds->tables.scratch, &t);
+    if (rc == HDMLP_OK) {
+        fmt_table_sample(&t, slot, out);
+        if (t.rec == buf) { /* the records lead the buffer: keep just them */
+            uint8_t *kept = hd_realloc(buf, (size_t)t.n * FMT_SAMPLE_REC_LEN);
+            buf = kept != NULL ? kept : buf;
+            pthread_mutex_lock(&p->rec_lock);
+            uint8_t *old = p->rec_buf;
+            p->rec_buf = buf;
+            p->rec_chunk = c;
+            pthread_mutex_unlock(&p->rec_lock);
+            buf = old;
+        }
+    }
+    hd_free(buf);
+    return rc;
+}
+
 int ds_sample_record(const hdmlp_dataset *ds, uint64_t index, fmt_sample *out)
 {
     if (index >= ds->ix.h.n_samples) {
         return hd_err(HDMLP_E_RANGE, "sample %llu out of range (%llu samples)", (ull)index,
                       (ull)ds->ix.h.n_samples);
     }
-    int rc;
-    void *buf = ds_table_buf(ds, &rc);
-    if (rc != HDMLP_OK) {
-        return rc;
-    }
     const uint64_t c = index / ds->ix.h.chunk_size;
-    fmt_table t;
-    rc = ds_table(ds, c, buf, ds->tables.scratch, &t);
-    if (rc == HDMLP_OK) {
-        fmt_table_sample(&t, (uint32_t)(index - t.first), out);
+    const uint32_t slot = (uint32_t)(index - c * ds->ix.h.chunk_size);
+    if (ds->tables.scratch != 0) {
+        return ds_record_cached(ds, c, slot, out);
     }
-    hd_free(buf);
+    fmt_table t;
+    const int rc = ds_table(ds, c, NULL, 0, &t);
+    if (rc == HDMLP_OK) {
+        fmt_table_sample(&t, slot, out);
+    }
     return rc;
 }
 
@@ -197,7 +234,7 @@ int hdmlp_dataset_sample_info(const hdmlp_dataset *ds, uint64_t index, hdmlp_sam
                       (ull)ds->ix.h.n_samples);
     }
     fmt_sample s;
-    const int rc = ds_sample_record(ds, index, &s);
+    int rc = ds_sample_record(ds, index, &s);
     if (rc != HDMLP_OK) {
         return rc;
     }
@@ -208,8 +245,16 @@ int hdmlp_dataset_sample_info(const hdmlp_dataset *ds, uint64_t index, hdmlp_sam
     info->raw_size = s.raw_len;
     info->stored_size = s.stored_len;
     info->codec = s.codec;
-    info->key_size = s.key_len;
-    info->key = (const char *)ds->ix.strings + s.key_off;
+    ds_keys k;
+    rc = ds_chunk_keys(ds, info->chunk, 0, &k);
+    if (rc != HDMLP_OK) {
+        return rc;
+    }
+    const uint8_t *key;
+    uint32_t key_len;
+    ds_keys_at(&k, info->slot, &key, &key_len);
+    info->key_size = key_len;
+    info->key = (const char *)key;
     return HDMLP_OK;
 }
 
@@ -221,27 +266,21 @@ int hdmlp_dataset_find_key(const hdmlp_dataset *ds, const char *key, size_t key_
     }
     const fmt_index *ix = &ds->ix;
     if (key_size <= FMT_MAX_KEY_LEN) {
-        int rc;
-        void *buf = ds_table_buf(ds, &rc);
-        for (uint64_t c = 0; rc == HDMLP_OK && c < ix->h.n_chunks; c++) {
-            fmt_table t;
-            rc = ds_table(ds, c, buf, ds->tables.scratch, &t);
-            for (uint32_t j = 0; rc == HDMLP_OK && j < t.n; j++) {
-                const uint8_t *r = fmt_table_rec(&t, j);
-                if (fmt_ld16(r + 36) != key_size) {
-                    continue;
-                }
-                if (key_size == 0 ||
-                    memcmp(ix->strings + fmt_ld32(r + 32), key, key_size) == 0) {
-                    *index = t.first + j;
-                    hd_free(buf);
+        for (uint64_t c = 0; c < ix->h.n_chunks; c++) {
+            ds_keys k;
+            const int rc = ds_chunk_keys(ds, c, 0, &k);
+            if (rc != HDMLP_OK) {
+                return rc;
+            }
+            for (uint32_t j = 0; j < k.n; j++) {
+                const uint8_t *kj;
+                uint32_t len;
+                ds_keys_at(&k, j, &kj, &len);
+                if (len == key_size && (key_size == 0 || memcmp(kj, key, key_size) == 0)) {
+                    *index = k.first + j;
                     return HDMLP_OK;
                 }
             }
-        }
-        hd_free(buf);
-        if (rc != HDMLP_OK) {
-            return rc;
         }
     }
     return hd_err(HDMLP_E_NOTFOUND, "find_key: no sample with key \"%.*s\"",
@@ -360,9 +399,16 @@ int hdmlp_dataset_verify(hdmlp_dataset *ds,
             break;
         }
         fmt_table t;
-        rc = ds_table(ds, c, tbuf, ds->tables.scratch, &t);
+        rc = ds_table(ds, c, tbuf, ds->tables.scratch, &t); /* version 2: checks the table */
         if (rc != HDMLP_OK) {
             break;
+        }
+        if (ix->h.major == 2) { /* and the key block, afresh */
+            ds_keys k;
+            rc = ds_chunk_keys(ds, c, 1, &k);
+            if (rc != HDMLP_OK) {
+                break;
+            }
         }
         for (uint32_t j = 0; j < t.n; j++) {
             fmt_sample s;

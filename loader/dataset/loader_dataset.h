@@ -16,11 +16,12 @@ struct hdmlp_dataset {
     size_t index_size;
     fmt_index ix; /* validated view of index_map */
     /* Where every per-sample record is read from, a chunk's table at a time (format.h:
-     * fmt_tables), chosen at open by the index's version: version 1, views into ix. */
+     * fmt_tables), chosen at open by the index's version: version 1, views into ix;
+     * version 2, DIR/tables read and checked a chunk at a time (loader_dataset_tables2.c). */
     fmt_tables tables;
     int *seg_fd;             /* n_segments buffered fds, -1 until first use */
     int *seg_fd_direct;      /* n_segments O_DIRECT fds, -1 until first use */
-    pthread_mutex_t fd_lock; /* also guards conn */
+    pthread_mutex_t fd_lock; /* also guards conn and the loading of DIR/keys */
     struct src_store *store; /* object store of a remote dataset, else NULL */
     struct src_conn *conn;   /* its connections for the dataset's own reads */
 };
@@ -56,5 +57,13 @@ int ds_remote_load(hdmlp_dataset *ds, const char *url, const hdmlp_source_config
 int ds_remote_check_segments(hdmlp_dataset *ds);
 int ds_remote_read(hdmlp_dataset *ds, uint32_t s, void *buf, uint64_t len, uint64_t off);
 void ds_remote_close(hdmlp_dataset *ds);
+/* Version 2's objects (tables, keys): n objects' sizes against want[] (HEAD requests in
+ * flight together; HDMLP_E_NOTFOUND naming a missing object, HDMLP_E_CORRUPT naming one of
+ * another size, with both sizes), and one object fetched whole, exactly want bytes, into
+ * *out (hd_free; NULL when want is 0). Neither locks: the caller holds fd_lock, or is
+ * opening the dataset. */
+int ds_remote_check_sizes(hdmlp_dataset *ds, const char *const *names, const uint64_t *want,
+                          unsigned n);
+int ds_remote_fetch(hdmlp_dataset *ds, const char *name, uint64_t want, uint8_t **out);
 
 #endif

@@ -1,5 +1,6 @@
-/* Opening and closing a packed dataset: the index mapped (or read) and validated, the label
- * names copied, every segment checked; local directories and URLs. */
+/* Opening and closing a packed dataset: the index mapped (or read) and validated, the table
+ * source chosen by its version (version 2's: loader_dataset_tables2.c), the label names
+ * copied, every segment checked; local directories and URLs. */
 #include "loader_dataset_private.h"
 #include "loader_source.h"
 
@@ -191,8 +192,16 @@ static int ds_open_checked(ds_private *p, const char *path, int remote,
     if (rc != HDMLP_OK) {
         return hd_err_wrap(rc, "%s: ", path);
     }
-    /* Version 1, the only one: a chunk's sample records are a view into the index. */
-    ds->tables = fmt_index_tables(&ds->ix);
+    if (ds->ix.h.major == 2) {
+        /* Version 2: a chunk's sample table is read from DIR/tables and checked. */
+        rc = ds_tables2_open(p);
+        if (rc != HDMLP_OK) {
+            return rc;
+        }
+    } else {
+        /* Version 1: a chunk's sample records are a view into the index. */
+        ds->tables = fmt_index_tables(&ds->ix);
+    }
     const uint32_t n_seg = ds->ix.h.n_segments;
     ds->seg_fd = hd_malloc((size_t)n_seg * sizeof(int));
     ds->seg_fd_direct = hd_malloc((size_t)n_seg * sizeof(int));
@@ -236,6 +245,14 @@ static int ds_open(const char *path, int remote, const hdmlp_source_config *cfg,
         hd_free(p);
         return hd_err(HDMLP_E_NOMEM, "dataset open: cannot create a mutex");
     }
+    if (pthread_mutex_init(&p->rec_lock, NULL) != 0) {
+        pthread_mutex_destroy(&p->pool_lock);
+        pthread_mutex_destroy(&p->pub.fd_lock);
+        hd_free(p);
+        return hd_err(HDMLP_E_NOMEM, "dataset open: cannot create a mutex");
+    }
+    p->tables_fd = -1;
+    p->rec_chunk = UINT64_MAX;
     const int rc = ds_open_checked(p, path, remote, cfg);
     if (rc != HDMLP_OK) {
         hdmlp_dataset_close(&p->pub);
@@ -303,6 +320,7 @@ void hdmlp_dataset_close(hdmlp_dataset *ds)
     for (unsigned i = 0; i < p->pool_n; i++) {
         fmt_decoder_free(p->pool[i]);
     }
+    ds_tables2_close(p); /* before the index: it sizes the keys' mapping */
     if (ds->index_map != NULL) {
         if (p->index_mapped) {
             munmap(ds->index_map, ds->index_size);
@@ -316,6 +334,7 @@ void hdmlp_dataset_close(hdmlp_dataset *ds)
     hd_free(p->label_names);
     hd_free(p->label_pos);
     hd_free(ds->path);
+    pthread_mutex_destroy(&p->rec_lock);
     pthread_mutex_destroy(&p->pool_lock);
     pthread_mutex_destroy(&ds->fd_lock);
     hd_free(p);

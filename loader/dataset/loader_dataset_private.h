@@ -1,13 +1,15 @@
 /*
  * The dataset's private part (internal to loader_dataset*.c): what the public struct does not
- * show, shared by opening and closing (loader_dataset_open.c) and reading
- * (loader_dataset.c).
+ * show, shared by opening and closing (loader_dataset_open.c), reading (loader_dataset.c),
+ * version 2's table source (loader_dataset_tables2.c) and the samples' keys of either
+ * version (loader_dataset_keys.c).
  */
 #ifndef HDMLP_LOADER_DATASET_PRIVATE_H
 #define HDMLP_LOADER_DATASET_PRIVATE_H
 
 #include "loader_dataset.h"
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -26,11 +28,69 @@ typedef struct ds_private {
     pthread_mutex_t pool_lock;
     fmt_decoder *pool[DS_POOL_MAX]; /* idle decoders */
     unsigned pool_n;
+    /* Version 2 (all unused in version 1). The sample tables: DIR/tables read per get from
+     * tables_fd (local), or held whole in tables_held (remote). */
+    int tables_fd;        /* -1 when not open */
+    uint8_t *tables_held; /* hd_free */
+    /* DIR/keys, held once a key is first asked for (fd_lock guards the loading), until
+     * close: keys_bytes bytes, an mmap (keys_mapped) or a heap copy. */
+    const uint8_t *keys;
+    bool keys_mapped;
+    atomic_uchar *keys_ok; /* per chunk: 1 once its key block passed fmt_keys_check */
+    /* The last table ds_sample_record read (expanded records at rec_buf, tables.scratch
+     * bytes; rec_chunk UINT64_MAX when none): a scan of sample_info reads each table once. */
+    pthread_mutex_t rec_lock;
+    uint64_t rec_chunk;
+    uint8_t *rec_buf;
 } ds_private;
 
 static inline ds_private *ds_priv(const hdmlp_dataset *ds)
 {
     return (ds_private *)(uintptr_t)ds;
 }
+
+/* "<dataset path or URL>/<name>" into buf (for messages and opening). */
+static inline void ds_file_path(const hdmlp_dataset *ds, const char *name, char *buf,
+                                size_t cap)
+{
+    snprintf(buf, cap, "%s/%s", ds->path, name);
+}
+
+/* ---- version 2's table source (loader_dataset_tables2.c) ------------------------------- */
+
+/* At open of a version-2 dataset: refuses a dataset without a single data field
+ * (HDMLP_E_UNSUPPORTED naming the field count); opens DIR/tables (local) or fetches it whole
+ * (remote), checks its size and the keys file's (ds_keys2_open) and sets ds->tables.
+ * HDMLP_E_NOTFOUND naming a missing file, HDMLP_E_CORRUPT naming a file of the wrong size. */
+int ds_tables2_open(ds_private *p);
+/* Releases what ds_tables2_open and the keys hold (safe after a failed or no open). */
+void ds_tables2_close(ds_private *p);
+
+/* ---- keys (loader_dataset_keys.c) ------------------------------------------------------ */
+
+/* At open (version 2): DIR/keys exists with keys_bytes bytes (a HEAD request when remote);
+ * the per-chunk check flags. */
+int ds_keys2_open(ds_private *p);
+/* Unmaps or frees the held keys and the flags. */
+void ds_keys2_close(ds_private *p);
+
+/* The keys of one chunk, either version: key t of n (sample first + t) through ds_keys_at. */
+typedef struct ds_keys {
+    uint64_t chunk, first;
+    uint32_t n;
+    const uint8_t *blk; /* version 2: the chunk's key block, checked; NULL in version 1 */
+    fmt_table t;        /* version 1: the chunk's records (views into the index) */
+    const uint8_t *strings;
+    uint32_t next; /* cursor: the slot after the last one asked for... */
+    uint64_t pos;  /* ...and, version 2, where its key starts in blk */
+} ds_keys;
+
+/* Chunk c's keys into *out, valid while the dataset is open. Version 2 holds DIR/keys on the
+ * first call and checks the chunk's key block (fmt_keys_check) the first time it is used
+ * (always when `recheck`). HDMLP_E_RANGE for c ≥ C; HDMLP_E_CORRUPT naming DIR/keys and the
+ * chunk; the file's read errors. Thread-safe. */
+int ds_chunk_keys(const hdmlp_dataset *ds, uint64_t c, int recheck, ds_keys *out);
+/* Key t (< k->n) in place: *key, *len. Constant time when slots are asked in order. */
+void ds_keys_at(ds_keys *k, uint32_t t, const uint8_t **key, uint32_t *len);
 
 #endif

@@ -4,6 +4,8 @@
  * with HEAD requests (in flight together), and reads of the dataset's own (non-loader)
  * paths (hdmlp_dataset_read_sample, hdmlp_dataset_verify, SSD staging) through one shared
  * connection set. The loader's I/O threads read through their own (loader_worker.c).
+ * Version 2's tables and keys objects are sized and fetched whole through the same set
+ * (for loader_dataset_tables2.c and loader_dataset_keys.c).
  */
 #include "loader_dataset.h"
 #include "loader_source.h"
@@ -64,6 +66,32 @@ int ds_remote_load(hdmlp_dataset *ds, const char *url, const hdmlp_source_config
     return HDMLP_OK;
 }
 
+int ds_remote_check_sizes(hdmlp_dataset *ds, const char *const *names, const uint64_t *want,
+                          unsigned n)
+{
+    if (n == 0) {
+        return HDMLP_OK;
+    }
+    uint64_t *sizes = hd_malloc((size_t)n * sizeof(uint64_t));
+    if (sizes == NULL) {
+        return hd_err(HDMLP_E_NOMEM, "out of memory for %u object sizes", n);
+    }
+    int rc = src_conn_sizes(ds->conn, names, sizes, n);
+    if (rc == HDMLP_E_NOTFOUND) {
+        hd_err_wrap(rc, "object of the dataset missing: ");
+    }
+    for (unsigned i = 0; rc == HDMLP_OK && i < n; i++) {
+        if (sizes[i] != want[i]) {
+            rc = hd_err(HDMLP_E_CORRUPT,
+                        "%s/%s: object has %llu bytes, the index says %llu (%s)", ds->path,
+                        names[i], (ull)sizes[i], (ull)want[i],
+                        sizes[i] < want[i] ? "truncated" : "wrong object");
+        }
+    }
+    hd_free(sizes);
+    return rc;
+}
+
 int ds_remote_check_segments(hdmlp_dataset *ds)
 {
     const uint32_t n = ds->ix.h.n_segments;
@@ -72,37 +100,51 @@ int ds_remote_check_segments(hdmlp_dataset *ds)
     }
     char *names = hd_malloc((size_t)n * 32);
     const char **ptr = hd_malloc((size_t)n * sizeof(char *));
-    uint64_t *sizes = hd_malloc((size_t)n * sizeof(uint64_t));
+    uint64_t *want = hd_malloc((size_t)n * sizeof(uint64_t));
     int rc = HDMLP_OK;
-    if (names == NULL || ptr == NULL || sizes == NULL) {
+    if (names == NULL || ptr == NULL || want == NULL) {
         rc = hd_err(HDMLP_E_NOMEM, "out of memory for %u segments", n);
     }
     for (uint32_t s = 0; rc == HDMLP_OK && s < n; s++) {
         snprintf(names + (size_t)s * 32, 32, FMT_SEGMENT_NAME_FMT, s);
         ptr[s] = names + (size_t)s * 32;
-    }
-    if (rc == HDMLP_OK) {
-        rc = src_conn_sizes(ds->conn, ptr, sizes, n);
-        if (rc == HDMLP_E_NOTFOUND) {
-            hd_err_wrap(rc, "segment object missing: ");
-        }
-    }
-    for (uint32_t s = 0; rc == HDMLP_OK && s < n; s++) {
         fmt_segment seg;
         fmt_index_segment(&ds->ix, s, &seg);
-        if (sizes[s] != seg.size) {
-            char path[4200];
-            ds_segment_path(ds, s, path, sizeof(path));
-            rc = hd_err(HDMLP_E_CORRUPT,
-                        "%s: segment object has %llu bytes, the index says %llu (%s)", path,
-                        (ull)sizes[s], (ull)seg.size,
-                        sizes[s] < seg.size ? "truncated" : "wrong object");
-        }
+        want[s] = seg.size;
+    }
+    if (rc == HDMLP_OK) {
+        rc = ds_remote_check_sizes(ds, ptr, want, n);
     }
     hd_free(names);
     hd_free(ptr);
-    hd_free(sizes);
+    hd_free(want);
     return rc;
+}
+
+int ds_remote_fetch(hdmlp_dataset *ds, const char *name, uint64_t want, uint8_t **out)
+{
+    *out = NULL;
+    if (want == 0) {
+        return HDMLP_OK;
+    }
+    if (want > SIZE_MAX) {
+        return hd_err(HDMLP_E_NOMEM, "%s/%s: %llu bytes cannot be held", ds->path, name,
+                      (ull)want);
+    }
+    uint8_t *buf = NULL;
+    uint64_t len = 0;
+    const int rc = src_conn_get(ds->conn, name, want, &buf, &len);
+    if (rc != HDMLP_OK) {
+        return rc; /* the detail names the URL */
+    }
+    if (len != want) {
+        hd_free(buf);
+        return hd_err(HDMLP_E_CORRUPT, "%s/%s: object has %llu bytes, the index says %llu (%s)",
+                      ds->path, name, (ull)len, (ull)want,
+                      len < want ? "truncated" : "wrong object");
+    }
+    *out = buf;
+    return HDMLP_OK;
 }
 
 int ds_remote_read(hdmlp_dataset *ds, uint32_t s, void *buf, uint64_t len, uint64_t off)

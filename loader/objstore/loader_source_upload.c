@@ -1,9 +1,10 @@
 /*
  * Uploading a packed dataset directory to an s3:// store: the old index is deleted first
  * (a dataset being replaced never opens half-replaced), then every segment (one PUT, or a
- * multipart upload in parts of part_size, `depth` parts in flight), then the index last,
- * so a half-finished upload never opens; finally the store's copy is opened and checked
- * (index, every segment's size).
+ * multipart upload in parts of part_size, `depth` parts in flight), a version-2 dataset's
+ * tables and keys files the same way, then the index last, so a half-finished upload never
+ * opens; finally the store's copy is opened and checked (index, every segment's size, the
+ * tables' and keys' sizes).
  *
  * Why here, in the object store, and not in dataset/: the uploader is the one writer of
  * objects (PUT, multipart POST and parts, DELETE, SigV4-encoded upload ids), and dataset/
@@ -189,10 +190,19 @@ static int put_multipart(upload *u, const char *name, int fd, uint64_t size, con
     return rc;
 }
 
-/* The segments' sizes as the index in dir gives them (*sizes: n entries, hd_free) and the
- * index file's size. The index was validated by hdmlp_dataset_open just before; it is
- * read again here because dataset/'s view of it is internal to dataset/. */
-static int index_sizes(const char *dir, uint64_t **sizes, uint32_t *n, uint64_t *index_size)
+/* What to upload besides the index: the files of dir its index names. */
+typedef struct up_files {
+    uint64_t *sizes; /* the segments' (n entries, hd_free) */
+    uint32_t n;
+    int v2;                            /* a version-2 dataset: also DIR/tables and DIR/keys */
+    uint64_t tables_bytes, keys_bytes; /* their sizes (version 2) */
+    uint64_t index_size;
+} up_files;
+
+/* The files of dir as its index gives them into *f. The index was validated by
+ * hdmlp_dataset_open just before; it is read again here because dataset/'s view of it is
+ * internal to dataset/. */
+static int index_sizes(const char *dir, up_files *f)
 {
     char path[4200];
     snprintf(path, sizeof(path), "%s/%s", dir, FMT_INDEX_NAME);
@@ -216,18 +226,21 @@ static int index_sizes(const char *dir, uint64_t **sizes, uint32_t *n, uint64_t 
         rc = fmt_index_decode(buf, (size_t)size, &ix);
     }
     if (rc == HDMLP_OK) {
-        *n = ix.h.n_segments;
-        *sizes = hd_calloc(*n ? *n : 1, sizeof(uint64_t));
-        if (*sizes == NULL) {
+        f->n = ix.h.n_segments;
+        f->v2 = ix.h.major == 2;
+        f->tables_bytes = ix.h.tables_bytes;
+        f->keys_bytes = ix.h.keys_bytes;
+        f->sizes = hd_calloc(f->n ? f->n : 1, sizeof(uint64_t));
+        if (f->sizes == NULL) {
             rc = hd_err(HDMLP_E_NOMEM, "upload: out of memory");
         }
     }
-    for (uint32_t s = 0; rc == HDMLP_OK && s < *n; s++) {
+    for (uint32_t s = 0; rc == HDMLP_OK && s < f->n; s++) {
         fmt_segment seg;
         fmt_index_segment(&ix, s, &seg);
-        (*sizes)[s] = seg.size;
+        f->sizes[s] = seg.size;
     }
-    *index_size = size;
+    f->index_size = size;
     hd_free(buf);
     return rc;
 }
@@ -291,36 +304,41 @@ int hdmlp_dataset_upload(const char *dir, const char *url, const hdmlp_source_co
     if (rc == HDMLP_OK) {
         rc = src_conn_create(store, UP_DEPTH, &u.conn);
     }
-    uint32_t n_seg = 0;
-    uint64_t *sizes = NULL;
-    uint64_t index_size = 0;
+    up_files f = {0};
     if (rc == HDMLP_OK) {
-        rc = index_sizes(dir, &sizes, &n_seg, &index_size);
+        rc = index_sizes(dir, &f);
     }
-    for (uint32_t s = 0; rc == HDMLP_OK && s < n_seg; s++) {
-        u.total += sizes[s];
+    for (uint32_t s = 0; rc == HDMLP_OK && s < f.n; s++) {
+        u.total += f.sizes[s];
     }
-    u.total += index_size;
+    u.total += f.index_size + (f.v2 ? f.tables_bytes + f.keys_bytes : 0);
     if (rc == HDMLP_OK) {
         /* The old index goes first: until the new one is written, nothing opens. */
         rc = src_conn_delete(u.conn, FMT_INDEX_NAME, NULL);
     }
     char name[32];
-    for (uint32_t s = 0; rc == HDMLP_OK && s < n_seg; s++) {
+    for (uint32_t s = 0; rc == HDMLP_OK && s < f.n; s++) {
         snprintf(name, sizeof(name), FMT_SEGMENT_NAME_FMT, s);
-        rc = put_file(&u, dir, name, sizes[s]);
+        rc = put_file(&u, dir, name, f.sizes[s]);
+    }
+    if (rc == HDMLP_OK && f.v2) { /* version 2: the sample tables and keys */
+        rc = put_file(&u, dir, FMT_TABLES_NAME, f.tables_bytes);
+        if (rc == HDMLP_OK) {
+            rc = put_file(&u, dir, FMT_KEYS_NAME, f.keys_bytes);
+        }
     }
     if (rc == HDMLP_OK) {
         rc = put_file(&u, dir, FMT_INDEX_NAME, UINT64_MAX);
     }
-    hd_free(sizes);
+    hd_free(f.sizes);
     src_conn_free(u.conn);
     src_store_free(store);
     hdmlp_dataset_close(ds);
     if (rc != HDMLP_OK) {
         return rc;
     }
-    /* The store's copy opens: index checksum, every segment's size. */
+    /* The store's copy opens: index checksum, every segment's size (version 2: the tables'
+     * and keys' too, the tables read whole). */
     hdmlp_dataset *remote = NULL;
     rc = hdmlp_dataset_open_source(url, cfg, &remote);
     hdmlp_dataset_close(remote);

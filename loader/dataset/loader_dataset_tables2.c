@@ -1,0 +1,194 @@
+/*
+ * Version 2's table source (format.h: fmt_tables), chosen at open by the index's version: a
+ * chunk's sample table is read from DIR/tables into the caller's buffer, checked and
+ * expanded into the sample records every reader of the dataset uses (fmt_table2_expand),
+ * one chunk at a time. A local dataset preads the file (one fd shared by every thread:
+ * pread keeps no file position, so gets run concurrently); a remote one holds the tables
+ * object whole, fetched at open, and expands from it.
+ */
+#include "loader_dataset_private.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Chunk c in range and a buffer of the source's size. */
+static int t2_check_args(const ds_private *p, uint64_t c, const void *buf, size_t cap)
+{
+    const fmt_index *ix = &p->pub.ix;
+    if (c >= ix->h.n_chunks) {
+        return hd_err(HDMLP_E_RANGE, "sample table of chunk %llu: out of range (%llu chunks)",
+                      (ull)c, (ull)ix->h.n_chunks);
+    }
+    if (buf == NULL || cap < p->pub.tables.scratch) {
+        return hd_err(HDMLP_E_INVAL,
+                      "sample table of chunk %llu: a buffer of %zu bytes, the source needs %zu",
+                      (ull)c, buf == NULL ? (size_t)0 : cap, p->pub.tables.scratch);
+    }
+    return HDMLP_OK;
+}
+
+/* Checks and expands chunk c's table as read (raw) into buf's first records. */
+static int t2_expand(const ds_private *p, uint64_t c, const uint8_t *raw, void *buf,
+                     fmt_table *out)
+{
+    const int rc = fmt_table2_expand(&p->pub.ix, c, raw, buf, out);
+    if (rc != HDMLP_OK) {
+        char path[DS_PATH_MAX];
+        ds_file_path(&p->pub, FMT_TABLES_NAME, path, sizeof(path));
+        return hd_err_wrap(rc, "%s: ", path);
+    }
+    return HDMLP_OK;
+}
+
+/* A local dataset's get: the table preads into buf after the K expanded records
+ * (fmt_table2_scratch's layout), then expands into buf's start. */
+static int t2_get_local(void *ctx, uint64_t c, void *buf, size_t cap, fmt_table *out)
+{
+    const ds_private *p = ctx;
+    int rc = t2_check_args(p, c, buf, cap);
+    if (rc != HDMLP_OK) {
+        return rc;
+    }
+    const fmt_index *ix = &p->pub.ix;
+    fmt_chunk ch;
+    fmt_index_chunk(ix, c, &ch);
+    const uint64_t len = fmt_table2_len(ix, &ch);
+    uint8_t *raw = (uint8_t *)buf + (size_t)ix->h.chunk_size * FMT_SAMPLE_REC_LEN;
+    uint64_t done = 0;
+    while (done < len) {
+        const ssize_t r = pread(p->tables_fd, raw + done, (size_t)(len - done),
+                                (off_t)(ch.table_offset + done));
+        if (r < 0 && errno == EINTR) {
+            continue;
+        }
+        if (r <= 0) {
+            const int err = r < 0 ? errno : 0;
+            char path[DS_PATH_MAX];
+            ds_file_path(&p->pub, FMT_TABLES_NAME, path, sizeof(path));
+            if (r == 0) {
+                return hd_err(HDMLP_E_CORRUPT,
+                              "%s: sample table of chunk %llu: unexpected end of file at "
+                              "offset %llu (truncated after open?)",
+                              path, (ull)c, (ull)(ch.table_offset + done));
+            }
+            return hd_err(HDMLP_E_IO,
+                          "%s: sample table of chunk %llu: read of %llu bytes at offset %llu "
+                          "failed: %s",
+                          path, (ull)c, (ull)len, (ull)ch.table_offset, strerror(err));
+        }
+        done += (uint64_t)r;
+    }
+    return t2_expand(p, c, raw, buf, out);
+}
+
+/* A remote dataset's get: the table is checked and expanded from the object held. */
+static int t2_get_held(void *ctx, uint64_t c, void *buf, size_t cap, fmt_table *out)
+{
+    const ds_private *p = ctx;
+    const int rc = t2_check_args(p, c, buf, cap);
+    if (rc != HDMLP_OK) {
+        return rc;
+    }
+    fmt_chunk ch;
+    fmt_index_chunk(&p->pub.ix, c, &ch);
+    return t2_expand(p, c, p->tables_held + ch.table_offset, buf, out);
+}
+
+static uint64_t t2_raw_top_sum(void *ctx, uint64_t m)
+{
+    const ds_private *p = ctx;
+    return fmt_index2_raw_top_sum(&p->pub.ix, m);
+}
+
+/* Opens DIR/tables of a local dataset into p->tables_fd and checks its size. */
+static int t2_open_local(ds_private *p)
+{
+    const fmt_index *ix = &p->pub.ix;
+    char path[DS_PATH_MAX];
+    ds_file_path(&p->pub, FMT_TABLES_NAME, path, sizeof(path));
+    p->tables_fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (p->tables_fd < 0) {
+        const int err = errno;
+        if (err == ENOENT) {
+            return hd_err(HDMLP_E_NOTFOUND,
+                          "%s: tables file missing (a version-2 dataset's sample tables)",
+                          path);
+        }
+        return hd_err(hd_errno_code(err), "%s: open: %s", path, strerror(err));
+    }
+    struct stat st;
+    if (fstat(p->tables_fd, &st) != 0) {
+        const int err = errno;
+        return hd_err(hd_errno_code(err), "%s: stat: %s", path, strerror(err));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        return hd_err(HDMLP_E_CORRUPT, "%s: tables file is not a regular file", path);
+    }
+    if ((uint64_t)st.st_size != ix->h.tables_bytes) {
+        return hd_err(HDMLP_E_CORRUPT,
+                      "%s: tables file has %llu bytes, the index says %llu (%s)", path,
+                      (ull)st.st_size, (ull)ix->h.tables_bytes,
+                      (uint64_t)st.st_size < ix->h.tables_bytes ? "truncated" : "wrong file");
+    }
+    /* Tables are read whole, a chunk at a time, in the schedule's order: no readahead. */
+    (void)posix_fadvise(p->tables_fd, 0, 0, POSIX_FADV_RANDOM);
+    return HDMLP_OK;
+}
+
+int ds_tables2_open(ds_private *p)
+{
+    hdmlp_dataset *ds = &p->pub;
+    const fmt_index *ix = &ds->ix;
+    if (ix->data_field == FMT_NO_FIELD) {
+        uint32_t stored = 0;
+        for (uint32_t f = 0; f < ix->h.n_fields; f++) {
+            fmt_field fd;
+            fmt_index_field(ix, f, &fd);
+            stored += !fmt_field_scalar(fd.type);
+        }
+        return hd_err(HDMLP_E_UNSUPPORTED,
+                      "%s: a dataset of %u fields, %u of them stored (not scalars): the "
+                      "loader delivers exactly one stored field per sample (reading several "
+                      "is not supported yet)",
+                      ds->path, ix->h.n_fields, stored);
+    }
+    int rc;
+    if (ds->store != NULL) {
+        const char *const name = FMT_TABLES_NAME;
+        rc = ds_remote_check_sizes(ds, &name, &ix->h.tables_bytes, 1);
+        /* Remote tables are held whole for now: fetched once here, every get expands from
+         * memory (per-chunk range reads of the object are left for later). */
+        if (rc == HDMLP_OK) {
+            rc = ds_remote_fetch(ds, FMT_TABLES_NAME, ix->h.tables_bytes, &p->tables_held);
+        }
+    } else {
+        rc = t2_open_local(p);
+    }
+    if (rc == HDMLP_OK) {
+        rc = ds_keys2_open(p);
+    }
+    if (rc != HDMLP_OK) {
+        return rc;
+    }
+    ds->tables = (fmt_tables){.get = ds->store != NULL ? t2_get_held : t2_get_local,
+                              .raw_top_sum = t2_raw_top_sum,
+                              .ctx = p,
+                              .scratch = fmt_table2_scratch(ix)};
+    return HDMLP_OK;
+}
+
+void ds_tables2_close(ds_private *p)
+{
+    if (p->tables_fd >= 0) {
+        close(p->tables_fd);
+        p->tables_fd = -1;
+    }
+    hd_free(p->tables_held);
+    p->tables_held = NULL;
+    hd_free(p->rec_buf);
+    p->rec_buf = NULL;
+    ds_keys2_close(p);
+}
