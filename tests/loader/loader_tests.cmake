@@ -5,8 +5,12 @@
 hdmlp_add_test(NAME test_dataset
   SOURCES loader/dataset/test_dataset.c loader/dataset/test_dataset_corrupt.c
           loader/dataset/test_dataset_tables.c
-          support/dataset_fixture.c support/testds.c
+          loader/dataset/test_dataset_v2.c loader/dataset/test_dataset_v2_corrupt.c
+          loader/dataset/test_dataset_v2_remote.c loader/dataset/testds2.c
+          support/dataset_fixture.c support/objstore_fixture.c support/testds.c
   TIMEOUT 300)
+# Version 2's remote case runs tests/objstore/objstore_server.py (skips without python3).
+target_compile_definitions(test_dataset PRIVATE HDMLP_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 
 # ---- loader: public API and errors, properties over random parameters, randomness of the
 # delivered order. Each binary runs its tests two at a time (--jobs=2); timeouts leave room

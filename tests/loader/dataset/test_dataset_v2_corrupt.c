@@ -1,0 +1,248 @@
+/* Version-2 datasets damaged on disk: a flipped byte in DIR/tables (verify and reading that
+ * chunk fail, other chunks read), in DIR/keys (find_key, sample_info and verify fail, the
+ * samples read), tables and keys files truncated, grown or missing (open fails), and a
+ * dataset of two stored fields (refused: not supported yet). Each failure names the file and
+ * the chunk. Part of the test_dataset binary. */
+#include "loader_dataset.h"
+#include "support/dataset_fixture.h"
+#include "support/testds.h"
+#include "testds2.h"
+
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const testds_spec spec2 = {.n_samples = 40,
+                                  .chunk_size = 8,
+                                  .chunks_per_segment = 2,
+                                  .seed = 301,
+                                  .min_size = 10,
+                                  .max_size = 120,
+                                  .compress = 0,
+                                  .n_labels = 3};
+
+/* Chunk c's record of the dataset in g_dir. */
+static fmt_chunk chunk_of(uint64_t c)
+{
+    hdmlp_dataset *ds = open_ok();
+    fmt_chunk ch;
+    fmt_index_chunk(&ds->ix, c, &ch);
+    hdmlp_dataset_close(ds);
+    return ch;
+}
+
+/* XORs byte `at` of g_dir/name with mask. */
+static void flip(const char *name, uint64_t at, uint8_t mask)
+{
+    char path[PATH_CAP];
+    path_of(path, name);
+    uint8_t *buf;
+    size_t len;
+    cr_assert_eq(testds_read_file(path, &buf, &len), 0, "%s", path);
+    cr_assert_lt(at, len);
+    buf[at] ^= mask;
+    cr_assert_eq(testds_write_file(path, buf, len), 0);
+    free(buf);
+}
+
+/* g_dir/name resized to len bytes (zeros when grown). */
+static void resize(const char *name, off_t len)
+{
+    char path[PATH_CAP];
+    path_of(path, name);
+    cr_assert_eq(truncate(path, len), 0, "%s", path);
+}
+
+static void assert_error_has(const char *a, const char *b)
+{
+    cr_assert(strstr(hdmlp_last_error(), a) != NULL, "\"%s\" not in: %s", a,
+              hdmlp_last_error());
+    if (b != NULL) {
+        cr_assert(strstr(hdmlp_last_error(), b) != NULL, "\"%s\" not in: %s", b,
+                  hdmlp_last_error());
+    }
+}
+
+Test(dataset, v2_table_byte_flip_fails_that_chunk)
+{
+    cr_assert_eq(testds2_write(g_dir, &spec2, NULL), HDMLP_OK, "%s", hdmlp_last_error());
+    const fmt_chunk ch = chunk_of(2);
+    flip(FMT_TABLES_NAME, ch.table_offset + 16 + 3, 0x10); /* sample 16's label value */
+    hdmlp_dataset *ds = open_ok();                         /* tables are checked when read */
+    char path[PATH_CAP];
+    path_of(path, FMT_TABLES_NAME);
+    cr_assert_eq(hdmlp_dataset_verify(ds, NULL, NULL), HDMLP_E_CORRUPT);
+    assert_error_has(path, "sample table of chunk 2: checksum mismatch");
+    uint8_t buf[200];
+    size_t size = 0;
+    cr_assert_eq(hdmlp_dataset_read_sample(ds, 17, buf, sizeof(buf), &size), HDMLP_E_CORRUPT);
+    assert_error_has(path, "chunk 2");
+    hdmlp_sample_info in;
+    cr_assert_eq(hdmlp_dataset_sample_info(ds, 16, &in), HDMLP_E_CORRUPT);
+    assert_error_has(path, "chunk 2");
+    /* The other chunks read. */
+    cr_assert_eq(hdmlp_dataset_read_sample(ds, 15, buf, sizeof(buf), &size), HDMLP_OK, "%s",
+                 hdmlp_last_error());
+    cr_assert_eq(hdmlp_dataset_read_sample(ds, 24, buf, sizeof(buf), &size), HDMLP_OK);
+    cr_assert_eq(hdmlp_dataset_sample_info(ds, 39, &in), HDMLP_OK);
+    uint64_t idx = 0;
+    cr_assert_eq(hdmlp_dataset_find_key(ds, "sample-17", 9, &idx), HDMLP_OK,
+                 "keys are not in the tables");
+    cr_assert_eq(idx, 17);
+    hdmlp_dataset_close(ds);
+}
+
+/* Every byte of one chunk's table, flipped, is caught by verify (its checksum). */
+Test(dataset, v2_table_every_byte_flip_caught_by_verify)
+{
+    cr_assert_eq(testds2_write(g_dir, &spec2, NULL), HDMLP_OK, "%s", hdmlp_last_error());
+    const fmt_chunk ch = chunk_of(4);
+    const uint64_t len = ch.n_samples * 2ull * FMT_VALUE_REC_LEN;
+    for (uint64_t b = 0; b < len; b++) {
+        flip(FMT_TABLES_NAME, ch.table_offset + b, 0x01);
+        hdmlp_dataset *ds = open_ok();
+        cr_assert_eq(hdmlp_dataset_verify(ds, NULL, NULL), HDMLP_E_CORRUPT, "byte %llu",
+                     (unsigned long long)b);
+        assert_error_has("sample table of chunk 4", NULL);
+        hdmlp_dataset_close(ds);
+        flip(FMT_TABLES_NAME, ch.table_offset + b, 0x01);
+    }
+    hdmlp_dataset *ds = open_ok();
+    cr_assert_eq(hdmlp_dataset_verify(ds, NULL, NULL), HDMLP_OK, "%s", hdmlp_last_error());
+    hdmlp_dataset_close(ds);
+}
+
+Test(dataset, v2_key_byte_flip_fails_keys_not_samples)
+{
+    cr_assert_eq(testds2_write(g_dir, &spec2, NULL), HDMLP_OK, "%s", hdmlp_last_error());
+    const fmt_chunk ch = chunk_of(1);
+    flip(FMT_KEYS_NAME, ch.keys_offset + 4u * ch.n_samples + 2, 0x20); /* in sample 8's key */
+    hdmlp_dataset *ds = open_ok();
+    char path[PATH_CAP];
+    path_of(path, FMT_KEYS_NAME);
+    uint64_t idx = 0;
+    cr_assert_eq(hdmlp_dataset_find_key(ds, "sample-3", 8, &idx), HDMLP_OK, "chunk 0 is fine");
+    cr_assert_eq(hdmlp_dataset_find_key(ds, "sample-30", 9, &idx), HDMLP_E_CORRUPT,
+                 "the walk meets chunk 1's block");
+    assert_error_has(path, "key block of chunk 1: checksum mismatch");
+    hdmlp_sample_info in;
+    cr_assert_eq(hdmlp_dataset_sample_info(ds, 9, &in), HDMLP_E_CORRUPT);
+    assert_error_has(path, "key block of chunk 1");
+    cr_assert_eq(hdmlp_dataset_sample_info(ds, 17, &in), HDMLP_OK);
+    cr_assert_eq(hdmlp_dataset_verify(ds, NULL, NULL), HDMLP_E_CORRUPT);
+    assert_error_has(path, "key block of chunk 1");
+    uint8_t buf[200];
+    size_t size = 0;
+    cr_assert_eq(hdmlp_dataset_read_sample(ds, 9, buf, sizeof(buf), &size), HDMLP_OK,
+                 "samples do not need keys: %s", hdmlp_last_error());
+    hdmlp_dataset_close(ds);
+}
+
+/* A key length changed and the block's checksum made to match again: the lengths no longer
+ * add up to the block. */
+Test(dataset, v2_key_lengths_must_add_up)
+{
+    cr_assert_eq(testds2_write(g_dir, &spec2, NULL), HDMLP_OK, "%s", hdmlp_last_error());
+    const fmt_chunk ch = chunk_of(3);
+    flip(FMT_KEYS_NAME, ch.keys_offset, 0x01); /* sample 24's key length: 9 -> 8 */
+    char path[PATH_CAP];
+    path_of(path, FMT_KEYS_NAME);
+    uint8_t *keys;
+    size_t klen;
+    cr_assert_eq(testds_read_file(path, &keys, &klen), 0);
+    const uint64_t sum = fmt_checksum(keys + ch.keys_offset, (size_t)ch.keys_length);
+    free(keys);
+    /* The new checksum into chunk 3's record (offset 64 of the 96-byte record). */
+    hdmlp_dataset *ds = open_ok();
+    const uint64_t rec = (uint64_t)(ds->ix.chunks - ds->ix.base) + 3 * FMT_CHUNK_REC2_LEN + 64;
+    hdmlp_dataset_close(ds);
+    path_of(path, FMT_INDEX_NAME);
+    uint8_t *ib;
+    size_t ilen;
+    cr_assert_eq(testds_read_file(path, &ib, &ilen), 0);
+    fmt_st64(ib + rec, sum);
+    testds_reseal_index(ib, ilen);
+    cr_assert_eq(testds_write_file(path, ib, ilen), 0);
+    free(ib);
+    ds = open_ok();
+    cr_assert_eq(hdmlp_dataset_verify(ds, NULL, NULL), HDMLP_E_CORRUPT);
+    assert_error_has("key block of chunk 3: lengths add up to", NULL);
+    hdmlp_dataset_close(ds);
+}
+
+Test(dataset, v2_tables_file_truncated_or_grown)
+{
+    cr_assert_eq(testds2_write(g_dir, &spec2, NULL), HDMLP_OK, "%s", hdmlp_last_error());
+    const off_t len = 40 * 2 * FMT_VALUE_REC_LEN;
+    char path[PATH_CAP], want[PATH_CAP + 100];
+    path_of(path, FMT_TABLES_NAME);
+    resize(FMT_TABLES_NAME, len - 1);
+    hdmlp_dataset *ds = (hdmlp_dataset *)1;
+    cr_assert_eq(hdmlp_dataset_open(g_dir, &ds), HDMLP_E_CORRUPT);
+    cr_assert_null(ds);
+    snprintf(want, sizeof(want),
+             "%s: tables file has %lld bytes, the index says %lld (truncated)", path,
+             (long long)len - 1, (long long)len);
+    assert_error_has(want, NULL);
+    resize(FMT_TABLES_NAME, len + 8);
+    cr_assert_eq(hdmlp_dataset_open(g_dir, &ds), HDMLP_E_CORRUPT);
+    assert_error_has(path, "(wrong file)");
+    resize(FMT_TABLES_NAME, 0);
+    cr_assert_eq(hdmlp_dataset_open(g_dir, &ds), HDMLP_E_CORRUPT);
+    assert_error_has(path, "has 0 bytes");
+}
+
+Test(dataset, v2_keys_file_truncated)
+{
+    cr_assert_eq(testds2_write(g_dir, &spec2, NULL), HDMLP_OK, "%s", hdmlp_last_error());
+    char path[PATH_CAP];
+    path_of(path, FMT_KEYS_NAME);
+    resize(FMT_KEYS_NAME, 100);
+    hdmlp_dataset *ds = NULL;
+    cr_assert_eq(hdmlp_dataset_open(g_dir, &ds), HDMLP_E_CORRUPT);
+    assert_error_has(path, "keys file has 100 bytes");
+    cr_assert_null(ds);
+}
+
+Test(dataset, v2_missing_tables_or_keys_file)
+{
+    cr_assert_eq(testds2_write(g_dir, &spec2, NULL), HDMLP_OK, "%s", hdmlp_last_error());
+    char path[PATH_CAP];
+    path_of(path, FMT_KEYS_NAME);
+    cr_assert_eq(unlink(path), 0);
+    hdmlp_dataset *ds = (hdmlp_dataset *)1;
+    cr_assert_eq(hdmlp_dataset_open(g_dir, &ds), HDMLP_E_NOTFOUND);
+    cr_assert_null(ds);
+    assert_error_has(path, "keys file missing");
+    path_of(path, FMT_TABLES_NAME);
+    cr_assert_eq(unlink(path), 0);
+    cr_assert_eq(hdmlp_dataset_open(g_dir, &ds), HDMLP_E_NOTFOUND);
+    assert_error_has(path, "tables file missing");
+}
+
+/* The keys file replaced after open (same size) is caught when first used: it is read then,
+ * and each block checked before its first use. */
+Test(dataset, v2_keys_checked_on_first_use)
+{
+    cr_assert_eq(testds2_write(g_dir, &spec2, NULL), HDMLP_OK, "%s", hdmlp_last_error());
+    hdmlp_dataset *ds = open_ok();
+    const fmt_chunk ch = chunk_of(0);
+    flip(FMT_KEYS_NAME, ch.keys_offset + 4u * ch.n_samples, 0x01);
+    hdmlp_sample_info in;
+    cr_assert_eq(hdmlp_dataset_sample_info(ds, 0, &in), HDMLP_E_CORRUPT);
+    assert_error_has("key block of chunk 0", NULL);
+    cr_assert_eq(hdmlp_dataset_sample_info(ds, 8, &in), HDMLP_OK, "%s", hdmlp_last_error());
+    hdmlp_dataset_close(ds);
+}
+
+Test(dataset, v2_two_stored_fields_unsupported)
+{
+    const testds2_opts opts = {.extra_field = 1};
+    cr_assert_eq(testds2_write(g_dir, &spec2, &opts), HDMLP_OK, "%s", hdmlp_last_error());
+    hdmlp_dataset *ds = (hdmlp_dataset *)1;
+    cr_assert_eq(hdmlp_dataset_open(g_dir, &ds), HDMLP_E_UNSUPPORTED);
+    cr_assert_null(ds);
+    assert_error_has("3 fields, 2 of them stored", g_dir);
+}
