@@ -63,6 +63,8 @@ static int check_value(const fmt_index *ix, uint64_t c, uint64_t i, uint32_t f,
             why = "inline value with a codec";
         } else if ((fmt_checksum(bits, 8) & UINT32_MAX) != v->checksum) {
             why = "inline value's checksum mismatch";
+        } else if (fd->type == FMT_FIELD_FLOAT32 && (v->inline_bits >> 32) != 0) {
+            why = "float32 value with non-zero bytes 4..7";
         } else if (f == ix->h.label_field && v->inline_bits >= ix->h.n_labels) {
             why = "label not below n_labels";
         }
@@ -183,6 +185,10 @@ uint64_t fmt_index2_raw_top_sum(const fmt_index *ix, uint64_t m)
     uint64_t sum = 0;
     for (uint64_t c = 0; c < nc && m > 0; c++) {
         const uint64_t take = v[2 * c + 1] < m ? v[2 * c + 1] : m;
+        if (v[2 * c] != 0 && take > (UINT64_MAX - sum) / v[2 * c]) {
+            sum = ix->h.raw_bytes; /* the bound overflows: the m largest are at most all */
+            break;
+        }
         sum += take * v[2 * c];
         m -= take;
     }
