@@ -78,9 +78,10 @@ static int check_value(const fmt_index *ix, uint64_t c, uint64_t i, uint32_t f,
         why = "codec 0 with stored_length != raw_length";
     }
     if (why != NULL) {
-        return hd_err(HDMLP_E_CORRUPT, "sample table of chunk %llu: sample %llu, field %u (%.*s): %s",
-                      (ull)c, (ull)i, f, (int)fd->name_len,
-                      (const char *)ix->strings + fd->name_off, why);
+        return hd_err(HDMLP_E_CORRUPT,
+                      "sample table of chunk %llu: sample %llu, field %u (%.*s): %s", (ull)c,
+                      (ull)i, f, (int)fd->name_len, (const char *)ix->strings + fd->name_off,
+                      why);
     }
     return HDMLP_OK;
 }
@@ -201,8 +202,9 @@ int fmt_keys_check(const fmt_index *ix, uint64_t c, const uint8_t *blk, uint64_t
     fmt_chunk ch;
     fmt_index_chunk(ix, c, &ch);
     if (len != ch.keys_length) {
-        return hd_err(HDMLP_E_CORRUPT, "key block of chunk %llu: %llu bytes, the index says %llu",
-                      (ull)c, (ull)len, (ull)ch.keys_length);
+        return hd_err(HDMLP_E_CORRUPT,
+                      "key block of chunk %llu: %llu bytes, the index says %llu", (ull)c,
+                      (ull)len, (ull)ch.keys_length);
     }
     const uint64_t sum = fmt_checksum(blk, (size_t)len);
     if (sum != ch.keys_checksum) {
@@ -215,8 +217,10 @@ int fmt_keys_check(const fmt_index *ix, uint64_t c, const uint8_t *blk, uint64_t
     for (uint32_t t = 0; t < ch.n_samples; t++) {
         const uint32_t k = fmt_ld32(blk + 4ull * t);
         if (k > FMT_MAX_KEY_LEN) {
-            return hd_err(HDMLP_E_CORRUPT, "key block of chunk %llu: key %u of %u bytes (at "
-                          "most %u)", (ull)c, t, k, FMT_MAX_KEY_LEN);
+            return hd_err(HDMLP_E_CORRUPT,
+                          "key block of chunk %llu: key %u of %u bytes (at "
+                          "most %u)",
+                          (ull)c, t, k, FMT_MAX_KEY_LEN);
         }
         total += k;
     }
@@ -229,8 +233,7 @@ int fmt_keys_check(const fmt_index *ix, uint64_t c, const uint8_t *blk, uint64_t
     return HDMLP_OK;
 }
 
-void fmt_keys_at(const uint8_t *blk, uint32_t n, uint32_t t, const uint8_t **key,
-                 uint32_t *len)
+void fmt_keys_at(const uint8_t *blk, uint32_t n, uint32_t t, const uint8_t **key, uint32_t *len)
 {
     uint64_t off = 4ull * n;
     for (uint32_t j = 0; j < t; j++) {

@@ -7,6 +7,7 @@
  *   fmt_table2.c (version 2: a chunk's value records checked and expanded; key blocks)
  *   fmt_index.c (index encode/decode: version 1 here, version 2's parts in fmt_index2.c),
  *   fmt_chunk.c (chunk headers; reads index records)
+ *   fmt_records.c (record accessors of both versions)
  *   fmt_codec.c (sample checksums and zstd codecs)
  *   format/base/ (hd_base.h: allocation and the thread-local error detail)
  */
@@ -62,8 +63,17 @@ enum fmt_field_type {
 };
 enum fmt_dtype {
     FMT_DTYPE_NONE = 0,
-    FMT_DTYPE_U8, FMT_DTYPE_I8, FMT_DTYPE_U16, FMT_DTYPE_I16, FMT_DTYPE_U32, FMT_DTYPE_I32,
-    FMT_DTYPE_U64, FMT_DTYPE_I64, FMT_DTYPE_F16, FMT_DTYPE_F32, FMT_DTYPE_F64,
+    FMT_DTYPE_U8,
+    FMT_DTYPE_I8,
+    FMT_DTYPE_U16,
+    FMT_DTYPE_I16,
+    FMT_DTYPE_U32,
+    FMT_DTYPE_I32,
+    FMT_DTYPE_U64,
+    FMT_DTYPE_I64,
+    FMT_DTYPE_F16,
+    FMT_DTYPE_F32,
+    FMT_DTYPE_F64,
     FMT_DTYPES
 };
 enum fmt_value_state { FMT_VALUE_ABSENT = 0, FMT_VALUE_STORED = 1, FMT_VALUE_INLINE = 2 };
@@ -147,11 +157,11 @@ typedef struct fmt_chunk {
 
 /* Version 2: a field (FORMAT.md: fields section). */
 typedef struct fmt_field {
-    uint32_t name_off, name_len; /* into strings */
-    uint8_t type;                /* enum fmt_field_type */
-    uint8_t dtype;               /* ndarray: enum fmt_dtype; else 0 */
-    uint8_t ndim;                /* ndarray: 0..FMT_MAX_NDIM; else 0 */
-    uint8_t flags;               /* FMT_FIELD_REQUIRED | FMT_FIELD_LABEL */
+    uint32_t name_off, name_len;  /* into strings */
+    uint8_t type;                 /* enum fmt_field_type */
+    uint8_t dtype;                /* ndarray: enum fmt_dtype; else 0 */
+    uint8_t ndim;                 /* ndarray: 0..FMT_MAX_NDIM; else 0 */
+    uint8_t flags;                /* FMT_FIELD_REQUIRED | FMT_FIELD_LABEL */
     uint32_t shape[FMT_MAX_NDIM]; /* ndarray: each dim's size, 0 = varies (leads the value) */
 } fmt_field;
 
@@ -189,7 +199,7 @@ typedef struct fmt_header {
     uint64_t stored_bytes;
     /* Version 2 (version 1: 0, FMT_NO_FIELD, 0, 0). */
     uint32_t n_fields;
-    uint32_t label_field; /* the field flagged FMT_FIELD_LABEL, or FMT_NO_FIELD */
+    uint32_t label_field;  /* the field flagged FMT_FIELD_LABEL, or FMT_NO_FIELD */
     uint64_t tables_bytes; /* size of DIR/tables */
     uint64_t keys_bytes;   /* size of DIR/keys */
 } fmt_header;
@@ -219,6 +229,7 @@ typedef struct fmt_index {
  * section bounds and alignment, every record (FORMAT.md rules). HDMLP_E_CORRUPT or
  * HDMLP_E_VERSION with detail. After success the accessors below need no checks. */
 int fmt_index_decode(const void *buf, size_t size, fmt_index *out);
+/* Version 1 only (ix->samples); version 2's records come from tables (fmt_tables). */
 void fmt_index_sample(const fmt_index *ix, uint64_t i, fmt_sample *out);
 void fmt_index_chunk(const fmt_index *ix, uint64_t c, fmt_chunk *out);
 void fmt_index_segment(const fmt_index *ix, uint32_t s, fmt_segment *out);
@@ -338,8 +349,8 @@ static inline int fmt_tables_get(const fmt_tables *ts, uint64_t chunk, void *buf
 
 /* Everything needed to encode an index. Arrays are not owned. */
 typedef struct fmt_index_build {
-    fmt_header h; /* major/minor and counts are filled by fmt_index_encode */
-    uint32_t version; /* 2: version 2 (fields, no samples); 0 or 1: version 1 */
+    fmt_header h;              /* major/minor and counts are filled by fmt_index_encode */
+    uint32_t version;          /* 2: version 2 (fields, no samples); 0 or 1: version 1 */
     const fmt_sample *samples; /* version 1 */
     uint64_t n_samples;        /* both versions */
     const fmt_field *fields;   /* version 2; h.label_field, h.tables_bytes, h.keys_bytes */

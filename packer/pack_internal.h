@@ -236,7 +236,7 @@ typedef struct pack_write_args {
     fmt_sample *samples; /* N records: key/label/raw_len pre-filled; the rest filled here */
     fmt_chunk *chunks;   /* C records, filled here */
     pack_segw *segw;
-    pack_tablew *tablew; /* version 2's tables and keys, appended with each chunk */
+    pack_tablew *tablew;   /* version 2's tables and keys, appended with each chunk */
     pack_image_totals img; /* out: what image preparation did */
 } pack_write_args;
 

@@ -120,6 +120,7 @@ hdmlp_add_test(NAME test_io
 # 127.0.0.1 (those cases skip without it), the RAM and SSD tiers' sources.
 hdmlp_add_test(NAME test_chunksrc
   SOURCES loader/io/test_chunksrc.c support/objstore_fixture.c support/testds.c
+          support/ds_record.c
   TIMEOUT 120)
 target_compile_definitions(test_chunksrc PRIVATE HDMLP_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 

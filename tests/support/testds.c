@@ -243,10 +243,10 @@ typedef struct writer {
     bytes tables; /* version 2: DIR/tables and DIR/keys */
     bytes keys;
     bytes dict;
-    bytes chunk;  /* header + payload + padding of the chunk being written */
+    bytes chunk;    /* header + payload + padding of the chunk being written */
     bytes raw_keys; /* version 2: the keys of the chunk being written */
-    uint8_t *raw; /* max_size bytes */
-    uint8_t *enc; /* compressed sample */
+    uint8_t *raw;   /* max_size bytes */
+    uint8_t *enc;   /* compressed sample */
     size_t enc_cap;
     fmt_encoder *encoder;
 } writer;
@@ -446,9 +446,9 @@ static int write_index(writer *w)
     b.h.pack_seed = spec->seed;
     b.h.created = 1700000000u;
     b.n_samples = spec->n_samples;
-    fmt_field fields[2] = {{.type = FMT_FIELD_BYTES, .flags = FMT_FIELD_REQUIRED},
-                           {.type = FMT_FIELD_INT64,
-                            .flags = FMT_FIELD_REQUIRED | FMT_FIELD_LABEL}};
+    fmt_field fields[2] = {
+        {.type = FMT_FIELD_BYTES, .flags = FMT_FIELD_REQUIRED},
+        {.type = FMT_FIELD_INT64, .flags = FMT_FIELD_REQUIRED | FMT_FIELD_LABEL}};
     if (spec->version == 1) {
         b.samples = w->samples;
     } else {
