@@ -289,7 +289,7 @@ static int check_chunks(const fmt_index *ix, bool strict)
     uint64_t seg_left = fmt_ld64(ix->segments + 8);
     uint64_t seg_size = fmt_ld64(ix->segments);
     uint64_t prev_end = 0; /* end of the previous chunk in the current segment */
-    fmt_chunk2_sums sums = {0, 0, 0};
+    fmt_chunk2_sums sums = {FMT_FILE_HEADER_LEN, FMT_FILE_HEADER_LEN, 0};
     for (uint64_t c = 0; c < h->n_chunks; c++) {
         while (seg_left == 0) { /* check_segments guarantees a next segment exists */
             seg++;

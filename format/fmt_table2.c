@@ -242,3 +242,27 @@ void fmt_keys_at(const uint8_t *blk, uint32_t n, uint32_t t, const uint8_t **key
     *key = blk + off;
     *len = fmt_ld32(blk + 4ull * t);
 }
+
+void fmt_file_header_encode(uint8_t hdr[FMT_FILE_HEADER_LEN], const char *magic,
+                            uint64_t dataset_id)
+{
+    memcpy(hdr, magic, 8);
+    fmt_st64(hdr + 8, dataset_id);
+}
+
+int fmt_file_header_check(const fmt_index *ix, const char *name, const char *magic,
+                          const uint8_t *hdr, size_t len)
+{
+    if (len < FMT_FILE_HEADER_LEN || memcmp(hdr, magic, 8) != 0) {
+        return hd_err(HDMLP_E_CORRUPT, "%s: no %.8s header (not this dataset's %s file)", name,
+                      magic, memcmp(magic, FMT_TABLES_MAGIC, 8) == 0 ? "tables" : "keys");
+    }
+    const uint64_t id = fmt_ld64(hdr + 8);
+    if (id != ix->h.dataset_id) {
+        return hd_err(HDMLP_E_CORRUPT,
+                      "%s: dataset_id %016llx, the index says %016llx (a file of another "
+                      "dataset?)",
+                      name, (ull)id, (ull)ix->h.dataset_id);
+    }
+    return HDMLP_OK;
+}

@@ -45,6 +45,10 @@
 #define FMT_SEGMENT_NAME_FMT "segment-%06u"
 #define FMT_TABLES_NAME "tables" /* version 2 */
 #define FMT_KEYS_NAME "keys"     /* version 2 */
+/* Version 2's DIR/tables and DIR/keys start with a 16-byte header: magic, dataset_id. */
+#define FMT_FILE_HEADER_LEN 16u
+#define FMT_TABLES_MAGIC "HDMLPTBL"
+#define FMT_KEYS_MAGIC "HDMLPKEY"
 
 enum fmt_codec { FMT_CODEC_NONE = 0, FMT_CODEC_ZSTD = 1, FMT_CODEC_ZSTD_DICT = 2 };
 
@@ -339,6 +343,14 @@ uint64_t fmt_index2_raw_top_sum(const fmt_index *ix, uint64_t m);
 int fmt_keys_check(const fmt_index *ix, uint64_t c, const uint8_t *blk, uint64_t len);
 void fmt_keys_at(const uint8_t *blk, uint32_t n, uint32_t t, const uint8_t **key,
                  uint32_t *len);
+
+/* The 16-byte header of DIR/tables or DIR/keys (magic FMT_TABLES_MAGIC or FMT_KEYS_MAGIC):
+ * written by fmt_file_header_encode, checked against ix by fmt_file_header_check
+ * (HDMLP_E_CORRUPT naming `name`: another file, or another dataset's). */
+void fmt_file_header_encode(uint8_t hdr[FMT_FILE_HEADER_LEN], const char *magic,
+                            uint64_t dataset_id);
+int fmt_file_header_check(const fmt_index *ix, const char *name, const char *magic,
+                          const uint8_t *hdr, size_t len);
 
 /* Chunk `chunk`'s table from source ts (ts->get). */
 static inline int fmt_tables_get(const fmt_tables *ts, uint64_t chunk, void *buf, size_t cap,

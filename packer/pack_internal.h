@@ -215,8 +215,9 @@ typedef struct pack_tablew {
     uint64_t bytes[2]; /* file sizes so far (keys: with the padding to 8) */
 } pack_tablew;
 
-/* Creates DIR/tables and DIR/keys in dirfd (dir names it in messages). */
-int pack_tablew_open(pack_tablew *w, int dirfd, const char *dir);
+/* Creates DIR/tables and DIR/keys in dirfd (dir names it in messages), each with its
+ * header (the dataset's id). */
+int pack_tablew_open(pack_tablew *w, int dirfd, const char *dir, uint64_t dataset_id);
 /* Appends chunk rec's table and key block (its n samples: records s, items perm[0..n) of
  * ctx for the keys) and fills rec's table, keys, raw_bytes and max_raw fields. */
 int pack_tablew_chunk(pack_tablew *w, const pack_ctx *ctx, const uint64_t *perm,

@@ -317,11 +317,11 @@ static int write_data(run_state *r)
         s->label = it->label;
     }
     pack_segw_init(&r->segw, r->tmp_fd, ctx->tmpdir, o->segment_size);
-    rc = pack_tablew_open(&r->tablew, r->tmp_fd, ctx->tmpdir);
+    r->dataset_id = compute_dataset_id(ctx, r->perm);
+    rc = pack_tablew_open(&r->tablew, r->tmp_fd, ctx->tmpdir, r->dataset_id);
     if (rc != HDMLP_OK) {
         return rc;
     }
-    r->dataset_id = compute_dataset_id(ctx, r->perm);
     pack_write_args a = {
         .ctx = ctx,
         .perm = r->perm,

@@ -133,6 +133,14 @@ static int t2_open_local(ds_private *p)
                       (ull)st.st_size, (ull)ix->h.tables_bytes,
                       (uint64_t)st.st_size < ix->h.tables_bytes ? "truncated" : "wrong file");
     }
+    uint8_t hdr[FMT_FILE_HEADER_LEN];
+    if (pread(p->tables_fd, hdr, sizeof(hdr), 0) != (ssize_t)sizeof(hdr)) {
+        return hd_err(HDMLP_E_IO, "%s: cannot read its header", path);
+    }
+    const int rc = fmt_file_header_check(ix, path, FMT_TABLES_MAGIC, hdr, sizeof(hdr));
+    if (rc != HDMLP_OK) {
+        return rc;
+    }
     /* Tables are read whole, a chunk at a time, in the schedule's order: no readahead. */
     (void)posix_fadvise(p->tables_fd, 0, 0, POSIX_FADV_RANDOM);
     return HDMLP_OK;
@@ -163,6 +171,12 @@ int ds_tables2_open(ds_private *p)
          * memory (per-chunk range reads of the object are left for later). */
         if (rc == HDMLP_OK) {
             rc = ds_remote_fetch(ds, FMT_TABLES_NAME, ix->h.tables_bytes, &p->tables_held);
+        }
+        if (rc == HDMLP_OK) {
+            char url[DS_PATH_MAX];
+            ds_file_path(ds, FMT_TABLES_NAME, url, sizeof(url));
+            rc = fmt_file_header_check(ix, url, FMT_TABLES_MAGIC, p->tables_held,
+                                       (size_t)ix->h.tables_bytes);
         }
     } else {
         rc = t2_open_local(p);

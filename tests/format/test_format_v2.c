@@ -244,7 +244,8 @@ Test(index2, a_label_that_is_not_below_n_labels_is_refused)
     fmt_value_encode(r, &(fmt_value){.inline_bits = SMALL_L,
                                      .checksum = (uint32_t)fmt_checksum(bits, 8),
                                      .state = FMT_VALUE_INLINE});
-    v.sm.chunks[0].table_checksum = fmt_checksum(v.tables, SMALL_K * 2 * FMT_VALUE_REC_LEN);
+    v.sm.chunks[0].table_checksum =
+        fmt_checksum(v.tables + FMT_FILE_HEADER_LEN, SMALL_K * 2 * FMT_VALUE_REC_LEN);
     size_t len;
     fmt_index ix;
     uint8_t *buf = small2_encode(&v, &len, &ix);

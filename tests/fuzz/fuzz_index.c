@@ -240,7 +240,8 @@ static void walk(const fmt_index *ix)
                   h->keys_bytes == 0 && ix->chunk_rec_len == FMT_CHUNK_REC_LEN,
               "version 1 sections");
     }
-    uint64_t raw = 0, stored = 0, table_end = 0, keys_end = 0, seg_end = 0;
+    uint64_t raw = 0, stored = 0, table_end = FMT_FILE_HEADER_LEN,
+             keys_end = FMT_FILE_HEADER_LEN, seg_end = 0;
     uint32_t prev_seg = 0;
     for (uint64_t c = 0; c < h->n_chunks; c++) {
         fmt_chunk ch;
@@ -269,8 +270,10 @@ static void walk(const fmt_index *ix)
         }
     }
     check(raw == h->raw_bytes && stored == h->stored_bytes, "byte totals");
-    check(table_end == h->tables_bytes, "tables_bytes is where the last table ends");
-    check(keys_end == h->keys_bytes, "keys_bytes is where the last key block ends");
+    if (h->major == 2) { /* version 1 has neither file (both sizes 0, checked above) */
+        check(table_end == h->tables_bytes, "tables_bytes is where the last table ends");
+        check(keys_end == h->keys_bytes, "keys_bytes is where the last key block ends");
+    }
     for (uint32_t l = 0; l < h->n_labels; l++) {
         fmt_label lab;
         fmt_index_label(ix, l, &lab);
@@ -611,6 +614,19 @@ static int exercise(const uint8_t *idx, size_t ilen, const uint8_t *tables, size
         check(sizes != NULL, "malloc");
         const bool valid = exercise_tables(&ix, tables, sizes);
         exercise_keys(&ix, keys);
+        /* The files' headers: accepted exactly when magic and dataset id match. */
+        const int th = fmt_file_header_check(&ix, "tables", FMT_TABLES_MAGIC, tables, tlen);
+        check(th == (memcmp(tables, FMT_TABLES_MAGIC, 8) == 0 &&
+                             fmt_ld64(tables + 8) == ix.h.dataset_id
+                         ? HDMLP_OK
+                         : HDMLP_E_CORRUPT),
+              "tables header");
+        const int kh = fmt_file_header_check(&ix, "keys", FMT_KEYS_MAGIC, keys, klen);
+        check(kh ==
+                  (memcmp(keys, FMT_KEYS_MAGIC, 8) == 0 && fmt_ld64(keys + 8) == ix.h.dataset_id
+                       ? HDMLP_OK
+                       : HDMLP_E_CORRUPT),
+              "keys header");
         walk_top_sum(&ix, valid ? sizes : NULL);
         free(sizes);
     }
@@ -622,7 +638,8 @@ static int exercise(const uint8_t *idx, size_t ilen, const uint8_t *tables, size
 static bool fix_inline(uint8_t *tables, size_t tlen)
 {
     bool changed = false;
-    for (size_t off = 0; off + FMT_VALUE_REC_LEN <= tlen; off += FMT_VALUE_REC_LEN) {
+    for (size_t off = FMT_FILE_HEADER_LEN; off + FMT_VALUE_REC_LEN <= tlen;
+         off += FMT_VALUE_REC_LEN) {
         uint8_t *r = tables + off;
         const uint32_t sum = (uint32_t)fmt_checksum(r, 8);
         if (r[13] == FMT_VALUE_INLINE && fmt_ld32(r + 8) != sum) {
@@ -881,6 +898,9 @@ static void gen2(const char *dir, const char *name, uint64_t n, uint32_t k, uint
         slen += labels[l].name_len;
     }
     const uint64_t n_chunks = (n + k - 1) / k;
+    fmt_file_header_encode(tables, FMT_TABLES_MAGIC, 77); /* the dataset id of every seed */
+    fmt_file_header_encode(keys, FMT_KEYS_MAGIC, 77);
+    tlen = klen = FMT_FILE_HEADER_LEN;
     for (uint64_t c = 0; c < n_chunks; c++) {
         fmt_chunk *ch = &chunks[c];
         memset(ch, 0, sizeof(*ch));

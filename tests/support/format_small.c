@@ -101,7 +101,10 @@ void small2_init(small2 *v, bool with_dict)
     v->fields[0].flags = FMT_FIELD_REQUIRED;
     v->fields[1].type = FMT_FIELD_INT64;
     v->fields[1].flags = FMT_FIELD_REQUIRED | FMT_FIELD_LABEL;
-    uint8_t *t = v->tables;
+    fmt_file_header_encode(v->tables, FMT_TABLES_MAGIC, SMALL_ID);
+    fmt_file_header_encode(v->keys, FMT_KEYS_MAGIC, SMALL_ID);
+    v->keys_len = FMT_FILE_HEADER_LEN;
+    uint8_t *t = v->tables + FMT_FILE_HEADER_LEN;
     for (unsigned c = 0; c < SMALL_C; c++) {
         fmt_chunk *ch = &sm->chunks[c];
         ch->table_offset = (uint64_t)(t - v->tables);

@@ -536,6 +536,15 @@ int testds_write(const char *dir, const testds_spec *spec)
     if (rc == HDMLP_OK && spec->compress) {
         rc = fmt_encoder_create(1, w.dict.p, w.dict.len, &w.encoder);
     }
+    if (rc == HDMLP_OK && spec->version != 1) { /* the files' headers */
+        uint8_t hdr[FMT_FILE_HEADER_LEN];
+        fmt_file_header_encode(hdr, FMT_TABLES_MAGIC, w.dataset_id);
+        rc = bytes_append(&w.tables, hdr, sizeof(hdr));
+        fmt_file_header_encode(hdr, FMT_KEYS_MAGIC, w.dataset_id);
+        if (rc == HDMLP_OK) {
+            rc = bytes_append(&w.keys, hdr, sizeof(hdr));
+        }
+    }
     if (rc == HDMLP_OK) {
         rc = write_segments(&w);
     }

@@ -175,7 +175,7 @@ Test(dataset, v2_key_lengths_must_add_up)
 Test(dataset, v2_tables_file_truncated_or_grown)
 {
     cr_assert_eq(testds2_write(g_dir, &spec2, NULL), HDMLP_OK, "%s", hdmlp_last_error());
-    const off_t len = 40 * 2 * FMT_VALUE_REC_LEN;
+    const off_t len = FMT_FILE_HEADER_LEN + 40 * 2 * FMT_VALUE_REC_LEN;
     char path[PATH_CAP], want[PATH_CAP + 100];
     path_of(path, FMT_TABLES_NAME);
     resize(FMT_TABLES_NAME, len - 1);
@@ -192,6 +192,43 @@ Test(dataset, v2_tables_file_truncated_or_grown)
     resize(FMT_TABLES_NAME, 0);
     cr_assert_eq(hdmlp_dataset_open(g_dir, &ds), HDMLP_E_CORRUPT);
     assert_error_has(path, "has 0 bytes");
+}
+
+/* A tables or keys file of the right size but another dataset's (its header's id), or with
+ * no header: named at open (tables) or at the first key (keys). */
+Test(dataset, v2_tables_or_keys_of_another_dataset)
+{
+    cr_assert_eq(testds2_write(g_dir, &spec2, NULL), HDMLP_OK, "%s", hdmlp_last_error());
+    char path[PATH_CAP];
+    uint8_t hdr[FMT_FILE_HEADER_LEN];
+    path_of(path, FMT_TABLES_NAME);
+    FILE *f = fopen(path, "r+b");
+    cr_assert_not_null(f);
+    fmt_file_header_encode(hdr, FMT_TABLES_MAGIC, testds_dataset_id(spec2.seed) + 1);
+    cr_assert_eq(fwrite(hdr, 1, sizeof(hdr), f), sizeof(hdr));
+    fclose(f);
+    hdmlp_dataset *ds = NULL;
+    cr_assert_eq(hdmlp_dataset_open(g_dir, &ds), HDMLP_E_CORRUPT);
+    assert_error_has(path, "a file of another dataset");
+    f = fopen(path, "r+b");
+    cr_assert_not_null(f);
+    cr_assert_eq(fwrite("NOTMAGIC", 1, 8, f), 8);
+    fclose(f);
+    cr_assert_eq(hdmlp_dataset_open(g_dir, &ds), HDMLP_E_CORRUPT);
+    assert_error_has(path, "no HDMLPTBL header");
+
+    cr_assert_eq(testds2_write(g_dir, &spec2, NULL), HDMLP_OK, "%s", hdmlp_last_error());
+    path_of(path, FMT_KEYS_NAME);
+    f = fopen(path, "r+b");
+    cr_assert_not_null(f);
+    fmt_file_header_encode(hdr, FMT_KEYS_MAGIC, testds_dataset_id(spec2.seed) + 1);
+    cr_assert_eq(fwrite(hdr, 1, sizeof(hdr), f), sizeof(hdr));
+    fclose(f);
+    ds = open_ok();
+    hdmlp_sample_info info;
+    cr_assert_eq(hdmlp_dataset_sample_info(ds, 3, &info), HDMLP_E_CORRUPT);
+    assert_error_has(path, "a file of another dataset");
+    hdmlp_dataset_close(ds);
 }
 
 Test(dataset, v2_keys_file_truncated)

@@ -275,6 +275,15 @@ int testds2_write(const char *dir, const testds_spec *spec, const testds2_opts *
     if (rc == HDMLP_OK && spec->compress) {
         rc = fmt_encoder_create(1, dict.p, dict.len, &w.enc);
     }
+    uint8_t hdr[FMT_FILE_HEADER_LEN]; /* the files' headers */
+    fmt_file_header_encode(hdr, FMT_TABLES_MAGIC, w.dataset_id);
+    if (rc == HDMLP_OK) {
+        rc = put(&w.tables, hdr, sizeof(hdr));
+    }
+    fmt_file_header_encode(hdr, FMT_KEYS_MAGIC, w.dataset_id);
+    if (rc == HDMLP_OK) {
+        rc = put(&w.keys, hdr, sizeof(hdr));
+    }
     if (rc == HDMLP_OK) {
         rc = write_segments(&w, dir, chunks, n_chunks, per_seg, segs, n_segs);
     }
