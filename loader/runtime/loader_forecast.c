@@ -400,8 +400,12 @@ static int forecast_stats(hdmlp_dataset *ds, const hdmlp_config *given, hdmlp_st
     const struct hdmlp_config *cfg = &resolved;
     const fmt_index *ix = &ds->ix;
     loader_sizing sz;
-    const fmt_tables *tables = &ds->tables;
+    fmt_tables held = ds->tables;
+    const fmt_tables *tables = &held;
     rc = loader_size(ix, tables, cfg, &sz);
+    if (rc == HDMLP_OK && sz.sample_tables != 0) {
+        rc = ds_tables_hold(ds, &held); /* as the loader would: no file read per miss */
+    }
     if (rc != HDMLP_OK) {
         return rc;
     }
