@@ -165,32 +165,44 @@ static void hplan_init(const axis *ax, uint32_t dw, uint8_t *p, hplan *pl)
     }
 }
 
-/* One pair of output pixels (one per 128-bit half): the 6 bytes of two neighbouring source
- * pixels become the 16-bit pairs (R, R'), (G, G'), (B, B'), multiplied and pairwise summed
- * with the two taps' coefficient halves (vpmaddwd), giving exactly hpass's 32-bit sums;
- * returned shifted down (the fourth lane of each half is 0). */
+/* One pair of output pixels (one per 128-bit half): 16 bytes from each one's first tap hold
+ * the 12 of four taps, and a shuffle makes two of them, 6 bytes, the 16-bit pairs (R, R'),
+ * (G, G'), (B, B') to multiply and pairwise sum with the two taps' coefficient halves
+ * (vpmaddwd), giving exactly hpass's 32-bit sums; returned shifted down (the fourth lane of
+ * each half is 0). */
 __attribute__((target("avx2"), always_inline)) static inline __m256i
 hpair_avx2(const uint8_t *q0, const uint8_t *q1, const __m256i *k, uint32_t nt)
 {
-    const __m256i spread =
+    const __m256i even =
         _mm256_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1, 0, -1, 3, -1,
                          1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1);
+    const __m256i odd =
+        _mm256_setr_epi8(6, -1, 9, -1, 7, -1, 10, -1, 8, -1, 11, -1, -1, -1, -1, -1, 6, -1, 9,
+                         -1, 7, -1, 10, -1, 8, -1, 11, -1, -1, -1, -1, -1);
     __m256i hi = _mm256_setzero_si256(), lo = _mm256_set1_epi32(HALF);
-    for (uint32_t t = 0; t < nt; t++) {
-        const __m128i a = _mm_loadl_epi64((const __m128i *)(q0 + 6 * t));
-        const __m128i b = _mm_loadl_epi64((const __m128i *)(q1 + 6 * t));
-        const __m256i px = _mm256_shuffle_epi8(
-            _mm256_inserti128_si256(_mm256_castsi128_si256(a), b, 1), spread);
-        hi = _mm256_add_epi32(hi, _mm256_madd_epi16(px, _mm256_load_si256(k + 2 * t)));
-        lo = _mm256_add_epi32(lo, _mm256_madd_epi16(px, _mm256_load_si256(k + 2 * t + 1)));
+    for (uint32_t t = 0; t < nt; t += 2) {
+        const __m256i b = _mm256_inserti128_si256(
+            _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(q0 + 6 * t))),
+            _mm_loadu_si128((const __m128i *)(q1 + 6 * t)), 1);
+        const __m256i p0 = _mm256_shuffle_epi8(b, even);
+        hi = _mm256_add_epi32(hi, _mm256_madd_epi16(p0, _mm256_load_si256(k + 2 * t)));
+        lo = _mm256_add_epi32(lo, _mm256_madd_epi16(p0, _mm256_load_si256(k + 2 * t + 1)));
+        if (t + 1 < nt) {
+            const __m256i p1 = _mm256_shuffle_epi8(b, odd);
+            hi = _mm256_add_epi32(hi, _mm256_madd_epi16(p1, _mm256_load_si256(k + 2 * t + 2)));
+            lo = _mm256_add_epi32(lo, _mm256_madd_epi16(p1, _mm256_load_si256(k + 2 * t + 3)));
+        }
     }
     return _mm256_srai_epi32(_mm256_add_epi32(_mm256_slli_epi32(hi, 11), lo), PRECISION_BITS);
 }
 
+/* Bytes past a pixel's first tap that hpair_avx2 reads for nt steps. */
+static size_t hpair_reach(uint32_t nt) { return (size_t)(nt - 1) / 2 * 12 + 16; }
+
 /* The horizontal pass over one row of 3 channels with AVX2, four output pixels a step (two
  * pairs), their 12 bytes stored at once (in reverse order when flipped). nt: the plan's, a
- * constant where the caller specialises it. Reads up to 6 × nt + 2 bytes past the row's end:
- * only for rows with that many bytes of the source after them. */
+ * constant where the caller specialises it. Reads up to hpair_reach(nt) bytes past the row's
+ * end: only for rows with that many bytes of the source after them. */
 __attribute__((target("avx2"), always_inline)) static inline void
 hrow_avx2(const uint8_t *in, const hplan *pl, uint32_t nt, uint32_t dw, int flip,
           uint8_t *restrict o)
@@ -200,7 +212,10 @@ hrow_avx2(const uint8_t *in, const hplan *pl, uint32_t nt, uint32_t dw, int flip
              : _mm_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1);
     const uint32_t *off = pl->off;
     const __m256i *k = (const __m256i *)pl->kk;
-    for (uint32_t x = 0; x < dw; x += 4, off += 4, k += 4 * nt) {
+    const ptrdiff_t step = flip ? -12 : 12;
+    uint8_t *d = o + (flip ? (ptrdiff_t)dw * 3 - 12 : 0);
+    uint32_t x = 0;
+    for (; x < dw; x += 4, off += 4, k += 4 * nt, d += step) {
         const __m256i a = hpair_avx2(in + off[0], in + off[1], k, nt);
         const __m256i b = hpair_avx2(in + off[2], in + off[3], k + 2 * nt, nt);
         /* 16-bit lanes: [x, x + 2] in the low half, [x + 1, x + 3] in the high one; bytes,
@@ -210,17 +225,16 @@ hrow_avx2(const uint8_t *in, const hplan *pl, uint32_t nt, uint32_t dw, int flip
         __m128i w =
             _mm_unpacklo_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
         w = _mm_shuffle_epi8(w, order);
-        if (x + 4 <= dw) {
-            uint8_t *d = o + (size_t)(flip ? dw - 4 - x : x) * 3;
-            const uint32_t last = (uint32_t)_mm_extract_epi32(w, 2);
-            _mm_storel_epi64((__m128i *)d, w);
-            memcpy(d + 8, &last, 4);
-        } else { /* the last 1-3 pixels: the first ones in order, the last ones flipped */
+        if (x + 4 > dw) { /* the last 1-3 pixels: the first ones in order, the last flipped */
             uint8_t t[16];
             const uint32_t n = dw - x;
             _mm_storeu_si128((__m128i *)t, w);
-            memcpy(flip ? o : o + (size_t)x * 3, flip ? t + (4 - n) * 3 : t, (size_t)n * 3);
+            memcpy(flip ? o : d, flip ? t + (4 - n) * 3 : t, (size_t)n * 3);
+            break;
         }
+        const uint32_t last = (uint32_t)_mm_extract_epi32(w, 2);
+        _mm_storel_epi64((__m128i *)d, w);
+        memcpy(d + 8, &last, 4);
     }
 }
 
@@ -249,17 +263,16 @@ hpass3_avx2(const uint8_t *in, const hplan *pl, uint32_t dw, int flip, uint8_t *
  * in registers over all the rows; then shifted, clipped (saturating packs) and stored. kw:
  * per pair of rows (2t, 2t + 1; the row past an odd count weighs 0), the two rows' hi
  * halves as one 32-bit word, then their lo halves. Exactly vpass's sums. */
-__attribute__((target("avx2"))) static void vpass_avx2(const uint8_t *rows, size_t stride,
-                                                       uint32_t cnt, const uint32_t *kw,
-                                                       uint8_t *restrict o)
+__attribute__((target("avx2"), always_inline)) static inline void
+vrow_avx2(const uint8_t *rows, size_t stride, uint32_t cnt, uint32_t np, const uint32_t *kw,
+          uint8_t *restrict o)
 {
-    const uint32_t np = (cnt + 1) / 2;
     size_t x = 0;
     for (; x + 16 <= stride; x += 16) {
         __m256i h0 = _mm256_setzero_si256(), h1 = h0;
         __m256i l0 = _mm256_set1_epi32(HALF), l1 = l0;
-        for (uint32_t t = 0; t < np; t++) {
-            const uint8_t *r = rows + (size_t)2 * t * stride + x;
+        const uint8_t *r = rows + x;
+        for (uint32_t t = 0; t < np; t++, r += 2 * stride) {
             const uint8_t *s = 2 * t + 1 < cnt ? r + stride : r;
             const __m256i a = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)r));
             const __m256i b = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)s));
@@ -292,6 +305,28 @@ __attribute__((target("avx2"))) static void vpass_avx2(const uint8_t *rows, size
             }
         }
         o[x] = clip8(s);
+    }
+}
+
+/* vrow_avx2 with the pair count known at compile time for the common small kernels. */
+__attribute__((target("avx2"))) static void vpass_avx2(const uint8_t *rows, size_t stride,
+                                                       uint32_t cnt, const uint32_t *kw,
+                                                       uint8_t *restrict o)
+{
+    const uint32_t np = (cnt + 1) / 2;
+    switch (np) {
+    case 1:
+        vrow_avx2(rows, stride, cnt, 1, kw, o);
+        break;
+    case 2:
+        vrow_avx2(rows, stride, cnt, 2, kw, o);
+        break;
+    case 3:
+        vrow_avx2(rows, stride, cnt, 3, kw, o);
+        break;
+    default:
+        vrow_avx2(rows, stride, cnt, np, kw, o);
+        break;
     }
 }
 
@@ -425,9 +460,9 @@ int image_resize_region(const image_buf *src, double y0, double x0, double bh, d
         const uint8_t *in = src->px + (size_t)y * src->w * c;
         uint8_t *o = rows + (size_t)(y - r0) * stride;
 #ifdef HDMLP_HAVE_AVX2_INTRINSICS
-        /* the vector loads read up to 6 × nt + 2 bytes past the row's end: in the rows after
+        /* the vector loads read up to hpair_reach bytes past the row's end: in the rows after
          * it, when there are enough of them */
-        if (pl.kk != NULL && (size_t)(src->h - 1 - y) * src->w * 3 >= (size_t)pl.nt * 6 + 2) {
+        if (pl.kk != NULL && (size_t)(src->h - 1 - y) * src->w * 3 >= hpair_reach(pl.nt)) {
             hpass3_avx2(in, &pl, dw, flip, o);
             continue;
         }
