@@ -414,9 +414,28 @@ size_t image_resize_scratch(const image_buf *src, uint32_t dh, uint32_t dw)
     return coeffs + tmp + rows + acc + plans + 128;
 }
 
+image_isa image_resize_isa(void)
+{
+#ifdef HDMLP_HAVE_AVX2_INTRINSICS
+    if (__builtin_cpu_supports("avx2")) {
+        return IMAGE_ISA_AVX2;
+    }
+#endif
+    return IMAGE_ISA_PLAIN;
+}
+
 int image_resize_region(const image_buf *src, double y0, double x0, double bh, double bw,
                         uint32_t rh, uint32_t rw, uint32_t top, uint32_t left, uint8_t *dst,
                         uint32_t dh, uint32_t dw, int flip, uint8_t *scratch)
+{
+    return image_resize_region_isa(image_resize_isa(), src, y0, x0, bh, bw, rh, rw, top, left,
+                                   dst, dh, dw, flip, scratch);
+}
+
+int image_resize_region_isa(image_isa isa, const image_buf *src, double y0, double x0,
+                            double bh, double bw, uint32_t rh, uint32_t rw, uint32_t top,
+                            uint32_t left, uint8_t *dst, uint32_t dh, uint32_t dw, int flip,
+                            uint8_t *scratch)
 {
     const uint32_t c = src->c;
     axis ax = {axis_ksize(bw, rw), NULL, NULL};
@@ -448,11 +467,12 @@ int image_resize_region(const image_buf *src, double y0, double x0, double bh, d
     const size_t stride = (size_t)dw * c;
     int32_t *acc =
         (int32_t *)(((uintptr_t)(rows + (size_t)(r1 - r0) * stride) + 3) & ~(uintptr_t)3);
+    /* never more than the build and the CPU have */
+    isa = isa < image_resize_isa() ? isa : image_resize_isa();
 #ifdef HDMLP_HAVE_AVX2_INTRINSICS
-    const int avx2 = __builtin_cpu_supports("avx2");
     uint32_t *kw = (uint32_t *)(acc + stride); /* vwords' (ay.ksize + 1 words) */
     hplan pl = {0, NULL, NULL};
-    if (avx2 && c == 3) {
+    if (isa >= IMAGE_ISA_AVX2 && c == 3) {
         hplan_init(&ax, dw, (uint8_t *)(kw + ay.ksize + 1), &pl);
     }
 #endif
@@ -472,14 +492,16 @@ int image_resize_region(const image_buf *src, double y0, double x0, double bh, d
     for (uint32_t y = 0; y < dh; y++) {
         const uint32_t ymin = ay.bounds[2 * y] - r0, cnt = ay.bounds[2 * y + 1];
         const int32_t *k = ay.k + (size_t)y * ay.ksize;
+        const uint8_t *in = rows + (size_t)ymin * stride;
+        uint8_t *o = dst + (size_t)y * stride;
 #ifdef HDMLP_HAVE_AVX2_INTRINSICS
-        if (avx2) {
+        if (isa >= IMAGE_ISA_AVX2) {
             vwords(k, cnt, kw);
-            vpass_avx2(rows + (size_t)ymin * stride, stride, cnt, kw, dst + (size_t)y * stride);
+            vpass_avx2(in, stride, cnt, kw, o);
             continue;
         }
 #endif
-        vpass(rows + (size_t)ymin * stride, stride, cnt, k, acc, dst + (size_t)y * stride);
+        vpass(in, stride, cnt, k, acc, o);
     }
     return HDMLP_OK;
 }
