@@ -34,6 +34,15 @@ void fmt_value_encode(uint8_t r[FMT_VALUE_REC_LEN], const fmt_value *v)
     r[13] = v->state;
 }
 
+fmt_value fmt_value_int64(int64_t v)
+{
+    uint8_t bits[8];
+    fmt_st64(bits, (uint64_t)v);
+    return (fmt_value){.inline_bits = (uint64_t)v,
+                       .checksum = (uint32_t)(fmt_checksum(bits, 8) & UINT32_MAX),
+                       .state = FMT_VALUE_INLINE};
+}
+
 size_t fmt_table2_scratch(const fmt_index *ix)
 {
     const uint64_t k = ix->h.chunk_size;

@@ -333,6 +333,19 @@ size_t fmt_table2_scratch(const fmt_index *ix);
 int fmt_table2_expand(const fmt_index *ix, uint64_t c, const uint8_t *raw, uint8_t *rec,
                       fmt_table *out);
 void fmt_value_decode(const uint8_t r[FMT_VALUE_REC_LEN], fmt_value *out);
+/* A stored value's record: stored bytes hashing to sum (fmt_checksum; its low 32 bits are
+ * kept) under codec. */
+static inline fmt_value fmt_value_stored(uint64_t stored_len, uint64_t raw_len, uint64_t sum,
+                                         uint32_t codec)
+{
+    return (fmt_value){.stored_len = stored_len,
+                       .raw_len = raw_len,
+                       .checksum = (uint32_t)(sum & UINT32_MAX),
+                       .codec = (uint8_t)codec,
+                       .state = FMT_VALUE_STORED};
+}
+/* An inline int64 value's record (a label), its checksum computed. */
+fmt_value fmt_value_int64(int64_t v);
 void fmt_value_encode(uint8_t r[FMT_VALUE_REC_LEN], const fmt_value *v);
 /* Version 2's raw_top_sum, from the chunk records' max_raw (C log C; see fmt_tables). */
 uint64_t fmt_index2_raw_top_sum(const fmt_index *ix, uint64_t m);

@@ -6,7 +6,7 @@ hdmlp_add_test(NAME test_dataset
   SOURCES loader/dataset/test_dataset.c loader/dataset/test_dataset_corrupt.c
           loader/dataset/test_dataset_tables.c
           loader/dataset/test_dataset_v2.c loader/dataset/test_dataset_v2_corrupt.c
-          loader/dataset/test_dataset_v2_remote.c loader/dataset/testds2.c
+          loader/dataset/test_dataset_v2_remote.c
           support/dataset_fixture.c support/objstore_fixture.c support/testds.c
   TIMEOUT 300)
 # Version 2's remote case runs tests/objstore/objstore_server.py (skips without python3).

@@ -329,17 +329,11 @@ static int table_v2(writer *w, uint64_t c, uint64_t first, uint32_t n)
     for (uint32_t j = 0; j < n && rc == HDMLP_OK; j++) {
         const fmt_sample *s = &w->samples[first + j];
         uint8_t *r = w->tables.p + w->tables.len;
-        fmt_value_encode(r, &(fmt_value){.stored_len = s->stored_len,
-                                         .raw_len = s->raw_len,
-                                         .checksum = (uint32_t)s->checksum,
-                                         .codec = (uint8_t)s->codec,
-                                         .state = FMT_VALUE_STORED});
-        uint8_t bits[8];
-        fmt_st64(bits, s->label);
-        fmt_value_encode(r + FMT_VALUE_REC_LEN,
-                         &(fmt_value){.inline_bits = s->label,
-                                      .checksum = (uint32_t)fmt_checksum(bits, 8),
-                                      .state = FMT_VALUE_INLINE});
+        const fmt_value data =
+            fmt_value_stored(s->stored_len, s->raw_len, s->checksum, s->codec);
+        const fmt_value label = fmt_value_int64(s->label);
+        fmt_value_encode(r, &data);
+        fmt_value_encode(r + FMT_VALUE_REC_LEN, &label);
         w->tables.len += 2 * FMT_VALUE_REC_LEN;
         ch->raw_bytes += s->raw_len;
         ch->max_raw = s->raw_len > ch->max_raw ? s->raw_len : ch->max_raw;
