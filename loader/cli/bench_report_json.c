@@ -81,6 +81,7 @@ static void json_stats(bench_json *j, const hdmlp_stats *st, int plan)
     run_u64(j, "budget_ram_cache", st->budget_ram_cache, plan);
     run_u64(j, "budget_lookahead", st->budget_lookahead, plan);
     run_u64(j, "budget_slots", st->budget_slots, plan);
+    run_u64(j, "budget_sample_tables", st->budget_sample_tables, plan);
     run_u64(j, "peers_same_host", st->peers_same_host, plan);
     run_u64(j, "board_active", st->board_active, plan);
     run_u64(j, "board_windows", st->board_windows, plan);

@@ -72,15 +72,16 @@ static void cost_line(const hdmlp_stats *st, int plan)
 /* Where the memory budget went. */
 static void budget_line(const hdmlp_stats *st)
 {
-    char b[6][32];
+    char b[7][32];
     printf("budget     slots %s, lookahead %s, batches %s, read buffers %s, RAM cache %s, "
-           "remote %s\n",
+           "remote %s, sample tables %s\n",
            human((double)st->budget_slots, b[0], sizeof(b[0])),
            human((double)st->budget_lookahead, b[1], sizeof(b[1])),
            human((double)st->budget_batches, b[2], sizeof(b[2])),
            human((double)st->budget_read_buffers, b[3], sizeof(b[3])),
            human((double)st->budget_ram_cache, b[4], sizeof(b[4])),
-           human((double)st->budget_remote, b[5], sizeof(b[5])));
+           human((double)st->budget_remote, b[5], sizeof(b[5])),
+           human((double)st->budget_sample_tables, b[6], sizeof(b[6])));
 }
 
 /* nsum: how many ranks r sums (stall time is a sum, the seconds the slowest rank's). */

@@ -246,6 +246,7 @@ int loader_create_with(hdmlp_dataset *ds, const hdmlp_config *cfg,
         ld->st.budget_lookahead = sz.lookahead;
         ld->st.budget_slots = sz.slot_cap + sz.slot_tables;
         ld->st.budget_images = sz.images;
+        ld->st.budget_sample_tables = sz.sample_tables;
     }
     ld->st.abstract_chunks = a;
     ld->st.chunk_groups = a;

@@ -122,6 +122,7 @@ PyObject *py_stats_dict(const hdmlp_stats *stats)
     PUT(memory_configured)
     PUT(metadata_bytes)
     PUT(index_bytes)
+    PUT(budget_sample_tables)
 #undef PUT
     return d;
 }

@@ -262,3 +262,46 @@ Test(loader_api, state_outside_the_budget_grows_by_at_most_two_bits_a_sample, .t
                   (unsigned long long)(meta[1] - meta[0]),
                   (unsigned long long)(sizes[1] - sizes[0]));
 }
+
+/* A format-2 dataset's sample tables are held in a share of the budget when they fit a
+ * sixteenth of it (planning then reads no file), else left in the file (share 0); the shares
+ * still add up to the budget, and a format-1 dataset has none (its records are the index's). */
+Test(loader_api, sample_tables_are_held_in_the_budget_when_they_fit_a_sixteenth, .timeout = 60)
+{
+    testds_spec spec = small_spec();
+    char dir[512];
+    hdmlp_dataset *ds = make_dataset(&spec, dir, sizeof(dir));
+    /* 16-byte header, then two 16-byte value records (bytes, label) a sample */
+    const uint64_t tables = 16 + spec.n_samples * 2 * 16;
+    struct {
+        uint64_t memory, held;
+    } cases[] = {{ROOMY, tables}, {16 * tables - 1, 0}};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        hdmlp_loader *ld = NULL;
+        cr_assert_eq(create(ds, cases[i].memory, 1, 1, &ld), HDMLP_OK, "%s",
+                     hdmlp_last_error());
+        hdmlp_stats st;
+        cr_assert_eq(hdmlp_loader_stats(ld, &st, sizeof st), HDMLP_OK);
+        cr_expect_eq(st.budget_sample_tables, cases[i].held, "budget %" PRIu64 ": %" PRIu64,
+                     st.memory_budget, st.budget_sample_tables);
+        cr_expect_eq(st.budget_read_buffers + st.budget_batches + st.budget_remote +
+                         st.budget_ram_cache + st.budget_lookahead + st.budget_slots +
+                         st.budget_images + st.budget_sample_tables,
+                     st.memory_budget, "the shares add up to the budget");
+        testds_seq seq = {0};
+        cr_expect_eq(testds_drain(ld, &seq), HDMLP_END, "%s", hdmlp_last_error());
+        cr_expect_eq(seq.n, spec.n_samples);
+        testds_seq_free(&seq);
+        hdmlp_loader_free(ld);
+    }
+    hdmlp_dataset_close(ds);
+    spec.version = 1;
+    ds = make_dataset(&spec, dir, sizeof(dir));
+    hdmlp_loader *ld = NULL;
+    cr_assert_eq(create(ds, ROOMY, 1, 1, &ld), HDMLP_OK, "%s", hdmlp_last_error());
+    hdmlp_stats st;
+    cr_assert_eq(hdmlp_loader_stats(ld, &st, sizeof st), HDMLP_OK);
+    cr_expect_eq(st.budget_sample_tables, 0);
+    hdmlp_loader_free(ld);
+    hdmlp_dataset_close(ds);
+}
