@@ -1,4 +1,4 @@
-/* Sample metadata: the item table, key arena, label names and the deterministic sort. */
+/* Sample metadata: items spilled as they are scanned, label names, a stable merge sort. */
 #include "pack_internal.h"
 
 #include <string.h>
@@ -61,47 +61,86 @@ const char *pack_dataset_magic(const char *base, size_t len)
     return "HDMLPCHK";
 }
 
-int pack_add_item(pack_ctx *ctx, uint32_t input, const void *key, size_t key_len,
-                  uint32_t label, uint64_t size, uint64_t src, const char *what)
+#define SPILL_ITEMS_BUF (1u << 20)
+#define SPILL_KEYS_BUF (1u << 20)
+
+int pack_add_item_seq(pack_ctx *ctx, uint64_t seq, uint32_t input, const void *key,
+                      size_t key_len, uint32_t label, uint64_t size, uint64_t src,
+                      const char *what)
 {
     if (key_len > FMT_MAX_KEY_LEN) {
         return hd_err(HDMLP_E_RANGE, "name longer than %u bytes (%zu): %.200s...",
                       FMT_MAX_KEY_LEN, key_len, what);
     }
-    if (ctx->keys.len + key_len > UINT32_MAX) {
+    if (ctx->keys_f.end + key_len > UINT32_MAX) {
         return hd_err(HDMLP_E_RANGE, "%s: sample names exceed 4 GiB in total", what);
     }
-    if (ctx->n_items == ctx->cap_items) {
-        const uint64_t cap = ctx->cap_items ? ctx->cap_items * 2 : 1024;
-        if (cap > SIZE_MAX / sizeof(pack_item)) {
-            return hd_err(HDMLP_E_NOMEM, "too many samples");
+    int rc = HDMLP_OK;
+    if (!ctx->items_f.path) {
+        rc = pack_tmp_create(&ctx->items_f, ctx->tmpdir, "items.spill", SPILL_ITEMS_BUF);
+        if (rc == HDMLP_OK) {
+            rc = pack_tmp_create(&ctx->keys_f, ctx->tmpdir, "keys.spill", SPILL_KEYS_BUF);
         }
-        pack_item *const items = hd_realloc(ctx->items, (size_t)cap * sizeof(pack_item));
-        if (!items) {
-            return hd_err(HDMLP_E_NOMEM, "out of memory for %llu samples",
-                          (unsigned long long)cap);
+        if (rc != HDMLP_OK) {
+            return rc;
         }
-        ctx->items = items;
-        ctx->cap_items = cap;
     }
-    pack_item *const it = &ctx->items[ctx->n_items];
-    it->key_off = ctx->keys.len;
-    /* Reserve at least one byte: the arena must exist even when every key is empty (an
-     * archive member may have an empty name), since keys.p + key_off is used throughout. */
-    int rc = pack_buf_reserve(&ctx->keys, key_len ? key_len : 1);
+    pack_item it;
+    memset(&it, 0, sizeof(it));
+    it.key_off = ctx->keys_f.end;
+    it.key_len = (uint16_t)key_len;
+    it.input = (uint16_t)input;
+    it.label = label;
+    it.size = size;
+    it.src = src;
+    it.seq = seq;
+    rc = pack_tmp_append(&ctx->items_f, &it, PACK_ITEM_LEN);
     if (rc == HDMLP_OK) {
-        rc = pack_buf_append(&ctx->keys, key, key_len);
+        rc = pack_tmp_append(&ctx->keys_f, key, key_len);
     }
     if (rc != HDMLP_OK) {
         return rc;
     }
-    it->key_len = (uint16_t)key_len;
-    it->input = (uint16_t)input;
-    it->label = label;
-    it->size = size;
-    it->src = src;
+    if (label < ctx->labels.n) {
+        ctx->labels.used[label] = 1;
+    }
     ctx->n_items++;
     ctx->raw_bytes += size;
+    return HDMLP_OK;
+}
+
+int pack_add_item(pack_ctx *ctx, uint32_t input, const void *key, size_t key_len,
+                  uint32_t label, uint64_t size, uint64_t src, const char *what)
+{
+    return pack_add_item_seq(ctx, ctx->n_seq++, input, key, key_len, label, size, src, what);
+}
+
+int pack_items_flush(pack_ctx *ctx)
+{
+    if (!ctx->items_f.path) {
+        return HDMLP_OK;
+    }
+    const int rc = pack_tmp_flush(&ctx->items_f);
+    return rc == HDMLP_OK ? pack_tmp_flush(&ctx->keys_f) : rc;
+}
+
+int pack_item_get(const pack_ctx *ctx, uint64_t id, pack_item *it)
+{
+    return pack_tmp_read(&ctx->items_f, it, PACK_ITEM_LEN, id * PACK_ITEM_LEN);
+}
+
+int pack_item_key(const pack_ctx *ctx, const pack_item *it, pack_buf *key)
+{
+    key->len = 0;
+    int rc = pack_buf_reserve(key, (size_t)it->key_len + 1);
+    if (rc == HDMLP_OK && it->key_len > 0) {
+        rc = pack_tmp_read(&ctx->keys_f, key->p, it->key_len, it->key_off);
+    }
+    if (rc != HDMLP_OK) {
+        return rc;
+    }
+    key->len = it->key_len;
+    key->p[key->len] = '\0';
     return HDMLP_OK;
 }
 
@@ -185,6 +224,12 @@ int pack_labels_intern(pack_labels *lt, const void *name, size_t len, uint32_t *
             return hd_err(HDMLP_E_NOMEM, "out of memory for labels");
         }
         lt->len = ln;
+        uint8_t *const used = hd_realloc(lt->used, cap);
+        if (!used) {
+            return hd_err(HDMLP_E_NOMEM, "out of memory for labels");
+        }
+        memset(used + lt->cap, 0, cap - lt->cap);
+        lt->used = used;
         lt->cap = cap;
     }
     lt->off[lt->n] = lt->names.len;
@@ -200,9 +245,7 @@ int pack_labels_intern(pack_labels *lt, const void *name, size_t len, uint32_t *
 
 /* ---- stable merge sort of u64 ids with a context comparator --------------------------- */
 
-typedef int (*pack_cmp_fn)(const void *ctx, uint64_t a, uint64_t b);
-
-static void merge_sort(uint64_t *v, uint64_t *tmp, uint64_t n, pack_cmp_fn cmp, const void *c)
+void pack_merge_sort(uint64_t *v, uint64_t *tmp, uint64_t n, pack_cmp_fn cmp, const void *c)
 {
     if (n < 16) {
         for (uint64_t i = 1; i < n; i++) {
@@ -217,8 +260,8 @@ static void merge_sort(uint64_t *v, uint64_t *tmp, uint64_t n, pack_cmp_fn cmp, 
         return;
     }
     const uint64_t h = n / 2;
-    merge_sort(v, tmp, h, cmp, c);
-    merge_sort(v + h, tmp, n - h, cmp, c);
+    pack_merge_sort(v, tmp, h, cmp, c);
+    pack_merge_sort(v + h, tmp, n - h, cmp, c);
     if (cmp(c, v[h - 1], v[h]) <= 0) {
         return;
     }
@@ -253,7 +296,7 @@ int pack_labels_finish(pack_labels *lt)
     for (uint32_t i = 0; i < lt->n; i++) {
         ids[i] = i;
     }
-    merge_sort(ids, ids + lt->n, lt->n, label_id_cmp, lt);
+    pack_merge_sort(ids, ids + lt->n, lt->n, label_id_cmp, lt);
     for (uint32_t i = 0; i < lt->n; i++) {
         lt->order[i] = (uint32_t)ids[i];
         lt->remap[ids[i]] = i;
@@ -270,42 +313,6 @@ void pack_labels_free(pack_labels *lt)
     hd_free(lt->table);
     hd_free(lt->remap);
     hd_free(lt->order);
+    hd_free(lt->used);
     memset(lt, 0, sizeof(*lt));
-}
-
-/* ---- item order -------------------------------------------------------------------------- */
-
-static int item_cmp(const void *c, uint64_t a, uint64_t b)
-{
-    const pack_ctx *const ctx = c;
-    const pack_item *const x = &ctx->items[a];
-    const pack_item *const y = &ctx->items[b];
-    if (x->input != y->input) {
-        return x->input < y->input ? -1 : 1;
-    }
-    const size_t n = x->key_len < y->key_len ? x->key_len : y->key_len;
-    const int r = memcmp(ctx->keys.p + x->key_off, ctx->keys.p + y->key_off, n);
-    if (r != 0) {
-        return r;
-    }
-    if (x->key_len != y->key_len) {
-        return x->key_len < y->key_len ? -1 : 1;
-    }
-    return a < b ? -1 : a > b ? 1 : 0;
-}
-
-int pack_sort_items(const pack_ctx *ctx, uint64_t *perm)
-{
-    const uint64_t n = ctx->n_items;
-    uint64_t *const tmp = hd_malloc((size_t)(n / 2 + 1) * sizeof(uint64_t));
-    if (!tmp) {
-        return hd_err(HDMLP_E_NOMEM, "out of memory sorting %llu samples",
-                      (unsigned long long)n);
-    }
-    for (uint64_t i = 0; i < n; i++) {
-        perm[i] = i;
-    }
-    merge_sort(perm, tmp, n, item_cmp, ctx);
-    hd_free(tmp);
-    return HDMLP_OK;
 }

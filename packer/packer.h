@@ -183,6 +183,9 @@ typedef struct pack_opts {
                                 re-encoded as JPEG (pack_image.h); 0 = off (default) */
     int image_quality;       /* JPEG quality 1..100 of re-encoded images (default 90) */
     pack_nested nested;      /* hdmlp datasets inside inputs (default PACK_NESTED_REFUSE) */
+    uint64_t sort_run_bytes; /* for tests: bytes of item records and keys sorted in memory
+                                at a time (more are merged from runs on disk); 0 = the
+                                default (64 MiB). Changes memory and time, not output. */
     void (*progress)(void *arg, const pack_progress *p); /* optional; often, cheap */
     void (*message)(void *arg, const char *msg);         /* optional; warnings */
     int (*cancel)(void *arg); /* optional; nonzero = stop with HDMLP_E_INTERRUPTED */
