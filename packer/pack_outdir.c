@@ -54,7 +54,8 @@ static int split_out(const char *out, pack_buf *parent, pack_buf *base)
 /* Nonzero if `name` is a file a dataset directory may hold. */
 static int dataset_entry(const char *name)
 {
-    if (strcmp(name, FMT_INDEX_NAME) == 0) {
+    if (strcmp(name, FMT_INDEX_NAME) == 0 || strcmp(name, FMT_TABLES_NAME) == 0 ||
+        strcmp(name, FMT_KEYS_NAME) == 0) {
         return 1;
     }
     if (strncmp(name, "segment-", 8) != 0 || name[8] == '\0') {

@@ -200,8 +200,9 @@ void pack_opts_init(pack_opts *o);
  * written under `.NAME.tmp-XXXXXX` beside `out` and renamed at the end; on failure the
  * temporary directory is removed and `out` is untouched. If `out` exists: without
  * o->force, HDMLP_E_EXISTS; with it, `out` is replaced only if it is a non-directory, an
- * empty directory or a directory holding nothing but `index` and `segment-*` files
- * (else HDMLP_E_EXISTS): it is atomically exchanged with the new dataset, then removed.
+ * empty directory or a directory holding nothing but `index`, `tables`, `keys` and
+ * `segment-*` files (else HDMLP_E_EXISTS): it is atomically exchanged with the new
+ * dataset, then removed.
  * Returns 0 and fills *sum (may be NULL), or a negative HDMLP_E_* code with detail in
  * hdmlp_last_error() naming the file, member or line at fault. */
 int pack_run(const pack_opts *o, const pack_input *inputs, size_t n_inputs, const char *out,
