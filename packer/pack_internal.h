@@ -14,7 +14,7 @@
  *                 pack_outdir.c
  *   2 services    pack_codec.c (→ pack_source.c), pack_image.c (image preparation),
  *                 pack_spill.c, pack_source.c, pack_segment.c, pack_order.c (the shuffle)
- *   1 base        pack_items.c (buffers, items, labels), pack_tmpfile.c (unlinked
+ *   1 base        pack_items.c (buffers, items, labels; → pack_tmpfile.c, unlinked
  *                 temporary files), pack_notify.c (cancel, progress, warnings through
  *                 pack_opts); format/ and the hd_* helpers of libhdmlp
  *
@@ -178,7 +178,8 @@ const char *pack_dataset_magic(const char *base, size_t len);
 typedef int (*pack_cmp_fn)(const void *ctx, uint64_t a, uint64_t b);
 void pack_merge_sort(uint64_t *v, uint64_t *tmp, uint64_t n, pack_cmp_fn cmp, const void *c);
 
-/* ---- sorting the items (pack_sort.c) ------------------------------------------------------ */
+/* ---- sorting the items (pack_sort.c) ------------------------------------------------------
+ */
 /* Called for each item in sorted order (id = its sorted position), label final. */
 typedef int (*pack_sorted_fn)(void *arg, uint64_t id, const pack_item *it, const uint8_t *key);
 #define PACK_DEFAULT_SORT_RUN (64ull << 20)
@@ -330,7 +331,7 @@ void pack_tablew_free(pack_tablew *w);
 
 /* ---- chunk pipeline (pack_write.c) ----------------------------------------------------- */
 typedef struct pack_write_args {
-    pack_ctx *ctx; /* items sorted */
+    pack_ctx *ctx;           /* items sorted */
     const pack_order *order; /* packed position → sorted item */
     uint64_t n;
     uint64_t dataset_id;
@@ -339,10 +340,10 @@ typedef struct pack_write_args {
     const uint64_t *chunk_raw; /* C: raw bytes of each chunk's samples (as scanned) */
     fmt_chunk *chunks;         /* C records, filled here */
     pack_segw *segw;
-    pack_tablew *tablew; /* version 2's tables and keys, appended with each chunk */
-    pack_image_totals img; /* out: what image preparation did */
-    uint64_t raw_bytes;    /* out: raw bytes stored (after image preparation) */
-    uint64_t stored_bytes; /* out */
+    pack_tablew *tablew;     /* version 2's tables and keys, appended with each chunk */
+    pack_image_totals img;   /* out: what image preparation did */
+    uint64_t raw_bytes;      /* out: raw bytes stored (after image preparation) */
+    uint64_t stored_bytes;   /* out */
     uint64_t codec_count[3]; /* out: samples by codec */
 } pack_write_args;
 

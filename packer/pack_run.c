@@ -435,7 +435,8 @@ static int build_index(run_state *r, pack_summary *sum)
     sum->image_bytes_in = r->img.bytes_in;
     sum->image_bytes_out = r->img.bytes_out;
     sum->images_kept = r->img.kept;
-    sum->file_bytes = r->segw.file_bytes + r->tablew.bytes[0] + r->tablew.bytes[1] + r->index_len;
+    sum->file_bytes =
+        r->segw.file_bytes + r->tablew.bytes[0] + r->tablew.bytes[1] + r->index_len;
     memcpy(sum->skipped, ctx->skipped, sizeof(sum->skipped));
     sum->empty_labels = ctx->empty_labels;
     memcpy(sum->empty_label_names, ctx->empty_label_names, sizeof(sum->empty_label_names));

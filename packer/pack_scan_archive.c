@@ -84,9 +84,9 @@ typedef struct arc_hard {
     uint64_t name_off, name_len;
     uint64_t link_off, link_len;
     uint32_t label;
-    int found;               /* a target: */
-    uint64_t found_seq;      /* its sequence number, */
-    uint64_t size, src;      /* its bytes */
+    int found;          /* a target: */
+    uint64_t found_seq; /* its sequence number, */
+    uint64_t size, src; /* its bytes */
 } arc_hard;
 
 /* A symbolic link member: its name as stored and its target, into arc_scan.text. */

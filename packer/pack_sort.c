@@ -106,7 +106,8 @@ static int fill_run(sorter *s, mem_run *m, pack_tmp_cursor *ci, pack_tmp_cursor 
     const pack_labels *const lt = &s->ctx->labels;
     m->recs.len = 0;
     m->keys.len = 0;
-    while (*read < s->ctx->n_items && (m->recs.len == 0 || m->recs.len + m->keys.len < s->budget)) {
+    while (*read < s->ctx->n_items &&
+           (m->recs.len == 0 || m->recs.len + m->keys.len < s->budget)) {
         pack_item it;
         int rc = pack_cursor_read(ci, &it, PACK_ITEM_LEN);
         if (rc == HDMLP_OK) {
@@ -184,7 +185,8 @@ static int write_run(sorter *s, const mem_run *m)
     return rc;
 }
 
-/* ---- the merge ---------------------------------------------------------------------------- */
+/* ---- the merge ----------------------------------------------------------------------------
+ */
 
 typedef struct merge_src {
     pack_tmp_cursor ci, ck;

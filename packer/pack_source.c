@@ -87,8 +87,8 @@ int pack_read_item(pack_reader *r, const pack_item *it, const uint8_t *key, uint
             return hd_err(HDMLP_E_IO,
                           "cannot read back member %.*s of %s from the spill "
                           "file: %s",
-                          (int)it->key_len, (const char *)key,
-                          ctx->srcs[it->input].arg, e > 0 ? strerror(e) : "short read");
+                          (int)it->key_len, (const char *)key, ctx->srcs[it->input].arg,
+                          e > 0 ? strerror(e) : "short read");
         }
         return HDMLP_OK;
     }

@@ -1,10 +1,12 @@
 /* Temporary files of the packer: created in the temporary output directory and unlinked at
  * once (they disappear with their descriptor whatever happens), appended to through a
- * buffer, read back with pread (from any thread) or through a sequential cursor. */
+ * buffer, read back with pread (from any thread) or through a sequential cursor. Below
+ * pack_items.c: it calls nothing of the packer's. */
 #include "pack_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -12,14 +14,12 @@ int pack_tmp_create(pack_tmp *f, const char *dir, const char *name, size_t buf_c
 {
     memset(f, 0, sizeof(*f));
     f->fd = -1;
-    pack_buf path = {0};
-    if (pack_buf_append(&path, dir, strlen(dir)) != HDMLP_OK ||
-        pack_buf_append(&path, "/", 1) != HDMLP_OK ||
-        pack_buf_append(&path, name, strlen(name) + 1) != HDMLP_OK) {
-        pack_buf_free(&path);
+    const size_t len = strlen(dir) + 1 + strlen(name) + 1;
+    f->path = hd_malloc(len);
+    if (!f->path) {
         return hd_err(HDMLP_E_NOMEM, "out of memory");
     }
-    f->path = (char *)path.p;
+    snprintf(f->path, len, "%s/%s", dir, name);
     f->fd = open(f->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (f->fd < 0) {
         const int rc =

@@ -26,7 +26,7 @@
 #define WARN_MAX 20 /* image preparation warnings passed on; the rest are counted */
 
 typedef struct wr_slot {
-    pack_buf warn; /* image preparation warnings of its samples, '\0'-terminated each */
+    pack_buf warn;    /* image preparation warnings of its samples, '\0'-terminated each */
     fmt_sample *recs; /* its samples' records (key_off into keys) */
     pack_buf keys;    /* its samples' keys back to back */
     uint8_t *buf;
@@ -203,10 +203,9 @@ static int prepare_image(worker *w, const pack_item *it, const uint8_t *key, uin
     const int r = pack_image_prepare(w->img, *buf + off, (size_t)it->size, &img, &img_len);
     if (r < 0) {
         char msg[512];
-        const int len =
-            snprintf(msg, sizeof(msg), "%.*s: %s; stored as it is",
-                     (int)(it->key_len < 256 ? it->key_len : 256),
-                     (const char *)key, pack_image_why(w->img));
+        const int len = snprintf(msg, sizeof(msg), "%.*s: %s; stored as it is",
+                                 (int)(it->key_len < 256 ? it->key_len : 256),
+                                 (const char *)key, pack_image_why(w->img));
         w->img_totals.kept++;
         return pack_buf_append(w->warn, msg,
                                len < 0                         ? 1

@@ -3,9 +3,13 @@
  *
  * pack_run() scans the inputs, shuffles the samples globally, groups them into chunks of
  * K samples, compresses and checksums them on worker threads and writes a dataset
- * directory atomically (FORMAT.md, "Writing protocol"). Only metadata (key, label, size,
- * source reference per sample: ~100-150 bytes) is held in memory; sample bytes stream
- * through a bounded pipeline.
+ * directory atomically (FORMAT.md, "Writing protocol"). Memory is O(labels + chunks) plus
+ * bounded buffers, whatever the number of samples: per-sample metadata (key, label, size,
+ * source reference) is spilled to unlinked files in the temporary directory while
+ * scanning (~40 bytes and the key per sample, temporarily, besides an archive's spilled
+ * bytes), sorted there in runs of o->sort_run_bytes, and read back chunk by chunk; sample
+ * bytes stream through a bounded pipeline. (Exception: an archive with symbolic link
+ * members holds every member's name while its links are resolved.)
  *
  * Inputs
  *   PACK_INPUT_PATH naming a directory: every subdirectory of the root is a label; every
@@ -53,11 +57,14 @@
  *   present. Keys need not be unique.
  *
  * Order and reproducibility
- *   Samples are sorted by (input position, key bytes, scan order), then shuffled with
- *   Fisher-Yates driven by fmt_rng(seed, stream 0). The dataset id is XXH3-64 over
- *   (seed u64, K u32, N u64, then per sample in packed order: key length u32, key bytes,
- *   label u32, raw size u64), all little-endian. The same inputs, options and `created`
- *   give byte-identical output, whatever the thread count.
+ *   Samples are sorted by (input position, key bytes, scan order), then shuffled: packed
+ *   position p holds sorted sample sigma(p), sigma a bijection of [0, N) keyed by
+ *   fmt_rng(seed, stream 0): for N ≤ 4096 the Fisher-Yates shuffle of 0..N-1 (the order
+ *   every N had before the streaming packer), above it a Feistel network with cycle
+ *   walking (pack_order.c), evaluated per position. The dataset id is XXH3-64 over (seed
+ *   u64, K u32, N u64, then per sample in sorted order: key length u32, key bytes, label
+ *   u32, raw size u64), all little-endian. The same inputs, options and `created` give
+ *   byte-identical output, whatever the thread count and sort_run_bytes.
  *
  * Image preparation (image_max_side > 0)
  *   A sample whose bytes are a JPEG or PNG with a longer side above image_max_side is
