@@ -18,10 +18,12 @@
  *                 temporary files), pack_notify.c (cancel, progress, warnings through
  *                 pack_opts); format/ and the hd_* helpers of libhdmlp
  *
- * Memory: O(labels + chunks) plus bounded buffers, whatever N. Scanners append every item
- * (a fixed-size record) and its key to unlinked temporary files (pack_tmpfile.c); the sort
- * sorts runs of a bounded size in memory and merges them into a sorted items file and keys
- * file; the chunk writer reads each sample's record and key back with pread.
+ * Memory: O(labels + chunks) plus bounded buffers, whatever N. Scanners add every item (a
+ * fixed-size record) and its key to a run in memory; a run that reaches its budget
+ * (o->sort_run_bytes) is sorted and appended to run files, unlinked temporary files
+ * (pack_tmpfile.c); pack_sort_items merges the runs into a sorted items file and keys file
+ * (or, when everything fit in one run, keeps that run, sorted, in memory); the chunk writer
+ * reads each sample's record and key back by its sorted position (pread).
  */
 #ifndef HDMLP_PACK_INTERNAL_H
 #define HDMLP_PACK_INTERNAL_H
@@ -85,7 +87,7 @@ void pack_cursor_close(pack_tmp_cursor *c);
 
 /* ---- one sample's metadata (40 bytes, the record of the items files) ------------------- */
 typedef struct pack_item {
-    uint64_t key_off; /* into the keys file beside the items file */
+    uint64_t key_off; /* into the keys (buffer or file) beside the records */
     uint64_t size;    /* raw bytes */
     uint64_t src;     /* archive inputs: offset of the bytes in the spill file */
     uint64_t seq;     /* scan sequence: ties of (input, key) keep it */
@@ -117,6 +119,13 @@ void pack_labels_free(pack_labels *lt);
 /* ---- inputs and the packing context ---------------------------------------------------- */
 enum pack_src_kind { PACK_SRC_DIR = 0, PACK_SRC_ARCHIVE = 1, PACK_SRC_LIST = 2 };
 
+/* A sorted run in the run files: records [first, first + n) of items.run, its keys bytes
+ * [key0, key1) of keys.run. */
+typedef struct pack_disk_run {
+    uint64_t first, n;
+    uint64_t key0, key1;
+} pack_disk_run;
+
 typedef struct pack_src {
     int kind;
     const char *arg; /* as given (for messages) */
@@ -128,8 +137,18 @@ typedef struct pack_ctx {
     const pack_opts *o;
     pack_src *srcs;
     size_t n_srcs;
-    /* The items and their keys: while scanning, spilled in scan order (item id = record
-     * number); after pack_sort_items, the sorted files (id = sorted position). */
+    /* Items while scanning (pack_add_item): the current run in memory, records in scan
+     * order with key_off into run_keys, until its records and keys reach run_budget bytes;
+     * then it is sorted and appended to the run files. */
+    pack_buf run_recs, run_keys;
+    uint64_t run_budget; /* o->sort_run_bytes, or PACK_DEFAULT_SORT_RUN */
+    pack_tmp runs_items, runs_keys;
+    pack_disk_run *runs;
+    uint64_t n_runs, cap_runs;
+    uint64_t key_bytes; /* of every item (the 4 GiB limit) */
+    /* Sorted items (pack_sort_items), by sorted position: in memory when they were one run
+     * (sorted_ids[i] = the record of run_recs at position i), else the sorted files. */
+    uint64_t *sorted_ids;
     pack_tmp items_f;
     pack_tmp keys_f;
     int sorted;
@@ -153,9 +172,10 @@ typedef struct pack_ctx {
     char empty_label_names[PACK_EMPTY_LABEL_NAMES];
 } pack_ctx;
 
-/* Appends one item and its key to the spill files (created in ctx->tmpdir on first use),
- * with the next scan sequence number. Checks key length and the 4 GiB keys limit; `what`
- * names the sample in errors. */
+/* Adds one item and its key (copied) to the current run, with the next scan sequence
+ * number; a full run is sorted and written to the run files (created in ctx->tmpdir on
+ * first use). Checks key length and the 4 GiB keys limit; `what` names the sample in
+ * errors. */
 int pack_add_item(pack_ctx *ctx, uint32_t input, const void *key, size_t key_len,
                   uint32_t label, uint64_t size, uint64_t src, const char *what);
 /* The same with a scan sequence number taken earlier (ctx->n_seq++), for an item whose
@@ -163,12 +183,24 @@ int pack_add_item(pack_ctx *ctx, uint32_t input, const void *key, size_t key_len
 int pack_add_item_seq(pack_ctx *ctx, uint64_t seq, uint32_t input, const void *key,
                       size_t key_len, uint32_t label, uint64_t size, uint64_t src,
                       const char *what);
-/* Makes every item added so far readable (flushes the spill files). */
-int pack_items_flush(pack_ctx *ctx);
-/* Item `id` (scan spill: flushed first; sorted files: any time, from any thread). */
+/* Calls fn for every item added so far (provisional labels), in no particular order. fn
+ * must not add items. */
+typedef int (*pack_item_fn)(void *arg, const pack_item *it, const uint8_t *key);
+int pack_items_each(pack_ctx *ctx, pack_item_fn fn, void *arg);
+/* Sorts the current run and appends it to the run files (a no-op when it is empty). */
+int pack_items_spill_run(pack_ctx *ctx);
+/* Compares items by (input, key bytes, scan sequence): a total order. */
+int pack_item_cmp(const pack_item *x, const uint8_t *kx, const pack_item *y, const uint8_t *ky);
+/* *ids (hd_free) = the current run's record numbers in pack_item_cmp order. */
+int pack_items_sort_run(const pack_ctx *ctx, uint64_t **ids);
+/* Sorted item `id` (< n_items), once sorted: any time, from any thread. */
 int pack_item_get(const pack_ctx *ctx, uint64_t id, pack_item *it);
-/* Its key, into key (replacing what it held); NUL-terminated for messages. */
+/* Its key (it->key_len bytes) into dst. */
+int pack_item_key_read(const pack_ctx *ctx, const pack_item *it, uint8_t *dst);
+/* Its key into key (replacing what it held), NUL-terminated for messages. */
 int pack_item_key(const pack_ctx *ctx, const pack_item *it, pack_buf *key);
+/* Frees the items: run buffers, run files, sorted store. */
+void pack_items_free(pack_ctx *ctx);
 /* Nested datasets: the first bytes a file of a dataset directory starts with (FORMAT.md),
  * by its base name: the index magic for "index", the chunk magic for "segment-DIGITS";
  * NULL for any other name. PACK_DATASET_MAGIC_LEN bytes. */
@@ -183,10 +215,11 @@ void pack_merge_sort(uint64_t *v, uint64_t *tmp, uint64_t n, pack_cmp_fn cmp, co
 /* Called for each item in sorted order (id = its sorted position), label final. */
 typedef int (*pack_sorted_fn)(void *arg, uint64_t id, const pack_item *it, const uint8_t *key);
 #define PACK_DEFAULT_SORT_RUN (64ull << 20)
-/* Sorts the spilled items by (input, key bytes, scan sequence) into the sorted files
- * (replacing ctx->items_f/keys_f, ctx->sorted = 1), with final label ids (labels
- * finished), calling fn for each: runs of at most o->sort_run_bytes of records and keys
- * (default PACK_DEFAULT_SORT_RUN) sorted in memory, merged when there are several. */
+/* Sorts the items by (input, key bytes, scan sequence), with final label ids (labels
+ * finished), calling fn (may be NULL) for each in sorted order; then ctx->sorted is set
+ * and pack_item_get serves them by sorted position. One run (nothing written yet): sorted
+ * in memory and kept there. Several: the last one written too, all merged into the sorted
+ * files (items.sorted, keys.sorted), the run files dropped. */
 int pack_sort_items(pack_ctx *ctx, pack_sorted_fn fn, void *arg);
 
 /* ---- the packed order (pack_order.c) ---------------------------------------------------- */

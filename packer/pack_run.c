@@ -259,8 +259,7 @@ static void run_free(run_state *r)
         hd_free(ctx->srcs[i].root);
     }
     hd_free(ctx->srcs);
-    pack_tmp_close(&ctx->items_f);
-    pack_tmp_close(&ctx->keys_f);
+    pack_items_free(ctx);
     pack_labels_free(&ctx->labels);
     if (ctx->spill_fd >= 0) {
         close(ctx->spill_fd);
@@ -351,8 +350,7 @@ static int build_index(run_state *r, pack_summary *sum)
     const pack_opts *const o = ctx->o;
     const uint64_t n = ctx->n_items;
     /* The items are in the dataset now. */
-    pack_tmp_close(&ctx->items_f);
-    pack_tmp_close(&ctx->keys_f);
+    pack_items_free(ctx);
     hd_free(r->chunk_raw);
     r->chunk_raw = NULL;
     const pack_labels *const lt = &ctx->labels;
@@ -456,6 +454,7 @@ int pack_run(const pack_opts *o, const pack_input *inputs, size_t n_inputs, cons
     run_state r;
     memset(&r, 0, sizeof(r));
     r.ctx.o = o;
+    r.ctx.run_budget = o->sort_run_bytes;
     r.ctx.spill_fd = -1;
     r.tmp_fd = -1;
     r.segw.fd = -1;

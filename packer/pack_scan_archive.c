@@ -72,8 +72,9 @@ typedef struct arc_name {
     const uint8_t *p; /* set once the stream has ended (text no longer grows) */
     uint64_t off;     /* into arc_scan.text */
     uint64_t len;
-    uint64_t ref; /* NAME_FILE: item id; NAME_LINK: index into arc_scan.links */
+    uint64_t ref; /* NAME_LINK: index into arc_scan.links */
     uint64_t seq; /* scan sequence (order in the archive): the last of equal names counts */
+    uint64_t size, src; /* NAME_FILE: the item's bytes */
     int kind;
 } arc_name;
 
@@ -102,7 +103,6 @@ typedef struct arc_scan {
     struct archive *a;
     pack_spill_writer w;
     uint64_t first_item;
-    uint64_t first_key; /* where its first item's key starts in the keys spill */
     int warnings;
     pack_buf text; /* normalised names, link names and targets */
     arc_name *names;
@@ -171,6 +171,7 @@ static int note_name(arc_scan *s, const char *name, size_t len, int kind, uint64
     e->kind = kind;
     e->ref = ref;
     e->seq = seq;
+    e->size = e->src = 0;
     if (norm_append(&s->text, name, len, &e->len) != HDMLP_OK) {
         return hd_err(HDMLP_E_NOMEM, "out of memory reading %s", s->path);
     }
@@ -463,9 +464,39 @@ static uint64_t hard_lower(const arc_scan *s, const uint64_t *ids, uint64_t n_id
     return lo;
 }
 
+typedef struct hard_pass {
+    arc_scan *s;
+    const uint64_t *by_link;
+} hard_pass;
+
+/* An item of this input is a candidate for the hard links to its key after it: the last
+ * such (by scan sequence) counts. */
+static int hard_candidate(void *arg, const pack_item *it, const uint8_t *key)
+{
+    const hard_pass *const hp = arg;
+    arc_scan *const s = hp->s;
+    if (it->input != s->input) {
+        return HDMLP_OK;
+    }
+    for (uint64_t j = hard_lower(s, hp->by_link, s->n_hards, 0, key, it->key_len);
+         j < s->n_hards; j++) {
+        arc_hard *const h = &s->hards[hp->by_link[j]];
+        if (bytes_cmp(s->htext.p + h->link_off, h->link_len, key, it->key_len) != 0) {
+            break;
+        }
+        if (it->seq < h->seq && (!h->found || it->seq > h->found_seq)) {
+            h->found = 1;
+            h->found_seq = it->seq;
+            h->size = it->size;
+            h->src = it->src;
+        }
+    }
+    return HDMLP_OK;
+}
+
 /* Each hard link gets the bytes of the last item of this input before it (in the scan
- * order) whose key is its target: a regular member, found in one pass over the spilled
- * items, or an earlier hard link. Then they become items, in their places in the order. */
+ * order) whose key is its target: a regular member, found in one pass over the items, or
+ * an earlier hard link. Then they become items, in their places in the order. */
 static int resolve_hards(arc_scan *s)
 {
     const uint64_t nh = s->n_hards;
@@ -475,10 +506,6 @@ static int resolve_hards(arc_scan *s)
     pack_ctx *const ctx = s->ctx;
     uint64_t *const by_link = hd_malloc((size_t)(nh + nh / 2 + 1) * sizeof(uint64_t));
     uint64_t *const by_name = hd_malloc((size_t)(nh + nh / 2 + 1) * sizeof(uint64_t));
-    pack_buf key = {0};
-    pack_tmp_cursor ci, ck;
-    memset(&ci, 0, sizeof(ci));
-    memset(&ck, 0, sizeof(ck));
     int rc = by_link && by_name && pack_buf_reserve(&s->htext, 1) == HDMLP_OK
                  ? HDMLP_OK
                  : hd_err(HDMLP_E_NOMEM, "out of memory reading %s", s->path);
@@ -488,41 +515,9 @@ static int resolve_hards(arc_scan *s)
         }
         pack_merge_sort(by_link, by_link + nh, nh, hard_link_cmp, s);
         pack_merge_sort(by_name, by_name + nh, nh, hard_name_cmp, s);
-        rc = pack_items_flush(ctx);
+        hard_pass hp = {.s = s, .by_link = by_link};
+        rc = pack_items_each(ctx, hard_candidate, &hp);
     }
-    const uint64_t n_regular = ctx->n_items - s->first_item;
-    if (rc == HDMLP_OK && n_regular > 0) {
-        rc = pack_cursor_open(&ci, &ctx->items_f, s->first_item * PACK_ITEM_LEN,
-                              ctx->n_items * PACK_ITEM_LEN, 1u << 20);
-    }
-    if (rc == HDMLP_OK && n_regular > 0) {
-        rc = pack_cursor_open(&ck, &ctx->keys_f, s->first_key, ctx->keys_f.end, 1u << 20);
-    }
-    for (uint64_t i = 0; i < n_regular && rc == HDMLP_OK; i++) {
-        pack_item it;
-        rc = pack_cursor_read(&ci, &it, PACK_ITEM_LEN);
-        if (rc == HDMLP_OK) {
-            rc = pack_buf_reserve(&key, (size_t)it.key_len + 1);
-        }
-        if (rc == HDMLP_OK) {
-            rc = pack_cursor_read(&ck, key.p, it.key_len);
-        }
-        for (uint64_t j = hard_lower(s, by_link, nh, 0, key.p, it.key_len);
-             rc == HDMLP_OK && j < nh; j++) {
-            arc_hard *const h = &s->hards[by_link[j]];
-            if (bytes_cmp(s->htext.p + h->link_off, h->link_len, key.p, it.key_len) != 0) {
-                break;
-            }
-            if (it.seq < h->seq) { /* items come in scan order: the last one stays */
-                h->found = 1;
-                h->found_seq = it.seq;
-                h->size = it.size;
-                h->src = it.src;
-            }
-        }
-    }
-    pack_cursor_close(&ci);
-    pack_cursor_close(&ck);
     /* in scan order (the order they were noted), so earlier hard links are resolved */
     for (uint64_t i = 0; i < nh && rc == HDMLP_OK; i++) {
         arc_hard *const h = &s->hards[i];
@@ -550,7 +545,6 @@ static int resolve_hards(arc_scan *s)
         rc = pack_add_item_seq(ctx, h->seq, s->input, name, (size_t)h->name_len, h->label,
                                h->size, h->src, name);
     }
-    pack_buf_free(&key);
     hd_free(by_link);
     hd_free(by_name);
     return rc;
@@ -614,7 +608,8 @@ enum { LINK_RESOLVED = -1 };
 
 /* Resolves link l like the kernel would in the unpacked tree (relative to the link's own
  * directory; through other links; ".." never above the root). Returns LINK_RESOLVED with
- * *item, or the pack_skip_reason. cur and rest are scratch buffers. */
+ * *item (the index of the member's name in the sorted table), or the pack_skip_reason. cur and
+ * rest are scratch buffers. */
 static int resolve(const arc_scan *s, const arc_link *l, pack_buf *cur, pack_buf *rest,
                    uint64_t *item)
 {
@@ -700,7 +695,7 @@ static int resolve(const arc_scan *s, const arc_link *l, pack_buf *cur, pack_buf
                     return PACK_SKIP_LINK_MISSING; /* a file used as a directory */
                 }
             }
-            *item = e->ref;
+            *item = (uint64_t)(e - s->names); /* its bytes are in the table */
             return LINK_RESOLVED;
         }
         if (!e && !is_dir) {
@@ -711,44 +706,19 @@ static int resolve(const arc_scan *s, const arc_link *l, pack_buf *cur, pack_buf
     return PACK_SKIP_LINK_DIR;
 }
 
-/* Notes the names of this input's items (regular members and hard links): they are read
- * back from the spill only when symbolic links need them. */
-static int note_items(arc_scan *s)
+/* Notes the name and bytes of an item of this input (a regular member or a hard link):
+ * gathered only when symbolic links need them. */
+static int note_item(void *arg, const pack_item *it, const uint8_t *key)
 {
-    pack_ctx *const ctx = s->ctx;
-    const uint64_t n = ctx->n_items - s->first_item;
-    if (n == 0) {
+    arc_scan *const s = arg;
+    if (it->input != s->input) {
         return HDMLP_OK;
     }
-    pack_tmp_cursor ci, ck;
-    memset(&ck, 0, sizeof(ck));
-    pack_buf key = {0};
-    int rc = pack_items_flush(ctx);
+    const int rc = note_name(s, (const char *)key, it->key_len, NAME_FILE, 0, it->seq);
     if (rc == HDMLP_OK) {
-        rc = pack_cursor_open(&ci, &ctx->items_f, s->first_item * PACK_ITEM_LEN,
-                              ctx->n_items * PACK_ITEM_LEN, 1u << 20);
+        s->names[s->n_names - 1].size = it->size;
+        s->names[s->n_names - 1].src = it->src;
     }
-    if (rc != HDMLP_OK) {
-        return rc;
-    }
-    rc = pack_cursor_open(&ck, &ctx->keys_f, s->first_key, ctx->keys_f.end, 1u << 20);
-    for (uint64_t i = 0; i < n && rc == HDMLP_OK; i++) {
-        pack_item it;
-        rc = pack_cursor_read(&ci, &it, PACK_ITEM_LEN);
-        if (rc == HDMLP_OK) {
-            rc = pack_buf_reserve(&key, (size_t)it.key_len + 1);
-        }
-        if (rc == HDMLP_OK) {
-            rc = pack_cursor_read(&ck, key.p, it.key_len);
-        }
-        if (rc == HDMLP_OK) {
-            rc = note_name(s, (const char *)key.p, it.key_len, NAME_FILE, s->first_item + i,
-                           it.seq);
-        }
-    }
-    pack_cursor_close(&ci);
-    pack_cursor_close(&ck);
-    pack_buf_free(&key);
     return rc;
 }
 
@@ -757,7 +727,7 @@ static int resolve_links(arc_scan *s)
     if (s->n_links == 0) {
         return HDMLP_OK;
     }
-    int rc0 = note_items(s);
+    const int rc0 = pack_items_each(s->ctx, note_item, s);
     if (rc0 != HDMLP_OK) {
         return rc0;
     }
@@ -776,12 +746,8 @@ static int resolve_links(arc_scan *s)
         const char *const target = (const char *)s->text.p + l->target_off;
         uint64_t id = 0;
         const int r = resolve(s, l, &cur, &rest, &id);
-        pack_item t;
-        if (r == LINK_RESOLVED && (rc = pack_item_get(s->ctx, id, &t)) != HDMLP_OK) {
-            break;
-        }
         if (r == LINK_RESOLVED) {
-            const uint64_t size = t.size, src = t.src;
+            const uint64_t size = s->names[id].size, src = s->names[id].src;
             const char *lab;
             size_t lab_len;
             uint32_t label;
@@ -813,7 +779,6 @@ int pack_scan_archive(pack_ctx *ctx, uint32_t input)
 {
     arc_scan s = {.ctx = ctx, .input = input, .path = ctx->srcs[input].arg};
     s.first_item = ctx->n_items;
-    s.first_key = ctx->keys_f.end;
     s.a = archive_open();
     if (!s.a) {
         return hd_err(HDMLP_E_NOMEM, "out of memory opening %s", s.path);

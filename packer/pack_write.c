@@ -240,8 +240,8 @@ static int build_sample(worker *w, uint8_t **buf, uint64_t *cap, uint64_t *off, 
     if (rc == HDMLP_OK) {
         rc = pack_buf_reserve(keys, (size_t)it->key_len + 1);
     }
-    if (rc == HDMLP_OK && it->key_len > 0) {
-        rc = pack_tmp_read(&a->ctx->keys_f, keys->p + keys->len, it->key_len, it->key_off);
+    if (rc == HDMLP_OK) {
+        rc = pack_item_key_read(a->ctx, it, keys->p + keys->len);
     }
     if (rc != HDMLP_OK) {
         return rc;

@@ -9,8 +9,9 @@
 #     without a dictionary.
 #   - Scan order does not matter: a list and a tar whose lines / members come in another
 #     order give the same dataset (keys unique).
-#   - Disk full while spilling or sorting (a 2 MB tmpfs): the error names the spill or run
-#     file and no space, nothing is left. Skipped where a tmpfs cannot be mounted.
+#   - Disk full while writing sorted runs during the scan, or merging them (a 2 MB tmpfs):
+#     the error names the run or sorted file and no space, nothing is left. Skipped where a
+#     tmpfs cannot be mounted.
 source "$(dirname "$0")/lib.sh"
 export SOURCE_DATE_EPOCH=1700000000
 
@@ -110,7 +111,7 @@ HDMLP_PACK_SORT_RUN_BYTES=1000 pk_ok --quiet --seed 4 -o "$T/tmix" "$T/mix.tar"
 [ "$(tree_hash "$T/tfwd")" = "$(tree_hash "$T/tmix")" ] || fail "a tar in another order packs differently"
 ok
 
-# ---- disk full while spilling or sorting ----------------------------------------------------
+# ---- disk full while writing runs or merging them --------------------------------------------
 mkdir -p "$T/mnt"
 if ! mount -t tmpfs -o size=2m hdmlp-test "$T/mnt" 2>"$LOG/mount.err"; then
     skip "cannot mount a tmpfs here ($(cat "$LOG/mount.err"))"
@@ -118,21 +119,21 @@ if ! mount -t tmpfs -o size=2m hdmlp-test "$T/mnt" 2>"$LOG/mount.err"; then
 fi
 cleanup() { umount "$T/mnt" 2>/dev/null; }
 trap cleanup EXIT
-# 40,000 items with 180-byte keys: the spill files alone are ~8.8 MB
+# 40,000 items with 180-byte keys in runs of 64 KiB: the runs alone are ~8.8 MB
 long=in/c0/$(printf './%.0s' $(seq 87))s00000.bin
 yes "$long	l" | head -40000 >"$T/long.list"
-pk --quiet --compress none -o "$T/mnt/out" --list "$T/long.list"
-expect_fail "disk full while spilling"
-expect_stderr 'cannot write .*(items|keys)\.spill: no space' "disk full while spilling"
-nothing_left "$T/mnt/out" "disk full while spilling"
-[ -z "$(ls -A "$T/mnt")" ] || fail "disk full while spilling: tmpfs not empty: $(ls -A "$T/mnt")"
-# 6,000 items (~1.3 MB spilled): the spill fits, the runs beside it do not
+HDMLP_PACK_SORT_RUN_BYTES=65536 pk --quiet --compress none -o "$T/mnt/out" --list "$T/long.list"
+expect_fail "disk full while writing runs"
+expect_stderr 'cannot write .*(items|keys)\.run: no space' "disk full while writing runs"
+nothing_left "$T/mnt/out" "disk full while writing runs"
+[ -z "$(ls -A "$T/mnt")" ] || fail "disk full while writing runs: tmpfs not empty: $(ls -A "$T/mnt")"
+# 6,000 items (~1.3 MB of runs): the runs fit, the sorted files beside them do not
 head -6000 "$T/long.list" >"$T/mid.list"
 HDMLP_PACK_SORT_RUN_BYTES=65536 pk --quiet --compress none -o "$T/mnt/out" --list "$T/mid.list"
-expect_fail "disk full while sorting"
-expect_stderr 'cannot write .*(items|keys)\.(run|sorted): no space' "disk full while sorting"
-nothing_left "$T/mnt/out" "disk full while sorting"
-[ -z "$(ls -A "$T/mnt")" ] || fail "disk full while sorting: tmpfs not empty: $(ls -A "$T/mnt")"
+expect_fail "disk full while merging"
+expect_stderr 'cannot write .*(items|keys)\.sorted: no space' "disk full while merging"
+nothing_left "$T/mnt/out" "disk full while merging"
+[ -z "$(ls -A "$T/mnt")" ] || fail "disk full while merging: tmpfs not empty: $(ls -A "$T/mnt")"
 umount "$T/mnt"
 trap - EXIT
 finish

@@ -394,11 +394,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (ctx.spill_fd >= 0) {
         close(ctx.spill_fd);
     }
-    free(fx_items);
+    hd_free(fx_items);
     fx_items = NULL;
     pack_buf_free(&fx_keys);
-    pack_tmp_close(&ctx.items_f);
-    pack_tmp_close(&ctx.keys_f);
+    pack_items_free(&ctx);
     pack_labels_free(&ctx.labels);
     return 0;
 }

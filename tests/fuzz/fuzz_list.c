@@ -256,10 +256,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
     }
     free(lines);
-    free(items);
+    hd_free(items);
     pack_buf_free(&keys);
-    pack_tmp_close(&ctx.items_f);
-    pack_tmp_close(&ctx.keys_f);
+    pack_items_free(&ctx);
     pack_labels_free(&ctx.labels);
     return 0;
 }
