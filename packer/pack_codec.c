@@ -78,7 +78,7 @@ int pack_is_compressed_media(const uint8_t *p, size_t n)
 #define DICT_CAP (110u << 10)
 #define DICT_MIN_SAMPLES 8u
 
-int pack_train_dict(pack_ctx *ctx, const pack_order *order, uint8_t **dict, size_t *dict_len)
+int pack_train_dict(pack_ctx *ctx, uint8_t **dict, size_t *dict_len)
 {
     *dict = NULL;
     *dict_len = 0;
@@ -93,17 +93,16 @@ int pack_train_dict(pack_ctx *ctx, const pack_order *order, uint8_t **dict, size
     }
     pack_reader r;
     pack_reader_init(&r, ctx);
-    pack_buf key = {0};
+    pack_packed_reader pr;
+    pack_packed_reader_init(&pr, ctx);
     unsigned n = 0;
     size_t used = 0;
     int rc = HDMLP_OK;
     for (uint64_t i = 0; i < ctx->n_items && n < DICT_MAX_SAMPLES && used < DICT_MAX_BYTES;
          i++) {
         pack_item item;
-        rc = pack_item_get(ctx, pack_order_at(order, i), &item);
-        if (rc == HDMLP_OK) {
-            rc = pack_item_key(ctx, &item, &key);
-        }
+        const uint8_t *key = NULL;
+        rc = pack_packed_at(&pr, i, &item, &key);
         if (rc != HDMLP_OK) {
             break;
         }
@@ -115,7 +114,7 @@ int pack_train_dict(pack_ctx *ctx, const pack_order *order, uint8_t **dict, size
         if (len < 8) {
             continue;
         }
-        rc = pack_read_item(&r, it, key.p, buf + used, len);
+        rc = pack_read_item(&r, it, key, buf + used, len);
         if (rc != HDMLP_OK) {
             break;
         }
@@ -132,7 +131,7 @@ int pack_train_dict(pack_ctx *ctx, const pack_order *order, uint8_t **dict, size
         }
     }
     pack_reader_free(&r);
-    pack_buf_free(&key);
+    pack_packed_reader_free(&pr);
     if (rc == HDMLP_OK && n < DICT_MIN_SAMPLES) {
         pack_warn(ctx->o,
                   "too few compressible samples (%u) to train a dictionary; "

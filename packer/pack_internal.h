@@ -8,12 +8,13 @@
  *                 pack_run() (packer.h)
  *   4 driver      pack_run.c: scan → sort → shuffle → dictionary → chunks → index → commit
  *   3 stages      pack_scan_dir.c, pack_scan_list.c, pack_scan_archive.c (→ pack_spill.c),
- *                 pack_sort.c (external merge sort of the spilled items),
+ *                 pack_sort.c (the merge of the sorted runs; → pack_packed.c),
  *                 pack_write.c (→ pack_codec.c, pack_image.c, pack_segment.c,
- *                 pack_source.c, pack_order.c),
+ *                 pack_source.c, pack_packed.c),
  *                 pack_outdir.c
- *   2 services    pack_codec.c (→ pack_source.c), pack_image.c (image preparation),
- *                 pack_spill.c, pack_source.c, pack_segment.c, pack_order.c (the shuffle)
+ *   2 services    pack_codec.c (→ pack_source.c, pack_packed.c), pack_image.c (image
+ *                 preparation), pack_spill.c, pack_source.c, pack_segment.c,
+ *                 pack_packed.c (items in packed order; → pack_order.c, the shuffle)
  *   1 base        pack_items.c (buffers, items, labels; → pack_tmpfile.c, unlinked
  *                 temporary files), pack_notify.c (cancel, progress, warnings through
  *                 pack_opts); format/ and the hd_* helpers of libhdmlp
@@ -21,9 +22,10 @@
  * Memory: O(labels + chunks) plus bounded buffers, whatever N. Scanners add every item (a
  * fixed-size record) and its key to a run in memory; a run that reaches its budget
  * (o->sort_run_bytes) is sorted and appended to run files, unlinked temporary files
- * (pack_tmpfile.c); pack_sort_items merges the runs into a sorted items file and keys file
- * (or, when everything fit in one run, keeps that run, sorted, in memory); the chunk writer
- * reads each sample's record and key back by its sorted position (pread).
+ * (pack_tmpfile.c); pack_sort_items merges the runs and distributes the items, in sorted
+ * order, to buckets of consecutive packed positions on disk (pack_packed.c), or, when
+ * everything fit in one run, keeps that run sorted in memory; the chunk writer and the
+ * dictionary read the items in packed order, a bucket at a time.
  */
 #ifndef HDMLP_PACK_INTERNAL_H
 #define HDMLP_PACK_INTERNAL_H
@@ -119,6 +121,25 @@ void pack_labels_free(pack_labels *lt);
 /* ---- inputs and the packing context ---------------------------------------------------- */
 enum pack_src_kind { PACK_SRC_DIR = 0, PACK_SRC_ARCHIVE = 1, PACK_SRC_LIST = 2 };
 
+/* Items in packed order on disk (pack_packed.c): bucket b holds packed positions
+ * [b × per, (b + 1) × per), its records and keys as blocks in items.packed and
+ * keys.packed (blocks[2b], blocks[2b + 1]: arrays of pack_block), each record's seq its
+ * packed position and key_off its key's offset among its bucket's keys. */
+typedef struct pack_block {
+    uint64_t off, len;
+} pack_block;
+
+typedef struct pack_packed {
+    uint64_t per; /* positions per bucket, a multiple of K */
+    uint64_t n_buckets;
+    pack_tmp items, keys;
+    pack_buf *blocks; /* 2 per bucket */
+    /* while written: per bucket, records and keys not yet appended, and its key bytes */
+    pack_buf *wbuf; /* 2 per bucket */
+    uint64_t *key_bytes;
+    size_t wbuf_cap;
+} pack_packed;
+
 /* A sorted run in the run files: records [first, first + n) of items.run, its keys bytes
  * [key0, key1) of keys.run. */
 typedef struct pack_disk_run {
@@ -146,11 +167,11 @@ typedef struct pack_ctx {
     pack_disk_run *runs;
     uint64_t n_runs, cap_runs;
     uint64_t key_bytes; /* of every item (the 4 GiB limit) */
-    /* Sorted items (pack_sort_items), by sorted position: in memory when they were one run
-     * (sorted_ids[i] = the record of run_recs at position i), else the sorted files. */
+    /* Sorted items (pack_sort_items): in memory when they were one run (sorted_ids[i] =
+     * the record of run_recs at sorted position i), else in packed order on disk. */
     uint64_t *sorted_ids;
-    pack_tmp items_f;
-    pack_tmp keys_f;
+    pack_packed packed;
+    const struct pack_order *order; /* the packed order, from pack_sort_items on */
     int sorted;
     uint64_t n_items;
     uint64_t n_seq; /* next scan sequence number */
@@ -193,13 +214,8 @@ int pack_items_spill_run(pack_ctx *ctx);
 int pack_item_cmp(const pack_item *x, const uint8_t *kx, const pack_item *y, const uint8_t *ky);
 /* *ids (hd_free) = the current run's record numbers in pack_item_cmp order. */
 int pack_items_sort_run(const pack_ctx *ctx, uint64_t **ids);
-/* Sorted item `id` (< n_items), once sorted: any time, from any thread. */
-int pack_item_get(const pack_ctx *ctx, uint64_t id, pack_item *it);
-/* Its key (it->key_len bytes) into dst. */
-int pack_item_key_read(const pack_ctx *ctx, const pack_item *it, uint8_t *dst);
-/* Its key into key (replacing what it held), NUL-terminated for messages. */
-int pack_item_key(const pack_ctx *ctx, const pack_item *it, pack_buf *key);
-/* Frees the items: run buffers, run files, sorted store. */
+/* Frees the items' runs (buffers, files) and the sorted run kept in memory (not ctx->packed:
+ * pack_packed_free). */
 void pack_items_free(pack_ctx *ctx);
 /* Nested datasets: the first bytes a file of a dataset directory starts with (FORMAT.md),
  * by its base name: the index magic for "index", the chunk magic for "segment-DIGITS";
@@ -209,18 +225,6 @@ const char *pack_dataset_magic(const char *base, size_t len);
 /* Stable merge sort of ids v[0..n) with a comparator; tmp holds n / 2 + 1 ids. */
 typedef int (*pack_cmp_fn)(const void *ctx, uint64_t a, uint64_t b);
 void pack_merge_sort(uint64_t *v, uint64_t *tmp, uint64_t n, pack_cmp_fn cmp, const void *c);
-
-/* ---- sorting the items (pack_sort.c) ------------------------------------------------------
- */
-/* Called for each item in sorted order (id = its sorted position), label final. */
-typedef int (*pack_sorted_fn)(void *arg, uint64_t id, const pack_item *it, const uint8_t *key);
-#define PACK_DEFAULT_SORT_RUN (64ull << 20)
-/* Sorts the items by (input, key bytes, scan sequence), with final label ids (labels
- * finished), calling fn (may be NULL) for each in sorted order; then ctx->sorted is set
- * and pack_item_get serves them by sorted position. One run (nothing written yet): sorted
- * in memory and kept there. Several: the last one written too, all merged into the sorted
- * files (items.sorted, keys.sorted), the run files dropped. */
-int pack_sort_items(pack_ctx *ctx, pack_sorted_fn fn, void *arg);
 
 /* ---- the packed order (pack_order.c) ---------------------------------------------------- */
 #define PACK_ORDER_TABLE_MAX 4096u
@@ -243,6 +247,19 @@ void pack_order_init(pack_order *o, uint64_t seed, uint64_t n);
 uint64_t pack_order_at(const pack_order *o, uint64_t p);
 /* The packed position of sorted item i (< n). */
 uint64_t pack_order_pos(const pack_order *o, uint64_t i);
+
+/* ---- sorting the items (pack_sort.c) ---------------------------------------------------- */
+/* Called for each item in sorted order: id = its sorted position, pos = its packed
+ * position, label final. */
+typedef int (*pack_sorted_fn)(void *arg, uint64_t id, uint64_t pos, const pack_item *it,
+                              const uint8_t *key);
+#define PACK_DEFAULT_SORT_RUN (64ull << 20)
+/* Sorts the items by (input, key bytes, scan sequence), with final label ids (labels
+ * finished), calling fn (may be NULL) for each in sorted order; then ctx->sorted is set,
+ * ctx->order = order, and pack_packed_at serves them by packed position. One run (nothing
+ * written yet): sorted in memory and kept there. Several: the last one written too, all
+ * merged, each item appended to its bucket (pack_packed_add), the run files dropped. */
+int pack_sort_items(pack_ctx *ctx, const pack_order *order, pack_sorted_fn fn, void *arg);
 
 /* Cancellation, progress and warnings, through the caller's pack_opts (pack_notify.c). */
 bool pack_cancelled(const pack_opts *o);
@@ -268,6 +285,33 @@ void pack_scan_tick(pack_ctx *ctx, uint64_t pending);
 int pack_scan_dir(pack_ctx *ctx, uint32_t input);
 int pack_scan_archive(pack_ctx *ctx, uint32_t input);
 int pack_scan_list(pack_ctx *ctx, uint32_t input);
+
+/* ---- items in packed order (pack_packed.c) ------------------------------------------------
+ */
+/* Writing the buckets (ctx->n_items items, K = k, buckets sized for `budget` bytes held by
+ * two readers at once): begin, add each item with its packed position, end. */
+int pack_packed_begin(pack_ctx *ctx, uint32_t k, uint64_t budget);
+int pack_packed_add(pack_ctx *ctx, uint64_t pos, const pack_item *it, const uint8_t *key);
+int pack_packed_end(pack_ctx *ctx);
+void pack_packed_free(pack_packed *pk);
+
+/* Reads items by packed position, a bucket at a time (cheapest in increasing positions).
+ * One reader per thread. */
+typedef struct pack_packed_reader {
+    const pack_ctx *ctx;
+    uint64_t bucket; /* loaded, UINT64_MAX if none */
+    uint64_t first;  /* its first position */
+    pack_item *recs; /* by position - first */
+    uint64_t cap;
+    pack_buf keys;
+    pack_buf stage;
+} pack_packed_reader;
+
+void pack_packed_reader_init(pack_packed_reader *r, const pack_ctx *ctx);
+/* The item at packed position p (< n_items; sorted items) and its key, valid until the
+ * next call. */
+int pack_packed_at(pack_packed_reader *r, uint64_t p, pack_item *it, const uint8_t **key);
+void pack_packed_reader_free(pack_packed_reader *r);
 
 /* ---- spill file (pack_spill.c) ---------------------------------------------------------- */
 typedef struct pack_spill_writer {
@@ -310,10 +354,9 @@ void pack_prefetch_item(pack_reader *r, const pack_item *it, const uint8_t *key,
 /* ---- compression decisions (pack_codec.c) ---------------------------------------------- */
 /* Nonzero if the bytes start like an already-compressed format (JPEG, PNG, ...). */
 int pack_is_compressed_media(const uint8_t *p, size_t n);
-/* Trains a dictionary from the first samples in packed order (order, over the sorted
- * items). *dict (hd_free) is NULL with *dict_len 0 when there is too little data (a
- * warning says so). */
-int pack_train_dict(pack_ctx *ctx, const pack_order *order, uint8_t **dict, size_t *dict_len);
+/* Trains a dictionary from the first samples in packed order (items sorted). *dict
+ * (hd_free) is NULL with *dict_len 0 when there is too little data (a warning says so). */
+int pack_train_dict(pack_ctx *ctx, uint8_t **dict, size_t *dict_len);
 
 /* ---- segment writer (pack_segment.c) --------------------------------------------------- */
 typedef struct pack_segw {

@@ -250,42 +250,6 @@ int pack_items_each(pack_ctx *ctx, pack_item_fn fn, void *arg)
     return rc;
 }
 
-int pack_item_get(const pack_ctx *ctx, uint64_t id, pack_item *it)
-{
-    if (ctx->sorted_ids) {
-        *it = ((const pack_item *)ctx->run_recs.p)[ctx->sorted_ids[id]];
-        return HDMLP_OK;
-    }
-    return pack_tmp_read(&ctx->items_f, it, PACK_ITEM_LEN, id * PACK_ITEM_LEN);
-}
-
-int pack_item_key_read(const pack_ctx *ctx, const pack_item *it, uint8_t *dst)
-{
-    if (it->key_len == 0) {
-        return HDMLP_OK;
-    }
-    if (ctx->sorted_ids) {
-        memcpy(dst, ctx->run_keys.p + it->key_off, it->key_len);
-        return HDMLP_OK;
-    }
-    return pack_tmp_read(&ctx->keys_f, dst, it->key_len, it->key_off);
-}
-
-int pack_item_key(const pack_ctx *ctx, const pack_item *it, pack_buf *key)
-{
-    key->len = 0;
-    int rc = pack_buf_reserve(key, (size_t)it->key_len + 1);
-    if (rc == HDMLP_OK) {
-        rc = pack_item_key_read(ctx, it, key->p);
-    }
-    if (rc != HDMLP_OK) {
-        return rc;
-    }
-    key->len = it->key_len;
-    key->p[key->len] = '\0';
-    return HDMLP_OK;
-}
-
 void pack_items_free(pack_ctx *ctx)
 {
     pack_buf_free(&ctx->run_recs);
@@ -297,8 +261,6 @@ void pack_items_free(pack_ctx *ctx)
     ctx->n_runs = ctx->cap_runs = 0;
     hd_free(ctx->sorted_ids);
     ctx->sorted_ids = NULL;
-    pack_tmp_close(&ctx->items_f);
-    pack_tmp_close(&ctx->keys_f);
 }
 
 /* ---- labels ----------------------------------------------------------------------------- */

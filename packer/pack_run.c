@@ -212,13 +212,14 @@ static int scan_all(pack_ctx *ctx)
  * come in sequentially; packed order would take two random reads per sample more. */
 typedef struct sorted_pass {
     XXH3_state_t st;
-    const pack_order *order;
     uint32_t k;
     uint64_t *chunk_raw;
 } sorted_pass;
 
-static int sorted_item(void *arg, uint64_t id, const pack_item *it, const uint8_t *key)
+static int sorted_item(void *arg, uint64_t id, uint64_t pos, const pack_item *it,
+                       const uint8_t *key)
 {
+    (void)id;
     sorted_pass *const sp = arg;
     uint8_t b[12];
     fmt_st32(b, it->key_len);
@@ -227,7 +228,7 @@ static int sorted_item(void *arg, uint64_t id, const pack_item *it, const uint8_
     fmt_st32(b, it->label);
     fmt_st64(b + 4, it->size);
     XXH3_64bits_update(&sp->st, b, 12);
-    sp->chunk_raw[pack_order_pos(sp->order, id) / sp->k] += it->size;
+    sp->chunk_raw[pos / sp->k] += it->size;
     return HDMLP_OK;
 }
 
@@ -260,6 +261,7 @@ static void run_free(run_state *r)
     }
     hd_free(ctx->srcs);
     pack_items_free(ctx);
+    pack_packed_free(&ctx->packed);
     pack_labels_free(&ctx->labels);
     if (ctx->spill_fd >= 0) {
         close(ctx->spill_fd);
@@ -294,7 +296,7 @@ static int write_data(run_state *r)
                       (unsigned long long)n_chunks);
     }
     pack_order_init(r->order, o->seed, n);
-    sorted_pass sp = {.order = r->order, .k = o->chunk_size, .chunk_raw = r->chunk_raw};
+    sorted_pass sp = {.k = o->chunk_size, .chunk_raw = r->chunk_raw};
     XXH3_INITSTATE(&sp.st);
     XXH3_64bits_reset(&sp.st);
     uint8_t b[20];
@@ -302,13 +304,13 @@ static int write_data(run_state *r)
     fmt_st32(b + 8, o->chunk_size);
     fmt_st64(b + 12, n);
     XXH3_64bits_update(&sp.st, b, 20);
-    int rc = pack_sort_items(ctx, sorted_item, &sp);
+    int rc = pack_sort_items(ctx, r->order, sorted_item, &sp);
     if (rc != HDMLP_OK) {
         return rc;
     }
     r->dataset_id = XXH3_64bits_digest(&sp.st);
     if (o->dict) {
-        rc = pack_train_dict(ctx, r->order, &r->dict, &r->dict_len);
+        rc = pack_train_dict(ctx, &r->dict, &r->dict_len);
         if (rc != HDMLP_OK) {
             return rc;
         }
@@ -320,7 +322,6 @@ static int write_data(run_state *r)
     }
     pack_write_args a = {
         .ctx = ctx,
-        .order = r->order,
         .n = n,
         .dataset_id = r->dataset_id,
         .dict = r->dict,
@@ -351,6 +352,7 @@ static int build_index(run_state *r, pack_summary *sum)
     const uint64_t n = ctx->n_items;
     /* The items are in the dataset now. */
     pack_items_free(ctx);
+    pack_packed_free(&ctx->packed);
     hd_free(r->chunk_raw);
     r->chunk_raw = NULL;
     const pack_labels *const lt = &ctx->labels;

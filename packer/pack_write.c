@@ -3,10 +3,11 @@
  * segment files; a prefetch thread asks the kernel to read the samples of the next chunks
  * ahead (posix_fadvise WILLNEED), which gives the random reads a deep queue.
  *
- * Packed position p holds sorted item pack_order_at(p): its record and key are read back
- * (pread) from the sorted items and keys files. A chunk's sample records and keys live in
- * its slot until the writer has appended its table and key block; nothing per sample
- * outlives its chunk.
+ * The items come in packed order from pack_packed.c: a worker claiming chunk c copies its
+ * samples' items and keys into the chunk's slot (under the lock: claims are in order, and
+ * one reader walks the positions); the prefetch thread walks them with a reader of its
+ * own. A chunk's items, keys and sample records live in its slot until the writer has
+ * appended its table and key block; nothing per sample outlives its chunk.
  *
  * Memory: at most `window` (2 × threads) chunks are in flight, and no more than
  * INFLIGHT_BUDGET bytes of chunk buffers unless a single chunk is larger (it then goes
@@ -27,6 +28,7 @@
 
 typedef struct wr_slot {
     pack_buf warn;    /* image preparation warnings of its samples, '\0'-terminated each */
+    pack_item *items; /* its samples' items (key_off into keys) */
     fmt_sample *recs; /* its samples' records (key_off into keys) */
     pack_buf keys;    /* its samples' keys back to back */
     uint8_t *buf;
@@ -63,7 +65,8 @@ typedef struct wr_state {
     uint64_t pf_pos, pf_bytes; /* next position to prefetch; raw bytes before it */
     uint64_t consumed_samples, consumed_bytes;
     int pf_waiting;
-    uint64_t warned; /* image preparation warnings seen by the writer */
+    uint64_t warned;             /* image preparation warnings seen by the writer */
+    pack_packed_reader claim_rd; /* items of the chunks being claimed (under mu) */
 } wr_state;
 
 static uint64_t chunk_raw(const wr_state *s, uint64_t c, uint32_t *n)
@@ -232,25 +235,11 @@ static int prepare_image(worker *w, const pack_item *it, const uint8_t *key, uin
 static int build_sample(worker *w, uint8_t **buf, uint64_t *cap, uint64_t *off, uint64_t p,
                         uint32_t t)
 {
+    (void)p;
     const pack_write_args *const a = w->s->a;
-    pack_item item;
-    const pack_item *const it = &item;
-    pack_buf *const keys = &w->slot->keys;
-    int rc = pack_item_get(a->ctx, pack_order_at(a->order, p), &item);
-    if (rc == HDMLP_OK) {
-        rc = pack_buf_reserve(keys, (size_t)it->key_len + 1);
-    }
-    if (rc == HDMLP_OK) {
-        rc = pack_item_key_read(a->ctx, it, keys->p + keys->len);
-    }
-    if (rc != HDMLP_OK) {
-        return rc;
-    }
-    const uint64_t key_off = keys->len;
-    keys->p[key_off + it->key_len] = '\0'; /* for messages; overwritten by the next key */
-    keys->len += it->key_len;
-    const uint8_t *const key = keys->p + key_off;
-    rc = ensure_cap(buf, cap, *off + it->size);
+    const pack_item *const it = &w->slot->items[t];
+    const uint8_t *const key = w->slot->keys.p + it->key_off;
+    int rc = ensure_cap(buf, cap, *off + it->size);
     if (rc == HDMLP_OK) {
         rc = pack_read_item(&w->r, it, key, *buf + *off, it->size);
     }
@@ -284,7 +273,7 @@ static int build_sample(worker *w, uint8_t **buf, uint64_t *cap, uint64_t *off, 
         }
     }
     fmt_sample *const rec = &w->slot->recs[t];
-    rec->key_off = (uint32_t)key_off;
+    rec->key_off = (uint32_t)it->key_off;
     rec->key_len = it->key_len;
     rec->label = it->label;
     rec->offset = *off;
@@ -311,7 +300,7 @@ static int build_chunk(worker *w, uint64_t c, wr_slot *out)
     }
     uint64_t off = FMT_CHUNK_HEADER_LEN;
     w->warn = &out->warn;
-    w->slot = out;
+    w->slot = out; /* its items and keys are there (claim_items) */
     out->recs = hd_calloc(n, sizeof(fmt_sample));
     if (!out->recs) {
         pool_put(s, buf, cap);
@@ -343,6 +332,33 @@ static int build_chunk(worker *w, uint64_t c, wr_slot *out)
     return HDMLP_OK;
 }
 
+/* Copies chunk c's items and keys into its slot, from the claim reader (with the lock
+ * held: claims are in order). */
+static int claim_items(wr_state *s, uint64_t c, wr_slot *slot)
+{
+    const uint64_t first = c * s->k;
+    const uint64_t end = first + s->k < s->a->n ? first + s->k : s->a->n;
+    slot->items = hd_malloc((size_t)(end - first) * sizeof(pack_item));
+    if (!slot->items || pack_buf_reserve(&slot->keys, 1) != HDMLP_OK) {
+        return hd_err(HDMLP_E_NOMEM, "out of memory for chunk %llu", (unsigned long long)c);
+    }
+    for (uint64_t p = first; p < end; p++) {
+        pack_item it;
+        const uint8_t *key = NULL;
+        int rc = pack_packed_at(&s->claim_rd, p, &it, &key);
+        if (rc == HDMLP_OK) {
+            const uint64_t at = slot->keys.len;
+            rc = pack_buf_append(&slot->keys, key, it.key_len);
+            it.key_off = at;
+        }
+        if (rc != HDMLP_OK) {
+            return rc;
+        }
+        slot->items[p - first] = it;
+    }
+    return HDMLP_OK;
+}
+
 static void *worker_main(void *arg)
 {
     worker *const w = arg;
@@ -361,15 +377,19 @@ static void *worker_main(void *arg)
         const uint64_t c = s->next_claim++;
         s->inflight += s->next_est;
         s->next_est = chunk_est(s, s->next_claim);
+        wr_slot slot = {0};
+        int rc = claim_items(s, c, &slot);
         pthread_mutex_unlock(&s->mu);
 
-        wr_slot slot = {0};
-        const int rc = build_chunk(w, c, &slot);
+        if (rc == HDMLP_OK) {
+            rc = build_chunk(w, c, &slot);
+        }
         pthread_mutex_lock(&s->mu);
         if (rc != HDMLP_OK) {
             pack_buf_free(&slot.warn);
             pack_buf_free(&slot.keys);
             hd_free(slot.recs);
+            hd_free(slot.items);
             fail_locked(s, rc);
             pthread_mutex_unlock(&s->mu);
             break;
@@ -388,7 +408,8 @@ static void *prefetch_main(void *arg)
     const pack_write_args *const a = s->a;
     pack_reader r;
     pack_reader_init(&r, a->ctx);
-    pack_buf key = {0};
+    pack_packed_reader pr;
+    pack_packed_reader_init(&pr, a->ctx);
     pthread_mutex_lock(&s->mu);
     while (!s->stop && s->pf_pos < a->n) {
         if (s->pf_bytes >= s->consumed_bytes + PREFETCH_BYTES ||
@@ -405,12 +426,11 @@ static void *prefetch_main(void *arg)
         pthread_mutex_unlock(&s->mu);
         pack_item item = {0};
         const pack_item *const it = &item;
+        const uint8_t *key = NULL;
         /* read errors: the worker reading the sample reports them */
-        if (pack_item_get(a->ctx, pack_order_at(a->order, p), &item) == HDMLP_OK && !behind &&
-            (a->ctx->srcs[it->input].kind == PACK_SRC_ARCHIVE ||
-             pack_item_key(a->ctx, it, &key) == HDMLP_OK)) {
+        if (pack_packed_at(&pr, p, &item, &key) == HDMLP_OK && !behind) {
             const uint64_t len = it->size < PREFETCH_BYTES ? it->size : PREFETCH_BYTES;
-            pack_prefetch_item(&r, it, key.p, len);
+            pack_prefetch_item(&r, it, key, len);
         }
         pthread_mutex_lock(&s->mu);
         s->pf_pos = p + 1;
@@ -418,7 +438,7 @@ static void *prefetch_main(void *arg)
     }
     pthread_mutex_unlock(&s->mu);
     pack_reader_free(&r);
-    pack_buf_free(&key);
+    pack_packed_reader_free(&pr);
     return NULL;
 }
 
@@ -461,6 +481,7 @@ static void write_loop(wr_state *s)
             }
         }
         hd_free(tmp.recs);
+        hd_free(tmp.items);
         pack_buf_free(&tmp.keys);
         pool_put(s, mine.buf, mine.cap);
         pthread_mutex_lock(&s->mu);
@@ -506,6 +527,7 @@ int pack_write_chunks(pack_write_args *a)
         return hd_err(HDMLP_E_NOMEM, "out of memory for %u workers", nw);
     }
     s.next_est = chunk_est(&s, 0);
+    pack_packed_reader_init(&s.claim_rd, a->ctx);
     pthread_mutex_init(&s.mu, NULL);
     pthread_cond_init(&s.cv_work, NULL);
     pthread_cond_init(&s.cv_done, NULL);
@@ -562,6 +584,7 @@ int pack_write_chunks(pack_write_args *a)
         pack_buf_free(&s.slots[i].warn);
         pack_buf_free(&s.slots[i].keys);
         hd_free(s.slots[i].recs);
+        hd_free(s.slots[i].items);
     }
     for (uint64_t i = 0; i < s.pool_n; i++) {
         hd_free(s.pool[i]);
@@ -585,6 +608,7 @@ int pack_write_chunks(pack_write_args *a)
     if (rc == HDMLP_OK && o->image_max_side > 0) { /* re-encoding changed raw lengths */
         a->ctx->raw_bytes = a->raw_bytes;
     }
+    pack_packed_reader_free(&s.claim_rd);
     pthread_cond_destroy(&s.cv_pf);
     pthread_cond_destroy(&s.cv_done);
     pthread_cond_destroy(&s.cv_work);

@@ -10,7 +10,7 @@
 #   - Scan order does not matter: a list and a tar whose lines / members come in another
 #     order give the same dataset (keys unique).
 #   - Disk full while writing sorted runs during the scan, or merging them (a 2 MB tmpfs):
-#     the error names the run or sorted file and no space, nothing is left. Skipped where a
+#     the error names the run or bucket file and no space, nothing is left. Skipped where a
 #     tmpfs cannot be mounted.
 source "$(dirname "$0")/lib.sh"
 export SOURCE_DATE_EPOCH=1700000000
@@ -127,11 +127,12 @@ expect_fail "disk full while writing runs"
 expect_stderr 'cannot write .*(items|keys)\.run: no space' "disk full while writing runs"
 nothing_left "$T/mnt/out" "disk full while writing runs"
 [ -z "$(ls -A "$T/mnt")" ] || fail "disk full while writing runs: tmpfs not empty: $(ls -A "$T/mnt")"
-# 6,000 items (~1.3 MB of runs): the runs fit, the sorted files beside them do not
+# 6,000 items (~1.3 MB of runs): the runs fit, the buckets of packed positions beside
+# them do not
 head -6000 "$T/long.list" >"$T/mid.list"
 HDMLP_PACK_SORT_RUN_BYTES=65536 pk --quiet --compress none -o "$T/mnt/out" --list "$T/mid.list"
 expect_fail "disk full while merging"
-expect_stderr 'cannot write .*(items|keys)\.sorted: no space' "disk full while merging"
+expect_stderr 'cannot write .*(items|keys)\.packed: no space' "disk full while merging"
 nothing_left "$T/mnt/out" "disk full while merging"
 [ -z "$(ls -A "$T/mnt")" ] || fail "disk full while merging: tmpfs not empty: $(ls -A "$T/mnt")"
 umount "$T/mnt"

@@ -389,7 +389,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         check(raw == ctx.raw_bytes, "raw byte total");
         /* what pack_run does next with the items */
         check(pack_labels_finish(&ctx.labels) == HDMLP_OK, "labels finish");
-        check(pack_sort_items(&ctx, NULL, NULL) == HDMLP_OK, "sort");
+        pack_order order;
+        pack_order_init(&order, 1, ctx.n_items);
+        check(pack_sort_items(&ctx, &order, NULL, NULL) == HDMLP_OK, "sort");
+        pack_packed_free(&ctx.packed);
     }
     if (ctx.spill_fd >= 0) {
         close(ctx.spill_fd);

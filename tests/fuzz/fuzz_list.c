@@ -160,9 +160,11 @@ static int known_code(int rc)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* The sort hands over every item once: their scan sequence numbers are 0..n-1. */
-static int sorted_seen(void *arg, uint64_t id, const pack_item *it, const uint8_t *key)
+static int sorted_seen(void *arg, uint64_t id, uint64_t pos, const pack_item *it,
+                       const uint8_t *key)
 {
     (void)id;
+    (void)pos;
     (void)key;
     uint8_t *const seen = arg;
     check(!seen[it->seq], "sort is not a permutation");
@@ -236,7 +238,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         check(pack_labels_finish(&ctx.labels) == HDMLP_OK, "labels finish");
         uint8_t *const seen = calloc((size_t)ctx.n_items, 1);
         check(seen != NULL, "malloc");
-        check(pack_sort_items(&ctx, sorted_seen, seen) == HDMLP_OK, "sort");
+        pack_order order;
+        pack_order_init(&order, 1, ctx.n_items);
+        check(pack_sort_items(&ctx, &order, sorted_seen, seen) == HDMLP_OK, "sort");
+        pack_packed_free(&ctx.packed);
         for (uint64_t i = 0; i < ctx.n_items; i++) {
             check(seen[i], "sort is not a permutation");
         }
