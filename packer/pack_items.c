@@ -81,6 +81,10 @@ int pack_item_cmp(const pack_item *x, const uint8_t *kx, const pack_item *y, con
     return x->seq < y->seq ? -1 : x->seq > y->seq ? 1 : 0;
 }
 
+/* The design this implements (issue 27) appended every item to spill files while scanning
+ * and cut the runs out of them afterwards. The scan's own buffer is the run instead: that
+ * saves writing and reading every item once more, and a dataset whose items fit in one run
+ * writes none at all (it is sorted in memory and stays there, pack_sort.c). */
 int pack_add_item_seq(pack_ctx *ctx, uint64_t seq, uint32_t input, const void *key,
                       size_t key_len, uint32_t label, uint64_t size, uint64_t src,
                       const char *what)

@@ -5,11 +5,12 @@
  * K samples, compresses and checksums them on worker threads and writes a dataset
  * directory atomically (FORMAT.md, "Writing protocol"). Memory is O(labels + chunks) plus
  * bounded buffers, whatever the number of samples: per-sample metadata (key, label, size,
- * source reference) is spilled to unlinked files in the temporary directory while
- * scanning (~40 bytes and the key per sample, temporarily, besides an archive's spilled
- * bytes), sorted there in runs of o->sort_run_bytes, and read back chunk by chunk; sample
- * bytes stream through a bounded pipeline. (Exception: an archive with symbolic link
- * members holds every member's name while its links are resolved.)
+ * source reference) is sorted in runs of o->sort_run_bytes; when there is more than one
+ * run, they go to unlinked files in the temporary directory and are merged there into
+ * buckets of packed positions (~40 bytes and the key per sample, twice, temporarily,
+ * besides an archive's spilled bytes), read back a bucket at a time; sample bytes stream
+ * through a bounded pipeline. (Exception: an archive with symbolic link members holds
+ * every member's name while its links are resolved.)
  *
  * Inputs
  *   PACK_INPUT_PATH naming a directory: every subdirectory of the root is a label; every
