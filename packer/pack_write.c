@@ -230,12 +230,10 @@ static int prepare_image(worker *w, const pack_item *it, const uint8_t *key, uin
     return HDMLP_OK;
 }
 
-/* Reads, prepares, encodes and checksums sample at packed position p (slot t of its chunk)
+/* Reads, prepares, encodes and checksums the sample in slot t of the chunk being built
  * into *buf + *off. */
-static int build_sample(worker *w, uint8_t **buf, uint64_t *cap, uint64_t *off, uint64_t p,
-                        uint32_t t)
+static int build_sample(worker *w, uint8_t **buf, uint64_t *cap, uint64_t *off, uint32_t t)
 {
-    (void)p;
     const pack_write_args *const a = w->s->a;
     const pack_item *const it = &w->slot->items[t];
     const uint8_t *const key = w->slot->keys.p + it->key_off;
@@ -306,8 +304,8 @@ static int build_chunk(worker *w, uint64_t c, wr_slot *out)
         pool_put(s, buf, cap);
         return hd_err(HDMLP_E_NOMEM, "out of memory for chunk %llu", (unsigned long long)c);
     }
-    for (uint64_t p = c * s->k; p < c * s->k + n; p++) {
-        int rc = build_sample(w, &buf, &cap, &off, p, (uint32_t)(p - c * s->k));
+    for (uint32_t t = 0; t < n; t++) {
+        int rc = build_sample(w, &buf, &cap, &off, t);
         if (rc == HDMLP_OK && pack_cancelled(a->ctx->o)) {
             rc = hd_err(HDMLP_E_INTERRUPTED, "interrupted");
         }
