@@ -2,11 +2,12 @@
  * hard link members resolved to the earlier members they name, and symbolic link members
  * to the members they name, once the stream has ended.
  *
- * Memory: items and keys go to the packer's spill files (pack_add_item) as members are
- * read; what stays in memory is O(directory members + links): their names, and each hard
- * link until it is resolved by one pass over this input's spilled items. Only an archive
- * with symbolic link members loads a table of every member's name (the links resolve
- * through any of them, by path); that table is O(members) while the links are resolved. */
+ * Memory: items and keys go to the packer's runs (pack_add_item: bounded, then on disk) as
+ * members are read; what stays in memory is O(directory members + links): their names, and
+ * each hard link until it is resolved by one pass over the items (pack_items_each). Only an
+ * archive with symbolic link members gathers a table of every member's name (the links
+ * resolve through any of them, by path); that table is O(members) while the links are
+ * resolved. */
 #include "pack_internal.h"
 
 #include <archive.h>
