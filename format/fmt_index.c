@@ -19,16 +19,6 @@ static const char *const sec_name[2][SEC_COUNT] = {
 #define IDX2_RESERVED_AT 208u /* version 2 */
 #define IDX_MAX_STRINGS ((uint64_t)1 << 32)
 
-bool fmt_all_zero(const uint8_t *p, uint64_t n)
-{
-    for (uint64_t i = 0; i < n; i++) {
-        if (p[i] != 0) {
-            return false;
-        }
-    }
-    return true;
-}
-
 typedef struct sec {
     uint64_t off, len;
     int id;
@@ -299,7 +289,7 @@ static int check_chunks(const fmt_index *ix, bool strict)
     uint64_t seg_left = fmt_ld64(ix->segments + 8);
     uint64_t seg_size = fmt_ld64(ix->segments);
     uint64_t prev_end = 0; /* end of the previous chunk in the current segment */
-    fmt_chunk2_sums sums = {0, 0, 0};
+    fmt_chunk2_sums sums = {FMT_FILE_HEADER_LEN, FMT_FILE_HEADER_LEN, 0};
     for (uint64_t c = 0; c < h->n_chunks; c++) {
         while (seg_left == 0) { /* check_segments guarantees a next segment exists */
             seg++;
@@ -344,10 +334,12 @@ static int check_chunks(const fmt_index *ix, bool strict)
                           (ull)c, (ull)off, (ull)len, seg, (ull)seg_size);
         }
         prev_end = end;
-        if (len < FMT_CHUNK_HEADER_LEN || add_ovf(stored_sum, len - FMT_CHUNK_HEADER_LEN,
-                                                  &stored_sum)) {
-            return hd_err(HDMLP_E_CORRUPT, "index: chunk %llu: length %llu, below 64 or past "
-                          "the byte totals", (ull)c, (ull)len);
+        if (len < FMT_CHUNK_HEADER_LEN ||
+            add_ovf(stored_sum, len - FMT_CHUNK_HEADER_LEN, &stored_sum)) {
+            return hd_err(HDMLP_E_CORRUPT,
+                          "index: chunk %llu: length %llu, below 64 or past "
+                          "the byte totals",
+                          (ull)c, (ull)len);
         }
         if (h->major == 2) {
             const int rc = fmt_index2_check_chunk(ix, strict, c, &sums);
@@ -450,58 +442,6 @@ int fmt_index_decode(const void *buf, size_t size, fmt_index *out)
     }
     *out = ix;
     return HDMLP_OK;
-}
-
-void fmt_index_sample(const fmt_index *ix, uint64_t i, fmt_sample *out)
-{
-    fmt_sample_record(ix->samples + i * FMT_SAMPLE_REC_LEN, out);
-}
-
-void fmt_sample_record(const uint8_t *r, fmt_sample *out)
-{
-    out->offset = fmt_ld64(r);
-    out->stored_len = fmt_ld64(r + 8);
-    out->raw_len = fmt_ld64(r + 16);
-    out->checksum = fmt_ld64(r + 24);
-    out->key_off = fmt_ld32(r + 32);
-    out->key_len = fmt_ld16(r + 36);
-    out->codec = r[38];
-    out->label = fmt_ld32(r + 40);
-    out->sum32 = r[39] & 1u; /* 0 in version 1's section; 1 in version 2's expansions */
-}
-
-void fmt_index_chunk(const fmt_index *ix, uint64_t c, fmt_chunk *out)
-{
-    const uint8_t *r = ix->chunks + c * ix->chunk_rec_len;
-    memset(out, 0, sizeof(*out));
-    out->offset = fmt_ld64(r);
-    out->length = fmt_ld64(r + 8);
-    out->segment = fmt_ld32(r + 16);
-    out->n_samples = fmt_ld32(r + 20);
-    out->header_checksum = fmt_ld64(r + 24);
-    if (ix->chunk_rec_len == FMT_CHUNK_REC2_LEN) {
-        out->table_offset = fmt_ld64(r + 32);
-        out->table_checksum = fmt_ld64(r + 40);
-        out->keys_offset = fmt_ld64(r + 48);
-        out->keys_length = fmt_ld64(r + 56);
-        out->keys_checksum = fmt_ld64(r + 64);
-        out->raw_bytes = fmt_ld64(r + 72);
-        out->max_raw = fmt_ld64(r + 80);
-    }
-}
-
-void fmt_index_segment(const fmt_index *ix, uint32_t s, fmt_segment *out)
-{
-    const uint8_t *r = ix->segments + (uint64_t)s * FMT_SEGMENT_REC_LEN;
-    out->size = fmt_ld64(r);
-    out->n_chunks = fmt_ld64(r + 8);
-}
-
-void fmt_index_label(const fmt_index *ix, uint32_t l, fmt_label *out)
-{
-    const uint8_t *r = ix->labels + (uint64_t)l * FMT_LABEL_REC_LEN;
-    out->name_off = fmt_ld32(r);
-    out->name_len = fmt_ld32(r + 4);
 }
 
 /* ---- encoding ------------------------------------------------------------------------- */

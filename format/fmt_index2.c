@@ -9,20 +9,6 @@
 static const char *const type_name[FMT_FIELD_TYPES] = {
     "bytes", "text", "json", "int64", "float32", "float64", "ndarray", "image"};
 
-void fmt_index_field(const fmt_index *ix, uint32_t f, fmt_field *out)
-{
-    const uint8_t *r = ix->fields + (uint64_t)f * FMT_FIELD_REC_LEN;
-    out->name_off = fmt_ld32(r);
-    out->name_len = fmt_ld32(r + 4);
-    out->type = r[8];
-    out->dtype = r[9];
-    out->ndim = r[10];
-    out->flags = r[11];
-    for (unsigned d = 0; d < FMT_MAX_NDIM; d++) {
-        out->shape[d] = fmt_ld32(r + 12 + 4 * d);
-    }
-}
-
 void fmt_index2_put_field(uint8_t r[FMT_FIELD_REC_LEN], const fmt_field *f)
 {
     memset(r, 0, FMT_FIELD_REC_LEN);
@@ -54,7 +40,8 @@ static int check_field(const fmt_index *ix, bool strict, uint32_t f, const fmt_f
     }
     const bool nd = fd->type == FMT_FIELD_NDARRAY;
     bool shape_ok = nd ? fd->ndim <= FMT_MAX_NDIM : fd->ndim == 0;
-    for (unsigned d = fd->ndim < FMT_MAX_NDIM ? fd->ndim : FMT_MAX_NDIM; d < FMT_MAX_NDIM; d++) {
+    for (unsigned d = fd->ndim < FMT_MAX_NDIM ? fd->ndim : FMT_MAX_NDIM; d < FMT_MAX_NDIM;
+         d++) {
         shape_ok = shape_ok && fd->shape[d] == 0;
     }
     if (!shape_ok || (nd ? fd->dtype == FMT_DTYPE_NONE || fd->dtype >= FMT_DTYPES
@@ -72,10 +59,12 @@ static int check_field(const fmt_index *ix, bool strict, uint32_t f, const fmt_f
                       ix->h.label_field == FMT_NO_FIELD ? -1 : (int)ix->h.label_field);
     }
     const uint8_t *r = ix->fields + (uint64_t)f * FMT_FIELD_REC_LEN;
-    if (strict && ((fd->flags & ~(FMT_FIELD_REQUIRED | FMT_FIELD_LABEL)) != 0 ||
-                   fmt_ld32(r + 28) != 0)) {
-        return hd_err(HDMLP_E_CORRUPT, "index: field %u (%.*s): unknown flags 0x%x or reserved "
-                      "bytes not zero", f, len, name, fd->flags);
+    if (strict &&
+        ((fd->flags & ~(FMT_FIELD_REQUIRED | FMT_FIELD_LABEL)) != 0 || fmt_ld32(r + 28) != 0)) {
+        return hd_err(HDMLP_E_CORRUPT,
+                      "index: field %u (%.*s): unknown flags 0x%x or reserved "
+                      "bytes not zero",
+                      f, len, name, fd->flags);
     }
     for (uint32_t g = 0; g < f; g++) {
         fmt_field o;
@@ -145,8 +134,8 @@ int fmt_index2_check_chunk(const fmt_index *ix, bool strict, uint64_t c, fmt_chu
                       (ull)c, (ull)ch.keys_offset, (ull)sums->keys_end);
     }
     uint64_t end;
-    if (ch.keys_length < 4ull * ch.n_samples ||
-        add_ovf(ch.keys_offset, ch.keys_length, &end) || align8_ovf(end, &sums->keys_end)) {
+    if (ch.keys_length < 4ull * ch.n_samples || add_ovf(ch.keys_offset, ch.keys_length, &end) ||
+        align8_ovf(end, &sums->keys_end)) {
         return hd_err(HDMLP_E_CORRUPT,
                       "index: chunk %llu: key block of %llu bytes (at least 4 per sample: %u "
                       "samples)",
@@ -155,9 +144,10 @@ int fmt_index2_check_chunk(const fmt_index *ix, bool strict, uint64_t c, fmt_chu
     uint64_t most;
     if (ch.max_raw > ch.raw_bytes || mul_ovf(ch.max_raw, ch.n_samples, &most) ||
         ch.raw_bytes > most) {
-        return hd_err(HDMLP_E_CORRUPT,
-                      "index: chunk %llu: raw_bytes %llu and max_raw %llu do not fit %u samples",
-                      (ull)c, (ull)ch.raw_bytes, (ull)ch.max_raw, ch.n_samples);
+        return hd_err(
+            HDMLP_E_CORRUPT,
+            "index: chunk %llu: raw_bytes %llu and max_raw %llu do not fit %u samples", (ull)c,
+            (ull)ch.raw_bytes, (ull)ch.max_raw, ch.n_samples);
     }
     if (add_ovf(sums->raw, ch.raw_bytes, &sums->raw)) {
         return hd_err(HDMLP_E_CORRUPT, "index: chunk %llu: raw bytes overflow", (ull)c);

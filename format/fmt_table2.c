@@ -34,6 +34,15 @@ void fmt_value_encode(uint8_t r[FMT_VALUE_REC_LEN], const fmt_value *v)
     r[13] = v->state;
 }
 
+fmt_value fmt_value_int64(int64_t v)
+{
+    uint8_t bits[8];
+    fmt_st64(bits, (uint64_t)v);
+    return (fmt_value){.inline_bits = (uint64_t)v,
+                       .checksum = (uint32_t)(fmt_checksum(bits, 8) & UINT32_MAX),
+                       .state = FMT_VALUE_INLINE};
+}
+
 size_t fmt_table2_scratch(const fmt_index *ix)
 {
     const uint64_t k = ix->h.chunk_size;
@@ -63,6 +72,8 @@ static int check_value(const fmt_index *ix, uint64_t c, uint64_t i, uint32_t f,
             why = "inline value with a codec";
         } else if ((fmt_checksum(bits, 8) & UINT32_MAX) != v->checksum) {
             why = "inline value's checksum mismatch";
+        } else if (fd->type == FMT_FIELD_FLOAT32 && (v->inline_bits >> 32) != 0) {
+            why = "float32 value with non-zero bytes 4..7";
         } else if (f == ix->h.label_field && v->inline_bits >= ix->h.n_labels) {
             why = "label not below n_labels";
         }
@@ -76,9 +87,10 @@ static int check_value(const fmt_index *ix, uint64_t c, uint64_t i, uint32_t f,
         why = "codec 0 with stored_length != raw_length";
     }
     if (why != NULL) {
-        return hd_err(HDMLP_E_CORRUPT, "sample table of chunk %llu: sample %llu, field %u (%.*s): %s",
-                      (ull)c, (ull)i, f, (int)fd->name_len,
-                      (const char *)ix->strings + fd->name_off, why);
+        return hd_err(HDMLP_E_CORRUPT,
+                      "sample table of chunk %llu: sample %llu, field %u (%.*s): %s", (ull)c,
+                      (ull)i, f, (int)fd->name_len, (const char *)ix->strings + fd->name_off,
+                      why);
     }
     return HDMLP_OK;
 }
@@ -183,6 +195,10 @@ uint64_t fmt_index2_raw_top_sum(const fmt_index *ix, uint64_t m)
     uint64_t sum = 0;
     for (uint64_t c = 0; c < nc && m > 0; c++) {
         const uint64_t take = v[2 * c + 1] < m ? v[2 * c + 1] : m;
+        if (v[2 * c] != 0 && take > (UINT64_MAX - sum) / v[2 * c]) {
+            sum = ix->h.raw_bytes; /* the bound overflows: the m largest are at most all */
+            break;
+        }
         sum += take * v[2 * c];
         m -= take;
     }
@@ -195,8 +211,9 @@ int fmt_keys_check(const fmt_index *ix, uint64_t c, const uint8_t *blk, uint64_t
     fmt_chunk ch;
     fmt_index_chunk(ix, c, &ch);
     if (len != ch.keys_length) {
-        return hd_err(HDMLP_E_CORRUPT, "key block of chunk %llu: %llu bytes, the index says %llu",
-                      (ull)c, (ull)len, (ull)ch.keys_length);
+        return hd_err(HDMLP_E_CORRUPT,
+                      "key block of chunk %llu: %llu bytes, the index says %llu", (ull)c,
+                      (ull)len, (ull)ch.keys_length);
     }
     const uint64_t sum = fmt_checksum(blk, (size_t)len);
     if (sum != ch.keys_checksum) {
@@ -209,8 +226,10 @@ int fmt_keys_check(const fmt_index *ix, uint64_t c, const uint8_t *blk, uint64_t
     for (uint32_t t = 0; t < ch.n_samples; t++) {
         const uint32_t k = fmt_ld32(blk + 4ull * t);
         if (k > FMT_MAX_KEY_LEN) {
-            return hd_err(HDMLP_E_CORRUPT, "key block of chunk %llu: key %u of %u bytes (at "
-                          "most %u)", (ull)c, t, k, FMT_MAX_KEY_LEN);
+            return hd_err(HDMLP_E_CORRUPT,
+                          "key block of chunk %llu: key %u of %u bytes (at "
+                          "most %u)",
+                          (ull)c, t, k, FMT_MAX_KEY_LEN);
         }
         total += k;
     }
@@ -223,8 +242,7 @@ int fmt_keys_check(const fmt_index *ix, uint64_t c, const uint8_t *blk, uint64_t
     return HDMLP_OK;
 }
 
-void fmt_keys_at(const uint8_t *blk, uint32_t n, uint32_t t, const uint8_t **key,
-                 uint32_t *len)
+void fmt_keys_at(const uint8_t *blk, uint32_t n, uint32_t t, const uint8_t **key, uint32_t *len)
 {
     uint64_t off = 4ull * n;
     for (uint32_t j = 0; j < t; j++) {
@@ -232,4 +250,28 @@ void fmt_keys_at(const uint8_t *blk, uint32_t n, uint32_t t, const uint8_t **key
     }
     *key = blk + off;
     *len = fmt_ld32(blk + 4ull * t);
+}
+
+void fmt_file_header_encode(uint8_t hdr[FMT_FILE_HEADER_LEN], const char *magic,
+                            uint64_t dataset_id)
+{
+    memcpy(hdr, magic, 8);
+    fmt_st64(hdr + 8, dataset_id);
+}
+
+int fmt_file_header_check(const fmt_index *ix, const char *name, const char *magic,
+                          const uint8_t *hdr, size_t len)
+{
+    if (len < FMT_FILE_HEADER_LEN || memcmp(hdr, magic, 8) != 0) {
+        return hd_err(HDMLP_E_CORRUPT, "%s: no %.8s header (not this dataset's %s file)", name,
+                      magic, memcmp(magic, FMT_TABLES_MAGIC, 8) == 0 ? "tables" : "keys");
+    }
+    const uint64_t id = fmt_ld64(hdr + 8);
+    if (id != ix->h.dataset_id) {
+        return hd_err(HDMLP_E_CORRUPT,
+                      "%s: dataset_id %016llx, the index says %016llx (a file of another "
+                      "dataset?)",
+                      name, (ull)id, (ull)ix->h.dataset_id);
+    }
+    return HDMLP_OK;
 }

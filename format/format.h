@@ -7,6 +7,7 @@
  *   fmt_table2.c (version 2: a chunk's value records checked and expanded; key blocks)
  *   fmt_index.c (index encode/decode: version 1 here, version 2's parts in fmt_index2.c),
  *   fmt_chunk.c (chunk headers; reads index records)
+ *   fmt_records.c (record accessors of both versions)
  *   fmt_codec.c (sample checksums and zstd codecs)
  *   format/base/ (hd_base.h: allocation and the thread-local error detail)
  */
@@ -44,6 +45,10 @@
 #define FMT_SEGMENT_NAME_FMT "segment-%06u"
 #define FMT_TABLES_NAME "tables" /* version 2 */
 #define FMT_KEYS_NAME "keys"     /* version 2 */
+/* Version 2's DIR/tables and DIR/keys start with a 16-byte header: magic, dataset_id. */
+#define FMT_FILE_HEADER_LEN 16u
+#define FMT_TABLES_MAGIC "HDMLPTBL"
+#define FMT_KEYS_MAGIC "HDMLPKEY"
 
 enum fmt_codec { FMT_CODEC_NONE = 0, FMT_CODEC_ZSTD = 1, FMT_CODEC_ZSTD_DICT = 2 };
 
@@ -62,8 +67,17 @@ enum fmt_field_type {
 };
 enum fmt_dtype {
     FMT_DTYPE_NONE = 0,
-    FMT_DTYPE_U8, FMT_DTYPE_I8, FMT_DTYPE_U16, FMT_DTYPE_I16, FMT_DTYPE_U32, FMT_DTYPE_I32,
-    FMT_DTYPE_U64, FMT_DTYPE_I64, FMT_DTYPE_F16, FMT_DTYPE_F32, FMT_DTYPE_F64,
+    FMT_DTYPE_U8,
+    FMT_DTYPE_I8,
+    FMT_DTYPE_U16,
+    FMT_DTYPE_I16,
+    FMT_DTYPE_U32,
+    FMT_DTYPE_I32,
+    FMT_DTYPE_U64,
+    FMT_DTYPE_I64,
+    FMT_DTYPE_F16,
+    FMT_DTYPE_F32,
+    FMT_DTYPE_F64,
     FMT_DTYPES
 };
 enum fmt_value_state { FMT_VALUE_ABSENT = 0, FMT_VALUE_STORED = 1, FMT_VALUE_INLINE = 2 };
@@ -147,11 +161,11 @@ typedef struct fmt_chunk {
 
 /* Version 2: a field (FORMAT.md: fields section). */
 typedef struct fmt_field {
-    uint32_t name_off, name_len; /* into strings */
-    uint8_t type;                /* enum fmt_field_type */
-    uint8_t dtype;               /* ndarray: enum fmt_dtype; else 0 */
-    uint8_t ndim;                /* ndarray: 0..FMT_MAX_NDIM; else 0 */
-    uint8_t flags;               /* FMT_FIELD_REQUIRED | FMT_FIELD_LABEL */
+    uint32_t name_off, name_len;  /* into strings */
+    uint8_t type;                 /* enum fmt_field_type */
+    uint8_t dtype;                /* ndarray: enum fmt_dtype; else 0 */
+    uint8_t ndim;                 /* ndarray: 0..FMT_MAX_NDIM; else 0 */
+    uint8_t flags;                /* FMT_FIELD_REQUIRED | FMT_FIELD_LABEL */
     uint32_t shape[FMT_MAX_NDIM]; /* ndarray: each dim's size, 0 = varies (leads the value) */
 } fmt_field;
 
@@ -189,7 +203,7 @@ typedef struct fmt_header {
     uint64_t stored_bytes;
     /* Version 2 (version 1: 0, FMT_NO_FIELD, 0, 0). */
     uint32_t n_fields;
-    uint32_t label_field; /* the field flagged FMT_FIELD_LABEL, or FMT_NO_FIELD */
+    uint32_t label_field;  /* the field flagged FMT_FIELD_LABEL, or FMT_NO_FIELD */
     uint64_t tables_bytes; /* size of DIR/tables */
     uint64_t keys_bytes;   /* size of DIR/keys */
 } fmt_header;
@@ -219,6 +233,7 @@ typedef struct fmt_index {
  * section bounds and alignment, every record (FORMAT.md rules). HDMLP_E_CORRUPT or
  * HDMLP_E_VERSION with detail. After success the accessors below need no checks. */
 int fmt_index_decode(const void *buf, size_t size, fmt_index *out);
+/* Version 1 only (ix->samples); version 2's records come from tables (fmt_tables). */
 void fmt_index_sample(const fmt_index *ix, uint64_t i, fmt_sample *out);
 void fmt_index_chunk(const fmt_index *ix, uint64_t c, fmt_chunk *out);
 void fmt_index_segment(const fmt_index *ix, uint32_t s, fmt_segment *out);
@@ -318,6 +333,19 @@ size_t fmt_table2_scratch(const fmt_index *ix);
 int fmt_table2_expand(const fmt_index *ix, uint64_t c, const uint8_t *raw, uint8_t *rec,
                       fmt_table *out);
 void fmt_value_decode(const uint8_t r[FMT_VALUE_REC_LEN], fmt_value *out);
+/* A stored value's record: stored bytes hashing to sum (fmt_checksum; its low 32 bits are
+ * kept) under codec. */
+static inline fmt_value fmt_value_stored(uint64_t stored_len, uint64_t raw_len, uint64_t sum,
+                                         uint32_t codec)
+{
+    return (fmt_value){.stored_len = stored_len,
+                       .raw_len = raw_len,
+                       .checksum = (uint32_t)(sum & UINT32_MAX),
+                       .codec = (uint8_t)codec,
+                       .state = FMT_VALUE_STORED};
+}
+/* An inline int64 value's record (a label), its checksum computed. */
+fmt_value fmt_value_int64(int64_t v);
 void fmt_value_encode(uint8_t r[FMT_VALUE_REC_LEN], const fmt_value *v);
 /* Version 2's raw_top_sum, from the chunk records' max_raw (C log C; see fmt_tables). */
 uint64_t fmt_index2_raw_top_sum(const fmt_index *ix, uint64_t m);
@@ -329,6 +357,14 @@ int fmt_keys_check(const fmt_index *ix, uint64_t c, const uint8_t *blk, uint64_t
 void fmt_keys_at(const uint8_t *blk, uint32_t n, uint32_t t, const uint8_t **key,
                  uint32_t *len);
 
+/* The 16-byte header of DIR/tables or DIR/keys (magic FMT_TABLES_MAGIC or FMT_KEYS_MAGIC):
+ * written by fmt_file_header_encode, checked against ix by fmt_file_header_check
+ * (HDMLP_E_CORRUPT naming `name`: another file, or another dataset's). */
+void fmt_file_header_encode(uint8_t hdr[FMT_FILE_HEADER_LEN], const char *magic,
+                            uint64_t dataset_id);
+int fmt_file_header_check(const fmt_index *ix, const char *name, const char *magic,
+                          const uint8_t *hdr, size_t len);
+
 /* Chunk `chunk`'s table from source ts (ts->get). */
 static inline int fmt_tables_get(const fmt_tables *ts, uint64_t chunk, void *buf, size_t cap,
                                  fmt_table *out)
@@ -338,8 +374,8 @@ static inline int fmt_tables_get(const fmt_tables *ts, uint64_t chunk, void *buf
 
 /* Everything needed to encode an index. Arrays are not owned. */
 typedef struct fmt_index_build {
-    fmt_header h; /* major/minor and counts are filled by fmt_index_encode */
-    uint32_t version; /* 2: version 2 (fields, no samples); 0 or 1: version 1 */
+    fmt_header h;              /* major/minor and counts are filled by fmt_index_encode */
+    uint32_t version;          /* 2: version 2 (fields, no samples); 0 or 1: version 1 */
     const fmt_sample *samples; /* version 1 */
     uint64_t n_samples;        /* both versions */
     const fmt_field *fields;   /* version 2; h.label_field, h.tables_bytes, h.keys_bytes */

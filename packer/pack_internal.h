@@ -394,8 +394,9 @@ typedef struct pack_tablew {
     uint64_t bytes[2]; /* file sizes so far (keys: with the padding to 8) */
 } pack_tablew;
 
-/* Creates DIR/tables and DIR/keys in dirfd (dir names it in messages). */
-int pack_tablew_open(pack_tablew *w, int dirfd, const char *dir);
+/* Creates DIR/tables and DIR/keys in dirfd (dir names it in messages), each with its
+ * header (the dataset's id). */
+int pack_tablew_open(pack_tablew *w, int dirfd, const char *dir, uint64_t dataset_id);
 /* Appends chunk rec's table and key block (its n samples: records s, whose key_off and
  * key_len give their keys in `keys`) and fills rec's table, keys, raw_bytes and max_raw
  * fields. */
@@ -407,8 +408,7 @@ void pack_tablew_free(pack_tablew *w);
 
 /* ---- chunk pipeline (pack_write.c) ----------------------------------------------------- */
 typedef struct pack_write_args {
-    pack_ctx *ctx;           /* items sorted */
-    const pack_order *order; /* packed position → sorted item */
+    pack_ctx *ctx; /* items sorted */
     uint64_t n;
     uint64_t dataset_id;
     const uint8_t *dict;

@@ -51,6 +51,12 @@ const char *pack_dataset_magic(const char *base, size_t len)
     if (len == sizeof(index_name) - 1 && memcmp(base, index_name, len) == 0) {
         return "HDMLPIDX";
     }
+    if (len == sizeof(FMT_TABLES_NAME) - 1 && memcmp(base, FMT_TABLES_NAME, len) == 0) {
+        return FMT_TABLES_MAGIC;
+    }
+    if (len == sizeof(FMT_KEYS_NAME) - 1 && memcmp(base, FMT_KEYS_NAME, len) == 0) {
+        return FMT_KEYS_MAGIC;
+    }
     if (len <= 8 || memcmp(base, "segment-", 8) != 0) {
         return NULL;
     }

@@ -316,7 +316,7 @@ static int write_data(run_state *r)
         }
     }
     pack_segw_init(&r->segw, r->tmp_fd, ctx->tmpdir, o->segment_size);
-    rc = pack_tablew_open(&r->tablew, r->tmp_fd, ctx->tmpdir);
+    rc = pack_tablew_open(&r->tablew, r->tmp_fd, ctx->tmpdir, r->dataset_id);
     if (rc != HDMLP_OK) {
         return rc;
     }

@@ -16,17 +16,25 @@ static int file_err(const pack_tablew *w, const char *name, const char *what, in
     return hd_err(hd_errno_code(err), "cannot %s %s/%s: %s", what, w->dir, name, strerror(err));
 }
 
-int pack_tablew_open(pack_tablew *w, int dirfd, const char *dir)
+int pack_tablew_open(pack_tablew *w, int dirfd, const char *dir, uint64_t dataset_id)
 {
     memset(w, 0, sizeof(*w));
     w->dir = dir;
     w->fd[0] = w->fd[1] = -1;
     static const char *const names[2] = {FMT_TABLES_NAME, FMT_KEYS_NAME};
+    static const char *const magic[2] = {FMT_TABLES_MAGIC, FMT_KEYS_MAGIC};
     for (int i = 0; i < 2; i++) {
         w->fd[i] = openat(dirfd, names[i], O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
         if (w->fd[i] < 0) {
             return file_err(w, names[i], "create", errno);
         }
+        uint8_t hdr[FMT_FILE_HEADER_LEN];
+        fmt_file_header_encode(hdr, magic[i], dataset_id);
+        const int rc = pack_buf_append(&w->buf[i], hdr, sizeof(hdr));
+        if (rc != HDMLP_OK) {
+            return rc;
+        }
+        w->bytes[i] = sizeof(hdr);
     }
     return HDMLP_OK;
 }

@@ -119,6 +119,13 @@ static int keys_load_local(ds_private *p)
     if (rc == HDMLP_OK) {
         rc = keys_check_size(ix, path, &st); /* again: it may have changed since open */
     }
+    uint8_t hdr[FMT_FILE_HEADER_LEN];
+    if (rc == HDMLP_OK && pread(fd, hdr, sizeof(hdr), 0) != (ssize_t)sizeof(hdr)) {
+        rc = hd_err(HDMLP_E_IO, "%s: cannot read its header", path);
+    }
+    if (rc == HDMLP_OK) {
+        rc = fmt_file_header_check(ix, path, FMT_KEYS_MAGIC, hdr, sizeof(hdr));
+    }
     if (rc == HDMLP_OK) {
         const size_t size = (size_t)ix->h.keys_bytes;
         void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
@@ -146,6 +153,16 @@ static int keys_hold(ds_private *p, const uint8_t **out)
         if (ds->store != NULL) {
             uint8_t *buf = NULL;
             rc = ds_remote_fetch(ds, FMT_KEYS_NAME, ds->ix.h.keys_bytes, &buf);
+            if (rc == HDMLP_OK) {
+                char url[DS_PATH_MAX];
+                ds_file_path(ds, FMT_KEYS_NAME, url, sizeof(url));
+                rc = fmt_file_header_check(&ds->ix, url, FMT_KEYS_MAGIC, buf,
+                                           (size_t)ds->ix.h.keys_bytes);
+            }
+            if (rc != HDMLP_OK) {
+                hd_free(buf);
+                buf = NULL;
+            }
             p->keys = buf;
             p->keys_mapped = false;
         } else {

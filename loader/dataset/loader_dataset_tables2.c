@@ -84,7 +84,8 @@ static int t2_get_local(void *ctx, uint64_t c, void *buf, size_t cap, fmt_table 
     return t2_expand(p, c, raw, buf, out);
 }
 
-/* A remote dataset's get: the table is checked and expanded from the object held. */
+/* The get of tables held whole (a remote dataset's object, or the file a loader holds):
+ * checked and expanded from memory. */
 static int t2_get_held(void *ctx, uint64_t c, void *buf, size_t cap, fmt_table *out)
 {
     const ds_private *p = ctx;
@@ -133,6 +134,14 @@ static int t2_open_local(ds_private *p)
                       (ull)st.st_size, (ull)ix->h.tables_bytes,
                       (uint64_t)st.st_size < ix->h.tables_bytes ? "truncated" : "wrong file");
     }
+    uint8_t hdr[FMT_FILE_HEADER_LEN];
+    if (pread(p->tables_fd, hdr, sizeof(hdr), 0) != (ssize_t)sizeof(hdr)) {
+        return hd_err(HDMLP_E_IO, "%s: cannot read its header", path);
+    }
+    const int rc = fmt_file_header_check(ix, path, FMT_TABLES_MAGIC, hdr, sizeof(hdr));
+    if (rc != HDMLP_OK) {
+        return rc;
+    }
     /* Tables are read whole, a chunk at a time, in the schedule's order: no readahead. */
     (void)posix_fadvise(p->tables_fd, 0, 0, POSIX_FADV_RANDOM);
     return HDMLP_OK;
@@ -164,6 +173,12 @@ int ds_tables2_open(ds_private *p)
         if (rc == HDMLP_OK) {
             rc = ds_remote_fetch(ds, FMT_TABLES_NAME, ix->h.tables_bytes, &p->tables_held);
         }
+        if (rc == HDMLP_OK) {
+            char url[DS_PATH_MAX];
+            ds_file_path(ds, FMT_TABLES_NAME, url, sizeof(url));
+            rc = fmt_file_header_check(ix, url, FMT_TABLES_MAGIC, p->tables_held,
+                                       (size_t)ix->h.tables_bytes);
+        }
     } else {
         rc = t2_open_local(p);
     }
@@ -191,4 +206,50 @@ void ds_tables2_close(ds_private *p)
     hd_free(p->rec_buf);
     p->rec_buf = NULL;
     ds_keys2_close(p);
+}
+
+int ds_tables_hold(hdmlp_dataset *ds, fmt_tables *out)
+{
+    ds_private *const p = ds_priv(ds);
+    if (ds->ix.h.major != 2) {
+        *out = ds->tables;
+        return HDMLP_OK;
+    }
+    const uint64_t len = ds->ix.h.tables_bytes;
+    int rc = HDMLP_OK;
+    pthread_mutex_lock(&ds->fd_lock);
+    if (p->tables_held == NULL) {
+        uint8_t *buf = len <= SIZE_MAX ? hd_malloc((size_t)len) : NULL;
+        char path[DS_PATH_MAX];
+        ds_file_path(ds, FMT_TABLES_NAME, path, sizeof(path));
+        rc = buf != NULL ? HDMLP_OK
+                         : hd_err(HDMLP_E_NOMEM, "%s: cannot hold %llu bytes of sample tables",
+                                  path, (ull)len);
+        for (uint64_t done = 0; rc == HDMLP_OK && done < len;) {
+            const ssize_t r =
+                pread(p->tables_fd, buf + done, (size_t)(len - done), (off_t)done);
+            if (r < 0 && errno == EINTR) {
+                continue;
+            }
+            if (r <= 0) {
+                rc = hd_err(r < 0 ? hd_errno_code(errno) : HDMLP_E_CORRUPT,
+                            "%s: reading the sample tables at offset %llu: %s", path, (ull)done,
+                            r < 0 ? strerror(errno) : "unexpected end of file");
+            }
+            done += r > 0 ? (uint64_t)r : 0;
+        }
+        if (rc == HDMLP_OK) {
+            p->tables_held = buf;
+        } else {
+            hd_free(buf);
+        }
+    }
+    pthread_mutex_unlock(&ds->fd_lock);
+    if (rc == HDMLP_OK) {
+        *out = (fmt_tables){.get = t2_get_held,
+                            .raw_top_sum = t2_raw_top_sum,
+                            .ctx = p,
+                            .scratch = ds->tables.scratch};
+    }
+    return rc;
 }

@@ -128,6 +128,19 @@ size_t image_resize_scratch(const image_buf *src, uint32_t dh, uint32_t dw);
 int image_resize_region(const image_buf *src, double y0, double x0, double bh, double bw,
                         uint32_t rh, uint32_t rw, uint32_t top, uint32_t left, uint8_t *dst,
                         uint32_t dh, uint32_t dw, int flip, uint8_t *scratch);
+/* The instruction sets the resampling has loops for, in order: image_resize_region takes
+ * the best that both the build and the CPU have (image_resize_isa); all give the same
+ * bytes. image_resize_region_isa takes at most `isa` (tests run each one). */
+typedef enum image_isa {
+    IMAGE_ISA_PLAIN = 0,
+    IMAGE_ISA_AVX2 = 1,
+    IMAGE_ISA_AVX512 = 2
+} image_isa;
+image_isa image_resize_isa(void);
+int image_resize_region_isa(image_isa isa, const image_buf *src, double y0, double x0,
+                            double bh, double bw, uint32_t rh, uint32_t rw, uint32_t top,
+                            uint32_t left, uint8_t *dst, uint32_t dh, uint32_t dw, int flip,
+                            uint8_t *scratch);
 /* Writes an h × w × c uint8 image (c == the config's channels) into out (one image of the
  * batch) in the config's layout and dtype, flipping horizontally if asked. */
 void image_store(const struct hdmlp_image_config *ic, const uint8_t *px, int flip, void *out);

@@ -4,18 +4,18 @@
  * then held in 22-bit fixed point, the horizontal pass first (only over the rows the
  * vertical one reads), 8-bit results rounded and clipped after each pass.
  *
- * The vertical pass, a loop along rows the compiler vectorises, is also built for AVX2 where
- * the compiler has target_clones (HDMLP_HAVE_TARGET_CLONES, CMake's check) and chosen at load
- * time: 8 lanes of 32-bit products instead of SSE2's emulated ones, the same integers on
- * every path. The horizontal pass, whose taps start at a different column for each output
- * pixel, takes two output pixels of 3 channels and two taps per AVX2 step (16-bit
- * multiply-adds on coefficients split in two exact halves) where the compiler has the
- * intrinsics (HDMLP_HAVE_AVX2_INTRINSICS) and the CPU the instructions, scalar otherwise
- * (and on a source's last rows, which it could read past); a transposed 8-row version was
- * measured slower here, and 32-bit products (vpmulld, one tap a step) twice as slow. A flip is
- * free: the horizontal pass writes its columns right to left. The coefficients depend on the
- * crop's fractional position as well as on its size, so they are computed per image (a few
- * hundred values), not cached.
+ * Where the compiler has the AVX2 intrinsics (HDMLP_HAVE_AVX2_INTRINSICS) and the CPU the
+ * instructions (checked at run time), both passes run 16-bit multiply-adds (vpmaddwd) on
+ * coefficients split in two exact halves: the same integers as the plain loops, which run
+ * otherwise (and the horizontal one on a source's last rows, which the vector loads could
+ * read past). The horizontal pass, whose taps start at a different column for each output
+ * pixel, takes two output pixels of 3 channels and two taps a step, four pixels a store, the
+ * step count fixed per image; the vertical pass sums 16 bytes of a row over all its taps in
+ * registers. A transposed 8-row horizontal pass was measured slower here, and 32-bit
+ * products (vpmulld, one tap a step) twice as slow. A flip is free: the horizontal pass
+ * writes its columns right to left. The coefficients depend on the crop's fractional
+ * position as well as on its size, so they are computed per image (a few hundred values),
+ * not cached.
  */
 #include "loader_image.h"
 
@@ -24,11 +24,6 @@
 #include <math.h>
 #include <string.h>
 
-#ifdef HDMLP_HAVE_TARGET_CLONES
-#define RESIZE_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define RESIZE_CLONES
-#endif
 #ifdef HDMLP_HAVE_AVX2_INTRINSICS
 #include <immintrin.h>
 #endif
@@ -117,23 +112,49 @@ static uint32_t cut(double v, uint32_t limit)
 }
 
 #ifdef HDMLP_HAVE_AVX2_INTRINSICS
-/* The coefficients as the AVX2 pass multiplies them: k = hi × 2^11 + lo with lo in
- * [0, 2^11), so that both halves fit 16 bits and p × k = (p × hi) << 11 + p × lo exactly.
- * For output pixels x, x + 1 (pair x / 2; a lone last pixel pairs with zeros) and taps 2t,
- * 2t + 1 (past ksize: 0), two vectors of 16 int16 lanes, hi then lo: per 128-bit half (pixel
- * x, then x + 1) the pair (k[2t], k[2t + 1]) four times. kk: (dw + 1) / 2 × ceil(ksize / 2)
- * × 2 vectors, 32-byte aligned; made once per image, read for every row. */
-static void pairs_init(const axis *ax, uint32_t dw, int16_t *restrict kk)
+/* The AVX2 horizontal pass's plan for one image. Each coefficient is split as
+ * k = hi × 2^11 + lo with lo in [0, 2^11), so that both halves fit 16 bits and
+ * p × k = (p × hi) << 11 + p × lo exactly. Output pixels go in pairs (x, x + 1), each pair
+ * nt steps of two taps (2t, 2t + 1): per step two vectors of 16 int16 lanes, hi then lo,
+ * per 128-bit half (pixel x, then x + 1) that pixel's (k[2t], k[2t + 1]) four times (0 past
+ * its own taps). Pairs come two at a time (four output pixels a store): the pixels past dw
+ * up to a multiple of four have zero coefficients and read where the last pixel does. */
+typedef struct hplan {
+    uint32_t nt;   /* steps a pair: the most taps any output pixel has, halved, rounded up */
+    uint32_t *off; /* per output pixel (to a multiple of 4): byte offset of its first tap */
+    int16_t *kk;   /* per pair: nt × 2 vectors; 32-byte aligned */
+} hplan;
+
+static uint32_t hplan_pixels(uint32_t dw) { return (dw + 3) / 4 * 4; }
+
+/* Bytes hplan_init may use for an axis of kx taps and dw outputs (alignment included). */
+static size_t hplan_bytes(uint32_t kx, uint32_t dw)
 {
-    const uint32_t ks = ax->ksize, kt = (ks + 1) / 2;
-    for (uint32_t x = 0; x < dw; x += 2) {
-        for (uint32_t t = 0; t < kt; t++) {
-            int16_t *v = kk + ((size_t)(x / 2) * kt + t) * 32;
+    const size_t px = hplan_pixels(dw);
+    return px * 4 + px / 2 * ((kx + 1) / 2) * 64 + 32;
+}
+
+/* Lays out the plan in p (hplan_bytes(ax->ksize, dw) bytes). */
+static void hplan_init(const axis *ax, uint32_t dw, uint8_t *p, hplan *pl)
+{
+    const uint32_t ks = ax->ksize, npx = hplan_pixels(dw);
+    uint32_t most = 1;
+    for (uint32_t x = 0; x < dw; x++) {
+        most = ax->bounds[2 * x + 1] > most ? ax->bounds[2 * x + 1] : most;
+    }
+    pl->nt = (most + 1) / 2;
+    pl->off = (uint32_t *)p;
+    pl->kk = (int16_t *)(((uintptr_t)(p + (size_t)npx * 4) + 31) & ~(uintptr_t)31);
+    for (uint32_t x = 0; x < npx; x++) {
+        pl->off[x] = ax->bounds[2 * (x < dw ? x : dw - 1)] * 3;
+    }
+    for (uint32_t x = 0; x < npx; x += 2) {
+        for (uint32_t t = 0; t < pl->nt; t++) {
+            int16_t *v = pl->kk + ((size_t)(x / 2) * pl->nt + t) * 32;
             for (uint32_t half = 0; half < 2; half++) {
                 for (uint32_t i = 0; i < 2; i++) {
-                    const uint32_t j = 2 * t + i;
-                    const int32_t k =
-                        x + half < dw && j < ks ? ax->k[(size_t)(x + half) * ks + j] : 0;
+                    const uint32_t j = 2 * t + i, px = x + half;
+                    const int32_t k = px < dw && j < ks ? ax->k[(size_t)px * ks + j] : 0;
                     for (uint32_t l = 0; l < 4; l++) {
                         v[half * 8 + 2 * l + i] = (int16_t)(k >> 11);
                         v[16 + half * 8 + 2 * l + i] = (int16_t)(k & 2047);
@@ -144,48 +165,178 @@ static void pairs_init(const axis *ax, uint32_t dw, int16_t *restrict kk)
     }
 }
 
-/* The horizontal pass over one row of 3 channels with AVX2: two output pixels a step (one
- * per 128-bit half), two taps at a time: the 6 bytes of two neighbouring source pixels
- * become the 16-bit pairs (R, R'), (G, G'), (B, B'), multiplied and pairwise summed with the
- * two taps' coefficient halves (vpmaddwd), giving exactly hpass's 32-bit sums. Each step
- * runs to the larger of the two tap counts, rounded up to even (coefficients past a pixel's
- * own count are 0), so it reads up to (ksize + 2) × 3 bytes past the row's end: only for
- * rows with at least that many bytes of the source after them. kk: pairs_init's. */
-__attribute__((target("avx2"))) static void hpass3_avx2(const uint8_t *in, const axis *ax,
-                                                        const int16_t *kk, uint32_t dw,
-                                                        int flip, uint8_t *restrict o)
+/* One pair of output pixels (one per 128-bit half): 16 bytes from each one's first tap hold
+ * the 12 of four taps, and a shuffle makes two of them, 6 bytes, the 16-bit pairs (R, R'),
+ * (G, G'), (B, B') to multiply and pairwise sum with the two taps' coefficient halves
+ * (vpmaddwd), giving exactly hpass's 32-bit sums; returned shifted down (the fourth lane of
+ * each half is 0). */
+__attribute__((target("avx2"), always_inline)) static inline __m256i
+hpair_avx2(const uint8_t *q0, const uint8_t *q1, const __m256i *k, uint32_t nt)
 {
-    const uint32_t *bd = ax->bounds;
-    const uint32_t kt = (ax->ksize + 1) / 2;
-    const __m256i spread =
+    const __m256i even =
         _mm256_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1, 0, -1, 3, -1,
                          1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1);
-    for (uint32_t x = 0; x < dw; x += 2) {
-        const uint32_t x1 = x + 1 < dw ? x + 1 : x; /* a lone last pixel: itself again */
-        const uint8_t *q0 = in + (size_t)bd[2 * x] * 3, *q1 = in + (size_t)bd[2 * x1] * 3;
-        const uint32_t n0 = bd[2 * x + 1], n1 = bd[2 * x1 + 1];
-        const uint32_t nt = ((n0 > n1 ? n0 : n1) + 1) / 2;
-        const __m256i *k = (const __m256i *)(kk + (size_t)(x / 2) * kt * 32);
-        __m256i hi = _mm256_setzero_si256(), lo = _mm256_setzero_si256();
-        for (uint32_t t = 0; t < nt; t++) {
-            const __m128i a = _mm_loadl_epi64((const __m128i *)(q0 + 6 * t));
-            const __m128i b = _mm_loadl_epi64((const __m128i *)(q1 + 6 * t));
-            const __m256i px = _mm256_shuffle_epi8(
-                _mm256_inserti128_si256(_mm256_castsi128_si256(a), b, 1), spread);
-            hi = _mm256_add_epi32(hi, _mm256_madd_epi16(px, _mm256_load_si256(k + 2 * t)));
-            lo = _mm256_add_epi32(lo, _mm256_madd_epi16(px, _mm256_load_si256(k + 2 * t + 1)));
+    const __m256i odd =
+        _mm256_setr_epi8(6, -1, 9, -1, 7, -1, 10, -1, 8, -1, 11, -1, -1, -1, -1, -1, 6, -1, 9,
+                         -1, 7, -1, 10, -1, 8, -1, 11, -1, -1, -1, -1, -1);
+    __m256i hi = _mm256_setzero_si256(), lo = _mm256_set1_epi32(HALF);
+    for (uint32_t t = 0; t < nt; t += 2) {
+        const __m256i b = _mm256_inserti128_si256(
+            _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(q0 + 6 * t))),
+            _mm_loadu_si128((const __m128i *)(q1 + 6 * t)), 1);
+        const __m256i p0 = _mm256_shuffle_epi8(b, even);
+        hi = _mm256_add_epi32(hi, _mm256_madd_epi16(p0, _mm256_load_si256(k + 2 * t)));
+        lo = _mm256_add_epi32(lo, _mm256_madd_epi16(p0, _mm256_load_si256(k + 2 * t + 1)));
+        if (t + 1 < nt) {
+            const __m256i p1 = _mm256_shuffle_epi8(b, odd);
+            hi = _mm256_add_epi32(hi, _mm256_madd_epi16(p1, _mm256_load_si256(k + 2 * t + 2)));
+            lo = _mm256_add_epi32(lo, _mm256_madd_epi16(p1, _mm256_load_si256(k + 2 * t + 3)));
         }
-        __m256i acc = _mm256_add_epi32(_mm256_slli_epi32(hi, 11), lo);
-        acc = _mm256_add_epi32(acc, _mm256_set1_epi32(HALF));
-        /* >> 22, then clipped to 0..255 by the two saturating packs (as clip8) */
-        __m256i v = _mm256_srai_epi32(acc, PRECISION_BITS);
-        v = _mm256_packus_epi32(v, v);
+    }
+    return _mm256_srai_epi32(_mm256_add_epi32(_mm256_slli_epi32(hi, 11), lo), PRECISION_BITS);
+}
+
+/* Bytes past a pixel's first tap that hpair_avx2 reads for nt steps. */
+static size_t hpair_reach(uint32_t nt) { return (size_t)(nt - 1) / 2 * 12 + 16; }
+
+/* The horizontal pass over one row of 3 channels with AVX2, four output pixels a step (two
+ * pairs), their 12 bytes stored at once (in reverse order when flipped). nt: the plan's, a
+ * constant where the caller specialises it. Reads up to hpair_reach(nt) bytes past the row's
+ * end: only for rows with that many bytes of the source after them. */
+__attribute__((target("avx2"), always_inline)) static inline void
+hrow_avx2(const uint8_t *in, const hplan *pl, uint32_t nt, uint32_t dw, int flip,
+          uint8_t *restrict o)
+{
+    const __m128i order =
+        flip ? _mm_setr_epi8(12, 13, 14, 8, 9, 10, 4, 5, 6, 0, 1, 2, -1, -1, -1, -1)
+             : _mm_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1);
+    const uint32_t *off = pl->off;
+    const __m256i *k = (const __m256i *)pl->kk;
+    const ptrdiff_t step = flip ? -12 : 12;
+    uint8_t *d = o + (flip ? (ptrdiff_t)dw * 3 - 12 : 0);
+    uint32_t x = 0;
+    for (; x < dw; x += 4, off += 4, k += 4 * nt, d += step) {
+        const __m256i a = hpair_avx2(in + off[0], in + off[1], k, nt);
+        const __m256i b = hpair_avx2(in + off[2], in + off[3], k + 2 * nt, nt);
+        /* 16-bit lanes: [x, x + 2] in the low half, [x + 1, x + 3] in the high one; bytes,
+         * then the four pixels' words in order, then their 12 bytes */
+        __m256i v = _mm256_packus_epi32(a, b);
         v = _mm256_packus_epi16(v, v);
-        const int32_t r0 = _mm256_extract_epi32(v, 0), r1 = _mm256_extract_epi32(v, 4);
-        memcpy(o + (size_t)(flip ? dw - 1 - x : x) * 3, &r0, 3);
-        if (x + 1 < dw) {
-            memcpy(o + (size_t)(flip ? dw - 2 - x : x + 1) * 3, &r1, 3);
+        __m128i w =
+            _mm_unpacklo_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+        w = _mm_shuffle_epi8(w, order);
+        if (x + 4 > dw) { /* the last 1-3 pixels: the first ones in order, the last flipped */
+            uint8_t t[16];
+            const uint32_t n = dw - x;
+            _mm_storeu_si128((__m128i *)t, w);
+            memcpy(flip ? o : d, flip ? t + (4 - n) * 3 : t, (size_t)n * 3);
+            break;
         }
+        const uint32_t last = (uint32_t)_mm_extract_epi32(w, 2);
+        _mm_storel_epi64((__m128i *)d, w);
+        memcpy(d + 8, &last, 4);
+    }
+}
+
+/* hrow_avx2 with the step count known at compile time for the common small kernels. */
+__attribute__((target("avx2"))) static void
+hpass3_avx2(const uint8_t *in, const hplan *pl, uint32_t dw, int flip, uint8_t *restrict o)
+{
+    switch (pl->nt) {
+    case 1:
+        hrow_avx2(in, pl, 1, dw, flip, o);
+        break;
+    case 2:
+        hrow_avx2(in, pl, 2, dw, flip, o);
+        break;
+    case 3:
+        hrow_avx2(in, pl, 3, dw, flip, o);
+        break;
+    default:
+        hrow_avx2(in, pl, pl->nt, dw, flip, o);
+        break;
+    }
+}
+
+/* The vertical pass with AVX2: 16 bytes of the row a step, the same byte of two rows side
+ * by side as 16-bit pairs multiplied by the two rows' coefficient halves (vpmaddwd), summed
+ * in registers over all the rows; then shifted, clipped (saturating packs) and stored. kw:
+ * per pair of rows (2t, 2t + 1; the row past an odd count weighs 0), the two rows' hi
+ * halves as one 32-bit word, then their lo halves. Exactly vpass's sums. */
+__attribute__((target("avx2"), always_inline)) static inline void
+vrow_avx2(const uint8_t *rows, size_t stride, uint32_t cnt, uint32_t np, const uint32_t *kw,
+          uint8_t *restrict o)
+{
+    size_t x = 0;
+    for (; x + 16 <= stride; x += 16) {
+        __m256i h0 = _mm256_setzero_si256(), h1 = h0;
+        __m256i l0 = _mm256_set1_epi32(HALF), l1 = l0;
+        const uint8_t *r = rows + x;
+        for (uint32_t t = 0; t < np; t++, r += 2 * stride) {
+            const uint8_t *s = 2 * t + 1 < cnt ? r + stride : r;
+            const __m256i a = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)r));
+            const __m256i b = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)s));
+            const __m256i kh = _mm256_set1_epi32((int32_t)kw[2 * t]);
+            const __m256i kl = _mm256_set1_epi32((int32_t)kw[2 * t + 1]);
+            const __m256i p0 = _mm256_unpacklo_epi16(a, b), p1 = _mm256_unpackhi_epi16(a, b);
+            h0 = _mm256_add_epi32(h0, _mm256_madd_epi16(p0, kh));
+            l0 = _mm256_add_epi32(l0, _mm256_madd_epi16(p0, kl));
+            h1 = _mm256_add_epi32(h1, _mm256_madd_epi16(p1, kh));
+            l1 = _mm256_add_epi32(l1, _mm256_madd_epi16(p1, kl));
+        }
+        /* 32-bit lanes: bytes 0-3 and 8-11 in the first, 4-7 and 12-15 in the second */
+        const __m256i s0 =
+            _mm256_srai_epi32(_mm256_add_epi32(_mm256_slli_epi32(h0, 11), l0), PRECISION_BITS);
+        const __m256i s1 =
+            _mm256_srai_epi32(_mm256_add_epi32(_mm256_slli_epi32(h1, 11), l1), PRECISION_BITS);
+        __m256i v = _mm256_packus_epi32(s0, s1);
+        v = _mm256_packus_epi16(v, v);
+        v = _mm256_permute4x64_epi64(v, 0x08);
+        _mm_storeu_si128((__m128i *)(o + x), _mm256_castsi256_si128(v));
+    }
+    for (; x < stride; x++) {
+        int32_t s = HALF;
+        for (uint32_t t = 0; t < np; t++) {
+            const uint8_t *r = rows + (size_t)2 * t * stride + x;
+            const uint32_t hi = kw[2 * t], lo = kw[2 * t + 1];
+            s += (r[0] * (int32_t)(hi & 0xffff) << 11) + r[0] * (int32_t)(lo & 0xffff);
+            if (2 * t + 1 < cnt) {
+                s += (r[stride] * (int32_t)(hi >> 16) << 11) + r[stride] * (int32_t)(lo >> 16);
+            }
+        }
+        o[x] = clip8(s);
+    }
+}
+
+/* vrow_avx2 with the pair count known at compile time for the common small kernels. */
+__attribute__((target("avx2"))) static void vpass_avx2(const uint8_t *rows, size_t stride,
+                                                       uint32_t cnt, const uint32_t *kw,
+                                                       uint8_t *restrict o)
+{
+    const uint32_t np = (cnt + 1) / 2;
+    switch (np) {
+    case 1:
+        vrow_avx2(rows, stride, cnt, 1, kw, o);
+        break;
+    case 2:
+        vrow_avx2(rows, stride, cnt, 2, kw, o);
+        break;
+    case 3:
+        vrow_avx2(rows, stride, cnt, 3, kw, o);
+        break;
+    default:
+        vrow_avx2(rows, stride, cnt, np, kw, o);
+        break;
+    }
+}
+
+/* vpass_avx2's coefficient words for the cnt taps k. */
+static void vwords(const int32_t *k, uint32_t cnt, uint32_t *kw)
+{
+    for (uint32_t t = 0; t < (cnt + 1) / 2; t++) {
+        const int32_t a = k[2 * t], b = 2 * t + 1 < cnt ? k[2 * t + 1] : 0;
+        kw[2 * t] = (uint32_t)(a >> 11) | (uint32_t)(b >> 11) << 16;
+        kw[2 * t + 1] = (uint32_t)(a & 2047) | (uint32_t)(b & 2047) << 16;
     }
 }
 #endif
@@ -229,8 +380,7 @@ static void hpass(const uint8_t *in, uint32_t c, const axis *ax, uint32_t dw, in
 }
 
 /* The vertical pass: output row o = the cnt rows from `rows` weighted by k, summed in acc
- * (a loop the compiler vectorises: 8 lanes of 32-bit products with AVX2). */
-RESIZE_CLONES
+ * (a loop the compiler vectorises). */
 static void vpass(const uint8_t *rows, size_t stride, uint32_t cnt, const int32_t *k,
                   int32_t *restrict acc, uint8_t *restrict o)
 {
@@ -257,13 +407,35 @@ size_t image_resize_scratch(const image_buf *src, uint32_t dh, uint32_t dw)
     const size_t tmp = (size_t)(kx > ky ? kx : ky) * sizeof(double);
     const size_t rows = (size_t)src->h * dw * src->c; /* the horizontal pass's rows */
     const size_t acc = (size_t)dw * src->c * sizeof(int32_t);
-    const size_t pairs = (size_t)(dw + 1) / 2 * ((kx + 1) / 2) * 64; /* pairs_init's */
-    return coeffs + tmp + rows + acc + pairs + 128;
+    size_t plans = 0;
+#ifdef HDMLP_HAVE_AVX2_INTRINSICS
+    plans = hplan_bytes(kx, dw) + (size_t)(ky + 1) * 4;
+#endif
+    return coeffs + tmp + rows + acc + plans + 128;
+}
+
+image_isa image_resize_isa(void)
+{
+#ifdef HDMLP_HAVE_AVX2_INTRINSICS
+    if (__builtin_cpu_supports("avx2")) {
+        return IMAGE_ISA_AVX2;
+    }
+#endif
+    return IMAGE_ISA_PLAIN;
 }
 
 int image_resize_region(const image_buf *src, double y0, double x0, double bh, double bw,
                         uint32_t rh, uint32_t rw, uint32_t top, uint32_t left, uint8_t *dst,
                         uint32_t dh, uint32_t dw, int flip, uint8_t *scratch)
+{
+    return image_resize_region_isa(image_resize_isa(), src, y0, x0, bh, bw, rh, rw, top, left,
+                                   dst, dh, dw, flip, scratch);
+}
+
+int image_resize_region_isa(image_isa isa, const image_buf *src, double y0, double x0,
+                            double bh, double bw, uint32_t rh, uint32_t rw, uint32_t top,
+                            uint32_t left, uint8_t *dst, uint32_t dh, uint32_t dw, int flip,
+                            uint8_t *scratch)
 {
     const uint32_t c = src->c;
     axis ax = {axis_ksize(bw, rw), NULL, NULL};
@@ -295,21 +467,23 @@ int image_resize_region(const image_buf *src, double y0, double x0, double bh, d
     const size_t stride = (size_t)dw * c;
     int32_t *acc =
         (int32_t *)(((uintptr_t)(rows + (size_t)(r1 - r0) * stride) + 3) & ~(uintptr_t)3);
+    /* never more than the build and the CPU have */
+    isa = isa < image_resize_isa() ? isa : image_resize_isa();
 #ifdef HDMLP_HAVE_AVX2_INTRINSICS
-    const int avx2 = c == 3 && __builtin_cpu_supports("avx2");
-    int16_t *kk = (int16_t *)(((uintptr_t)(acc + stride) + 31) & ~(uintptr_t)31);
-    if (avx2) {
-        pairs_init(&ax, dw, kk);
+    uint32_t *kw = (uint32_t *)(acc + stride); /* vwords' (ay.ksize + 1 words) */
+    hplan pl = {0, NULL, NULL};
+    if (isa >= IMAGE_ISA_AVX2 && c == 3) {
+        hplan_init(&ax, dw, (uint8_t *)(kw + ay.ksize + 1), &pl);
     }
 #endif
     for (uint32_t y = r0; y < r1; y++) {
         const uint8_t *in = src->px + (size_t)y * src->w * c;
         uint8_t *o = rows + (size_t)(y - r0) * stride;
 #ifdef HDMLP_HAVE_AVX2_INTRINSICS
-        /* the vector loads read up to (ksize + 2) × 3 bytes past the row's end: in the rows
-         * after it, when there are enough of them */
-        if (avx2 && (size_t)(src->h - 1 - y) * src->w * 3 >= ((size_t)ax.ksize + 2) * 3) {
-            hpass3_avx2(in, &ax, kk, dw, flip, o);
+        /* the vector loads read up to hpair_reach bytes past the row's end: in the rows after
+         * it, when there are enough of them */
+        if (pl.kk != NULL && (size_t)(src->h - 1 - y) * src->w * 3 >= hpair_reach(pl.nt)) {
+            hpass3_avx2(in, &pl, dw, flip, o);
             continue;
         }
 #endif
@@ -317,8 +491,17 @@ int image_resize_region(const image_buf *src, double y0, double x0, double bh, d
     }
     for (uint32_t y = 0; y < dh; y++) {
         const uint32_t ymin = ay.bounds[2 * y] - r0, cnt = ay.bounds[2 * y + 1];
-        vpass(rows + (size_t)ymin * stride, stride, cnt, ay.k + (size_t)y * ay.ksize, acc,
-              dst + (size_t)y * stride);
+        const int32_t *k = ay.k + (size_t)y * ay.ksize;
+        const uint8_t *in = rows + (size_t)ymin * stride;
+        uint8_t *o = dst + (size_t)y * stride;
+#ifdef HDMLP_HAVE_AVX2_INTRINSICS
+        if (isa >= IMAGE_ISA_AVX2) {
+            vwords(k, cnt, kw);
+            vpass_avx2(in, stride, cnt, kw, o);
+            continue;
+        }
+#endif
+        vpass(in, stride, cnt, k, acc, o);
     }
     return HDMLP_OK;
 }

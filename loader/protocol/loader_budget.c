@@ -9,8 +9,8 @@ static const char *const share_names[BUDGET_SHARES] = {
     [BUDGET_PLANNING] = "planning",        [BUDGET_IO_POOL] = "I/O read buffers",
     [BUDGET_STAGER] = "SSD stager buffer", [BUDGET_REMOTE] = "remote prefetch",
     [BUDGET_ANSWERS] = "answers to peers", [BUDGET_RAM_CACHE] = "RAM chunk cache",
-    [BUDGET_SLOT_TABLES] = "slot tables",  [BUDGET_IMAGES] = "image pipeline",
-    [BUDGET_LENT] = "local ranks",
+    [BUDGET_SLOT_TABLES] = "slot tables",  [BUDGET_SAMPLE_TABLES] = "sample tables",
+    [BUDGET_IMAGES] = "image pipeline",    [BUDGET_LENT] = "local ranks",
 };
 
 const char *budget_share_name(budget_share s)
@@ -28,6 +28,7 @@ int budget_init(loader_budget *b, const loader_sizing *sz, uint32_t threads)
     b->share[BUDGET_ANSWERS] = sz->answers;
     b->share[BUDGET_RAM_CACHE] = sz->ram_cache;
     b->share[BUDGET_SLOT_TABLES] = sz->slot_tables;
+    b->share[BUDGET_SAMPLE_TABLES] = sz->sample_tables;
     uint64_t fixed = 0;
     for (int s = BUDGET_PLANNING + 1; s < BUDGET_SHARES; s++) {
         if (b->share[s] > UINT64_MAX - fixed) {
@@ -42,11 +43,12 @@ int budget_init(loader_budget *b, const loader_sizing *sz, uint32_t threads)
             HDMLP_E_RANGE,
             "budget: the fixed shares (%llu bytes: I/O read buffers %llu, SSD stager "
             "%llu, remote prefetch %llu, answers to peers %llu, RAM chunk cache %llu, slot "
-            "tables %llu) exceed the budget of %llu bytes",
+            "tables %llu, sample tables %llu) exceed the budget of %llu bytes",
             (unsigned long long)fixed, (unsigned long long)b->share[BUDGET_IO_POOL],
             (unsigned long long)sz->stager, (unsigned long long)sz->remote_cap,
             (unsigned long long)sz->answers, (unsigned long long)sz->ram_cache,
-            (unsigned long long)sz->slot_tables, (unsigned long long)sz->memory);
+            (unsigned long long)sz->slot_tables, (unsigned long long)sz->sample_tables,
+            (unsigned long long)sz->memory);
     }
     /* The image pipeline's output buffers are taken when it starts (budget_reserve), at most
      * what sizing set apart for its part; until then that part plans. */

@@ -19,6 +19,8 @@
  *   REMOTE     samples peers push ahead of need (the remote cap)
  *   ANSWERS    one batch of answers to peers, which may arrive at any time (world > 1)
  *   RAM_CACHE  the RAM chunk cache
+ *   SLOT_TABLES   the per-slot state of every abstract slot
+ *   SAMPLE_TABLES a version-2 dataset's sample tables when they are held (sizing's rule)
  *   IMAGES     the image pipeline's output buffers, reserved when it starts (at most what
  *              sizing set apart for it, budget_images)
  *   LENT       planning room held back for the node's other ranks (of which budget_lent
@@ -45,7 +47,8 @@ typedef enum budget_share {
     BUDGET_REMOTE,
     BUDGET_ANSWERS,
     BUDGET_RAM_CACHE,
-    BUDGET_SLOT_TABLES, /* the per-slot state of every abstract slot, held from create */
+    BUDGET_SLOT_TABLES,   /* the per-slot state of every abstract slot, held from create */
+    BUDGET_SAMPLE_TABLES, /* the dataset's sample tables, held from create (or 0) */
     BUDGET_IMAGES,
     BUDGET_LENT,
     BUDGET_SHARES /* count */

@@ -116,7 +116,7 @@ static uint64_t image_part(const struct hdmlp_config *cfg, uint64_t one_batch)
  * cache's AUTO rule). */
 typedef struct size_parts {
     uint64_t remote_cap, io, extra_io, one_batch, batches, answers, images, ram;
-    uint64_t one_chunk, slot_tables, fixed, hold;
+    uint64_t one_chunk, slot_tables, sample_tables, fixed, hold;
     uint64_t minimum;
     int overflow; /* a part does not fit 64 bits: no budget works */
 } size_parts;
@@ -166,7 +166,12 @@ static void size_parts_of(const fmt_index *ix, const struct hdmlp_config *cfg, u
      * part of the budget with the lookahead: at least an eighth of what the fixed parts
      * leave, and at least the worst case of what is held, so the consumer always
      * progresses, and lookahead uses what the batches do not. */
-    p->fixed = p->io + p->remote_cap + p->ram + p->images;
+    /* A version-2 dataset's sample tables, when they fit a sixteenth of the budget, are held
+     * so that planning reads no file (their bytes are not the index's, which is O(chunks)). */
+    p->sample_tables = ix->h.major == 2 && ix->h.tables_bytes <= memory / LOADER_TABLES_SHARE
+                           ? ix->h.tables_bytes
+                           : 0;
+    p->fixed = p->io + p->remote_cap + p->ram + p->images + p->sample_tables;
     p->hold = p->batches + p->answers;
     /* The shared part is max(hold, flex / 8); the thread count never changes it (nor A, nor
      * the order): read buffers of threads beyond two are charged per job, when there is
@@ -278,6 +283,7 @@ int loader_size(const fmt_index *ix, const fmt_tables *tables, const struct hdml
     out->lookahead = shared - p.batches - p.answers;
     out->slot_cap = slot_cap;
     out->slot_tables = slot_tables;
+    out->sample_tables = p.sample_tables;
     out->remote_cap = p.remote_cap;
     out->images = p.images;
     out->pool_unit = cfg->order == HDMLP_ORDER_POOL ? loader_pool_unit(ix, cfg) : 0;

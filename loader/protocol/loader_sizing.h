@@ -16,6 +16,9 @@ typedef struct loader_sizing {
                                * valid slots */
     uint64_t slot_tables;     /* the schedulers' and runtime's per-slot state (A × K ×
                                * LOADER_SLOT_META): a fixed share, held from create */
+    uint64_t sample_tables;   /* the dataset's sample tables held for planning (version 2,
+                               * when they fit LOADER_TABLES_SHARE of the budget), else 0:
+                               * planning then reads each miss's table from the file */
     uint64_t remote_cap;      /* cap on samples received ahead of need */
     uint64_t ram_cache;       /* RAM chunk cache bytes (resolved from AUTO) */
     uint64_t extra_io;        /* read buffers of I/O threads beyond two (charged per job) */
@@ -30,6 +33,10 @@ typedef struct loader_sizing {
     uint64_t images;       /* the image pipeline's buffers (0 without one) */
     uint32_t pool_unit;    /* pool order: samples per read unit (0 for strict) */
 } loader_sizing;
+
+/* A version-2 dataset's sample tables are held (and charged) when they take at most this
+ * share of the budget (1/16). */
+#define LOADER_TABLES_SHARE 16u
 
 /* The dataset's stored chunk bytes, each chunk rounded up to the 4 KiB alignment. */
 uint64_t loader_aligned_chunk_bytes(const fmt_index *ix);

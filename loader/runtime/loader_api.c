@@ -205,6 +205,14 @@ int loader_create_with(hdmlp_dataset *ds, const hdmlp_config *cfg,
         ld->charged = budget_share_bytes(&ld->budget, BUDGET_IO_POOL);
         ld->io_pooled = ds->store != NULL;
         ld->st.peak_memory_bytes = ld->charged;
+        /* Planning reads sample tables from memory when sizing held them (their share),
+         * else from the dataset's file a miss at a time. */
+        ld->tables = ds->tables;
+        if (sz.sample_tables != 0) {
+            rc = ds_tables_hold(ds, &ld->tables);
+        }
+    }
+    if (rc == HDMLP_OK) {
         const sched_params sp = {.abstract_chunks = a,
                                  .policy = ld->cfg.policy,
                                  .seed = cfg->seed,
@@ -214,7 +222,7 @@ int loader_create_with(hdmlp_dataset *ds, const hdmlp_config *cfg,
                                  .window_bytes = loader_read_window(&ld->cfg),
                                  .rank = cfg->rank,
                                  .world = cfg->world,
-                                 .tables = ds->tables};
+                                 .tables = ld->tables};
         rc = sched_create(ld->ix, &sp, &ld->sch);
     }
     if (rc == HDMLP_OK) {

@@ -146,6 +146,7 @@ typedef struct ld_worker {
 struct hdmlp_loader {
     hdmlp_dataset *ds;
     const fmt_index *ix;
+    fmt_tables tables; /* where planning reads sample tables: the dataset's, or held */
     struct hdmlp_config cfg;
     sched *sch;
     refill_cost cost; /* the source's cost model now (lock held): planning reads it */

@@ -400,8 +400,15 @@ static int forecast_stats(hdmlp_dataset *ds, const hdmlp_config *given, hdmlp_st
     const struct hdmlp_config *cfg = &resolved;
     const fmt_index *ix = &ds->ix;
     loader_sizing sz;
-    const fmt_tables *tables = &ds->tables;
+    fmt_tables held = ds->tables;
+    const fmt_tables *tables = &held;
     rc = loader_size(ix, tables, cfg, &sz);
+    if (rc == HDMLP_OK) {
+        /* A forecast replays every epoch's misses: it holds the sample tables whatever the
+         * budget (a loader holds them only within its share), so no miss reads a file; its
+         * decisions do not depend on where tables are read from. */
+        rc = ds_tables_hold(ds, &held);
+    }
     if (rc != HDMLP_OK) {
         return rc;
     }

@@ -250,15 +250,15 @@ void loader_learn(struct hdmlp_loader *ld, int tier_kind, uint32_t ops, uint64_t
 static int job_records(struct hdmlp_loader *ld, ld_job *job, const fmt_table *table,
                        const uint32_t *slots, uint32_t n)
 {
-    const hdmlp_dataset *ds = ld->ds;
+    const fmt_tables *ts = &ld->tables;
     void *buf = NULL;
     fmt_table own;
     int rc = HDMLP_OK;
     if (table == NULL) {
-        buf = ds->tables.scratch != 0 ? hd_malloc(ds->tables.scratch) : NULL;
-        rc = buf == NULL && ds->tables.scratch != 0
+        buf = ts->scratch != 0 ? hd_malloc(ts->scratch) : NULL;
+        rc = buf == NULL && ts->scratch != 0
                  ? hd_err(HDMLP_E_NOMEM, "loader: out of memory for a sample table")
-                 : ds_table(ds, job->chunk, buf, ds->tables.scratch, &own);
+                 : fmt_tables_get(ts, job->chunk, buf, ts->scratch, &own);
         table = &own;
     }
     for (uint32_t i = 0; rc == HDMLP_OK && i < n; i++) {

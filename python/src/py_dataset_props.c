@@ -108,14 +108,19 @@ static PyObject *get_labels(DatasetObject *self, void *c)
         return NULL;
     }
     int64_t *p = (int64_t *)PyBytes_AS_STRING(raw);
-    for (uint64_t i = 0; i < n; i++) {
+    int rc = HDMLP_OK;
+    self->busy++;
+    PyThreadState *ts = PyEval_SaveThread(); /* version 2 reads the chunks' tables */
+    for (uint64_t i = 0; i < n && rc == HDMLP_OK; i++) {
         hdmlp_sample_info in;
-        const int rc = hdmlp_dataset_sample_info(ds, i, &in);
-        if (rc != HDMLP_OK) {
-            Py_DECREF(raw);
-            return py_raise(st, rc, "labels", NULL);
-        }
-        p[i] = in.label;
+        rc = hdmlp_dataset_sample_info(ds, i, &in);
+        p[i] = rc == HDMLP_OK ? in.label : 0;
+    }
+    PyEval_RestoreThread(ts);
+    self->busy--;
+    if (rc != HDMLP_OK) {
+        Py_DECREF(raw);
+        return py_raise(st, rc, "labels", NULL);
     }
     self->labels = PyObject_CallFunction(st->array_type, "sO", "q", raw);
     Py_DECREF(raw);
@@ -143,14 +148,19 @@ PyObject *py_dataset_largest_batch_bytes(DatasetObject *self, PyObject *arg)
     if (sizes == NULL) {
         return PyErr_NoMemory();
     }
-    for (uint64_t i = 0; i < n; i++) {
+    int rc = HDMLP_OK;
+    self->busy++;
+    PyThreadState *ts = PyEval_SaveThread(); /* version 2 reads the chunks' tables */
+    for (uint64_t i = 0; i < n && rc == HDMLP_OK; i++) {
         hdmlp_sample_info in;
-        const int rc = hdmlp_dataset_sample_info(ds, i, &in);
-        if (rc != HDMLP_OK) {
-            free(sizes);
-            return py_raise(st, rc, "largest_batch_bytes", NULL);
-        }
-        sizes[i] = in.raw_size;
+        rc = hdmlp_dataset_sample_info(ds, i, &in);
+        sizes[i] = rc == HDMLP_OK ? in.raw_size : 0;
+    }
+    PyEval_RestoreThread(ts);
+    self->busy--;
+    if (rc != HDMLP_OK) {
+        free(sizes);
+        return py_raise(st, rc, "largest_batch_bytes", NULL);
     }
     qsort(sizes, n, sizeof(*sizes), cmp_desc);
     uint64_t total = 0;

@@ -44,11 +44,24 @@ static int sample_index(DatasetObject *self, PyObject *key, uint64_t *out)
     return 0;
 }
 
+/* hdmlp_dataset_sample_info without the GIL: a version-2 dataset may read the sample's
+ * table (and key block) from storage. The error detail stays in this thread's. */
+static int info_nogil(DatasetObject *self, uint64_t index, hdmlp_sample_info *info)
+{
+    hdmlp_dataset *ds = self->ds;
+    self->busy++;
+    PyThreadState *ts = PyEval_SaveThread();
+    const int rc = hdmlp_dataset_sample_info(ds, index, info);
+    PyEval_RestoreThread(ts);
+    self->busy--;
+    return rc;
+}
+
 static PyObject *read_sample(DatasetObject *self, uint64_t index)
 {
     py_state *st = state_of((PyObject *)self);
     hdmlp_sample_info info;
-    int rc = hdmlp_dataset_sample_info(self->ds, index, &info);
+    int rc = info_nogil(self, index, &info);
     if (rc != HDMLP_OK) {
         return py_raise(st, rc, "read", NULL);
     }
@@ -163,7 +176,7 @@ PyObject *py_dataset_info(DatasetObject *self, PyObject *key)
         return NULL;
     }
     hdmlp_sample_info in;
-    const int rc = hdmlp_dataset_sample_info(self->ds, index, &in);
+    const int rc = info_nogil(self, index, &in);
     if (rc != HDMLP_OK) {
         return py_raise(st, rc, "info", NULL);
     }

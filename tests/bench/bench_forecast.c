@@ -54,7 +54,8 @@ static int write_dataset(const char *dir, uint64_t n, uint32_t k)
             s[i].stored_len = s[i].raw_len = size_of(i);
             off += s[i].stored_len;
         }
-        ch[ci] = (fmt_chunk){.offset = seg, .length = off,
+        ch[ci] = (fmt_chunk){.offset = seg,
+                             .length = off,
                              .n_samples = (uint32_t)((ci + 1) * k <= n ? k : n - ci * k)};
         seg += fmt_align_up(off);
     }

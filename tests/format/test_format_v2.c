@@ -128,7 +128,8 @@ static void refused(void (*change)(small2 *), const char *needle)
     uint8_t *buf = NULL;
     size_t len = 0;
     cr_assert_neq(fmt_index_encode(&v.sm.b, &buf, &len), HDMLP_OK, "encoded: %s", needle);
-    cr_assert(strstr(hdmlp_last_error(), needle), "%s (wanted: %s)", hdmlp_last_error(), needle);
+    cr_assert(strstr(hdmlp_last_error(), needle), "%s (wanted: %s)", hdmlp_last_error(),
+              needle);
 }
 
 static void dup_names(small2 *v)
@@ -166,15 +167,14 @@ Test(index2, broken_records_are_refused_naming_the_rule)
 
 /* Changes value record (sample j of chunk 1, field f) and re-seals the table's checksum in
  * the chunk record, so that only the record's own check can catch it. */
-static void expand_refused(unsigned j, unsigned f, void (*poke)(uint8_t *r),
-                           const char *needle)
+static void expand_refused(unsigned j, unsigned f, void (*poke)(uint8_t *r), const char *needle)
 {
     small2 v;
     small2_init(&v, true);
     uint8_t *r = v.tables + v.sm.chunks[1].table_offset + (j * 2 + f) * FMT_VALUE_REC_LEN;
     poke(r);
-    v.sm.chunks[1].table_checksum = fmt_checksum(v.tables + v.sm.chunks[1].table_offset,
-                                                 SMALL_K * 2 * FMT_VALUE_REC_LEN);
+    v.sm.chunks[1].table_checksum =
+        fmt_checksum(v.tables + v.sm.chunks[1].table_offset, SMALL_K * 2 * FMT_VALUE_REC_LEN);
     size_t len;
     fmt_index ix;
     uint8_t *buf = small2_encode(&v, &len, &ix);
@@ -182,7 +182,8 @@ static void expand_refused(unsigned j, unsigned f, void (*poke)(uint8_t *r),
     fmt_table t;
     cr_assert_eq(expand(&ix, &v, 1, rec, &t), HDMLP_E_CORRUPT, "%s", needle);
     cr_assert(strstr(hdmlp_last_error(), "chunk 1"), "%s", hdmlp_last_error());
-    cr_assert(strstr(hdmlp_last_error(), needle), "%s (wanted: %s)", hdmlp_last_error(), needle);
+    cr_assert(strstr(hdmlp_last_error(), needle), "%s (wanted: %s)", hdmlp_last_error(),
+              needle);
     cr_assert_eq(expand(&ix, &v, 0, rec, &t), HDMLP_OK, "other chunks still read");
     hd_free(buf);
 }
@@ -244,7 +245,7 @@ Test(index2, a_label_that_is_not_below_n_labels_is_refused)
                                      .checksum = (uint32_t)fmt_checksum(bits, 8),
                                      .state = FMT_VALUE_INLINE});
     v.sm.chunks[0].table_checksum =
-        fmt_checksum(v.tables, SMALL_K * 2 * FMT_VALUE_REC_LEN);
+        fmt_checksum(v.tables + FMT_FILE_HEADER_LEN, SMALL_K * 2 * FMT_VALUE_REC_LEN);
     size_t len;
     fmt_index ix;
     uint8_t *buf = small2_encode(&v, &len, &ix);

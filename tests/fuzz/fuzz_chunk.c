@@ -92,11 +92,11 @@ static void fx_build(void)
                                       .codec = codec};
             pos += stored_len;
         }
-        chunks[c] = (fmt_chunk){
-            .offset = (uint64_t)c * FMT_ALIGN,
-            .length = pos,
-            .n_samples = n,
-            .header_checksum = fmt_chunk_header_encode(chunk, FX_ID, c, n, pos - 64)};
+        chunks[c] = (fmt_chunk){.offset = (uint64_t)c * FMT_ALIGN,
+                                .length = pos,
+                                .n_samples = n,
+                                .header_checksum =
+                                    fmt_chunk_header_encode(chunk, FX_ID, c, n, pos - 64)};
     }
     fmt_encoder_free(plain);
     fmt_encoder_free(with_dict);

@@ -2,7 +2,8 @@
 # (tests/fuzz/fuzz_NAME.c) built without the fuzzer and linked with fuzz_replay.c: replays
 # its seed corpus and every input that once crashed it (tests/fuzz/regress/NAME/). Under
 # the ASan build of tests/run.sh this is the sanitizer check of each regression. Fuzzing
-# itself: tests/fuzz/run.sh and tests/fuzz/README.md.
+# itself: tests/fuzz/run.sh and tests/fuzz/README.md. A target's first regress/ directory is
+# seen at the next configure (cmake -S . -B build).
 foreach(t index chunk rpc list archive image)
   add_executable(fuzz_replay_${t} ${CMAKE_CURRENT_LIST_DIR}/fuzz_replay.c
                  ${CMAKE_CURRENT_LIST_DIR}/fuzz_${t}.c)

@@ -6,6 +6,7 @@
 #   tests/fuzz/run.sh index           only fuzz_index (names: index, chunk, rpc, list, archive,
 #                                     image)
 #   tests/fuzz/run.sh --gen-corpus    regenerate tests/fuzz/corpus/* (no fuzzing)
+#   tests/fuzz/run.sh --gen-corpus index   regenerate only tests/fuzz/corpus/index
 #
 # Needs clang with the libFuzzer runtime (Debian: clang-14 + libclang-rt-14-dev); fuzz_rpc
 # also needs protoc-c and libprotobuf-c-dev, fuzz_list and fuzz_archive libarchive-dev,
@@ -47,7 +48,15 @@ target_extra() {
 }
 
 if [ "${1:-}" = "--gen-corpus" ]; then
+    shift
+    if [ $# -gt 0 ]; then
+        targets=("$@")
+    fi
     for t in "${targets[@]}"; do
+        if [ ! -f "tests/fuzz/fuzz_$t.c" ]; then
+            echo "fuzz: no target $t (tests/fuzz/fuzz_$t.c)" >&2
+            exit 2
+        fi
         target_extra "$t"
         "$CC" -O1 "${common[@]}" -DFUZZ_GEN_CORPUS "${srcs[@]}" "tests/fuzz/fuzz_$t.c" \
             "${extra[@]}" "${libs[@]}" -o "$work/gen_$t"

@@ -6,7 +6,7 @@ hdmlp_add_test(NAME test_dataset
   SOURCES loader/dataset/test_dataset.c loader/dataset/test_dataset_corrupt.c
           loader/dataset/test_dataset_tables.c
           loader/dataset/test_dataset_v2.c loader/dataset/test_dataset_v2_corrupt.c
-          loader/dataset/test_dataset_v2_remote.c loader/dataset/testds2.c
+          loader/dataset/test_dataset_v2_remote.c
           support/dataset_fixture.c support/objstore_fixture.c support/testds.c
   TIMEOUT 300)
 # Version 2's remote case runs tests/objstore/objstore_server.py (skips without python3).
@@ -120,6 +120,7 @@ hdmlp_add_test(NAME test_io
 # 127.0.0.1 (those cases skip without it), the RAM and SSD tiers' sources.
 hdmlp_add_test(NAME test_chunksrc
   SOURCES loader/io/test_chunksrc.c support/objstore_fixture.c support/testds.c
+          support/ds_record.c
   TIMEOUT 120)
 target_compile_definitions(test_chunksrc PRIVATE HDMLP_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 

@@ -101,7 +101,10 @@ void small2_init(small2 *v, bool with_dict)
     v->fields[0].flags = FMT_FIELD_REQUIRED;
     v->fields[1].type = FMT_FIELD_INT64;
     v->fields[1].flags = FMT_FIELD_REQUIRED | FMT_FIELD_LABEL;
-    uint8_t *t = v->tables;
+    fmt_file_header_encode(v->tables, FMT_TABLES_MAGIC, SMALL_ID);
+    fmt_file_header_encode(v->keys, FMT_KEYS_MAGIC, SMALL_ID);
+    v->keys_len = FMT_FILE_HEADER_LEN;
+    uint8_t *t = v->tables + FMT_FILE_HEADER_LEN;
     for (unsigned c = 0; c < SMALL_C; c++) {
         fmt_chunk *ch = &sm->chunks[c];
         ch->table_offset = (uint64_t)(t - v->tables);
@@ -109,17 +112,11 @@ void small2_init(small2 *v, bool with_dict)
         for (unsigned j = 0; j < ch->n_samples; j++) {
             fmt_sample *s = &sm->samples[c * SMALL_K + j];
             s->checksum &= UINT32_MAX;
-            fmt_value_encode(t, &(fmt_value){.stored_len = s->stored_len,
-                                             .raw_len = s->raw_len,
-                                             .checksum = (uint32_t)s->checksum,
-                                             .codec = (uint8_t)s->codec,
-                                             .state = FMT_VALUE_STORED});
-            uint8_t bits[8];
-            fmt_st64(bits, s->label);
-            fmt_value_encode(t + FMT_VALUE_REC_LEN,
-                             &(fmt_value){.inline_bits = s->label,
-                                          .checksum = (uint32_t)fmt_checksum(bits, 8),
-                                          .state = FMT_VALUE_INLINE});
+            const fmt_value data =
+                fmt_value_stored(s->stored_len, s->raw_len, s->checksum, s->codec);
+            const fmt_value label = fmt_value_int64(s->label);
+            fmt_value_encode(t, &data);
+            fmt_value_encode(t + FMT_VALUE_REC_LEN, &label);
             t += 2 * FMT_VALUE_REC_LEN;
             ch->raw_bytes += s->raw_len;
             ch->max_raw = s->raw_len > ch->max_raw ? s->raw_len : ch->max_raw;

@@ -36,8 +36,8 @@ typedef struct small {
 typedef struct small2 {
     small sm;
     fmt_field fields[2];
-    uint8_t tables[SMALL_N * 2 * FMT_VALUE_REC_LEN];
-    uint8_t keys[SMALL_C * 64];
+    uint8_t tables[FMT_FILE_HEADER_LEN + SMALL_N * 2 * FMT_VALUE_REC_LEN];
+    uint8_t keys[FMT_FILE_HEADER_LEN + SMALL_C * 64];
     size_t keys_len;
 } small2;
 

@@ -243,10 +243,10 @@ typedef struct writer {
     bytes tables; /* version 2: DIR/tables and DIR/keys */
     bytes keys;
     bytes dict;
-    bytes chunk;  /* header + payload + padding of the chunk being written */
+    bytes chunk;    /* header + payload + padding of the chunk being written */
     bytes raw_keys; /* version 2: the keys of the chunk being written */
-    uint8_t *raw; /* max_size bytes */
-    uint8_t *enc; /* compressed sample */
+    uint8_t *raw;   /* max_size bytes */
+    uint8_t *enc;   /* compressed sample */
     size_t enc_cap;
     fmt_encoder *encoder;
 } writer;
@@ -329,17 +329,11 @@ static int table_v2(writer *w, uint64_t c, uint64_t first, uint32_t n)
     for (uint32_t j = 0; j < n && rc == HDMLP_OK; j++) {
         const fmt_sample *s = &w->samples[first + j];
         uint8_t *r = w->tables.p + w->tables.len;
-        fmt_value_encode(r, &(fmt_value){.stored_len = s->stored_len,
-                                         .raw_len = s->raw_len,
-                                         .checksum = (uint32_t)s->checksum,
-                                         .codec = (uint8_t)s->codec,
-                                         .state = FMT_VALUE_STORED});
-        uint8_t bits[8];
-        fmt_st64(bits, s->label);
-        fmt_value_encode(r + FMT_VALUE_REC_LEN,
-                         &(fmt_value){.inline_bits = s->label,
-                                      .checksum = (uint32_t)fmt_checksum(bits, 8),
-                                      .state = FMT_VALUE_INLINE});
+        const fmt_value data =
+            fmt_value_stored(s->stored_len, s->raw_len, s->checksum, s->codec);
+        const fmt_value label = fmt_value_int64(s->label);
+        fmt_value_encode(r, &data);
+        fmt_value_encode(r + FMT_VALUE_REC_LEN, &label);
         w->tables.len += 2 * FMT_VALUE_REC_LEN;
         ch->raw_bytes += s->raw_len;
         ch->max_raw = s->raw_len > ch->max_raw ? s->raw_len : ch->max_raw;
@@ -446,9 +440,9 @@ static int write_index(writer *w)
     b.h.pack_seed = spec->seed;
     b.h.created = 1700000000u;
     b.n_samples = spec->n_samples;
-    fmt_field fields[2] = {{.type = FMT_FIELD_BYTES, .flags = FMT_FIELD_REQUIRED},
-                           {.type = FMT_FIELD_INT64,
-                            .flags = FMT_FIELD_REQUIRED | FMT_FIELD_LABEL}};
+    fmt_field fields[2] = {
+        {.type = FMT_FIELD_BYTES, .flags = FMT_FIELD_REQUIRED},
+        {.type = FMT_FIELD_INT64, .flags = FMT_FIELD_REQUIRED | FMT_FIELD_LABEL}};
     if (spec->version == 1) {
         b.samples = w->samples;
     } else {
@@ -535,6 +529,15 @@ int testds_write(const char *dir, const testds_spec *spec)
     }
     if (rc == HDMLP_OK && spec->compress) {
         rc = fmt_encoder_create(1, w.dict.p, w.dict.len, &w.encoder);
+    }
+    if (rc == HDMLP_OK && spec->version != 1) { /* the files' headers */
+        uint8_t hdr[FMT_FILE_HEADER_LEN];
+        fmt_file_header_encode(hdr, FMT_TABLES_MAGIC, w.dataset_id);
+        rc = bytes_append(&w.tables, hdr, sizeof(hdr));
+        fmt_file_header_encode(hdr, FMT_KEYS_MAGIC, w.dataset_id);
+        if (rc == HDMLP_OK) {
+            rc = bytes_append(&w.keys, hdr, sizeof(hdr));
+        }
     }
     if (rc == HDMLP_OK) {
         rc = write_segments(&w);

@@ -32,8 +32,8 @@ size_t testds_size(const testds_spec *spec, uint64_t i);
 uint64_t testds_dataset_id(uint64_t seed);
 
 /* Writes a dataset into dir (created if missing; existing files are overwritten): segment
- * files (version 2: with DIR/tables and DIR/keys) then the index. Keys are "sample-%llu". Returns HDMLP_OK or an HDMLP_E_* code with
- * detail in hdmlp_last_error(). */
+ * files (version 2: with DIR/tables and DIR/keys) then the index. Keys are "sample-%llu".
+ * Returns HDMLP_OK or an HDMLP_E_* code with detail in hdmlp_last_error(). */
 int testds_write(const char *dir, const testds_spec *spec);
 
 /* Makes a fresh directory "<base>/<tag>-XXXXXX" where base is $HDMLP_TEST_TMP or /tmp. */

@@ -1,14 +1,13 @@
 /* Version-2 datasets (format 2.0: sample tables in DIR/tables, key blocks in DIR/keys) read
  * through the dataset: every sample's bytes, sample_info's labels and keys, find_key,
  * verify, the table source (ds_table: records, range, raw_top_sum), keys held until close,
- * threads sharing one handle, and a loader draining epochs. Datasets by two writers:
- * testds2.c (here) and tests/support/testds.c (the suite's, as hdmlp-pack writes). Part of
- * the test_dataset binary; corruptions: test_dataset_v2_corrupt.c. */
+ * threads sharing one handle, and a loader draining epochs; datasets by tests/support/
+ * testds.c (as hdmlp-pack writes them). Part of the test_dataset binary; corruptions:
+ * test_dataset_v2_corrupt.c. */
 #include "loader_dataset.h"
 #include "support/dataset_fixture.h"
 #include "support/objstore_fixture.h"
 #include "support/testds.h"
-#include "testds2.h"
 
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
@@ -17,28 +16,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Writes spec into g_dir as a version-2 dataset (its parameters logged) with testds2_write
- * (suite_writer 0) or the suite's testds_write (1), and opens it. */
-static hdmlp_dataset *write_open_with(const testds_spec *spec, int suite_writer)
+/* Writes spec into g_dir as a version-2 dataset (its parameters logged) and opens it. */
+static hdmlp_dataset *write_open_v2(const testds_spec *spec)
 {
-    cr_log_info("version-2 dataset (%s) seed %llu: N=%llu K=%u per-segment=%u sizes %u..%u "
+    cr_log_info("version-2 dataset seed %llu: N=%llu K=%u per-segment=%u sizes %u..%u "
                 "compress=%d dict=%d",
-                suite_writer ? "testds_write" : "testds2_write", (unsigned long long)spec->seed,
-                (unsigned long long)spec->n_samples, spec->chunk_size, spec->chunks_per_segment,
-                spec->min_size, spec->max_size, spec->compress, spec->dict);
+                (unsigned long long)spec->seed, (unsigned long long)spec->n_samples,
+                spec->chunk_size, spec->chunks_per_segment, spec->min_size, spec->max_size,
+                spec->compress, spec->dict);
     testds_spec v2 = *spec;
     v2.version = 2;
-    cr_assert_eq(suite_writer ? testds_write(g_dir, &v2) : testds2_write(g_dir, &v2, NULL),
-                 HDMLP_OK, "%s", hdmlp_last_error());
+    cr_assert_eq(testds_write(g_dir, &v2), HDMLP_OK, "%s", hdmlp_last_error());
     hdmlp_dataset *ds = open_ok();
     cr_assert_eq(ds->ix.h.major, 2);
     cr_assert_gt(ds->tables.scratch, 0, "version-2 tables are read into a buffer");
     return ds;
-}
-
-static hdmlp_dataset *write_open_v2(const testds_spec *spec)
-{
-    return write_open_with(spec, 0);
 }
 
 /* sample_info of every sample: label, sizes, codec, key; find_key of every key. */
@@ -81,22 +73,20 @@ static void count_progress(void *arg, uint64_t done, uint64_t total)
     calls[1] = total;
 }
 
-/* Every read path of a version-2 dataset against what each writer wrote. */
+/* Every read path of a version-2 dataset against what was written. */
 static void check_v2(const testds_spec *spec)
 {
-    for (int w = 0; w <= 1; w++) {
-        hdmlp_dataset *ds = write_open_with(spec, w);
-        cr_assert_eq(hdmlp_dataset_sample_count(ds), spec->n_samples);
-        cr_assert_eq(hdmlp_dataset_label_count(ds), spec->n_labels);
-        check_all_samples(ds, spec);
-        check_infos(ds, spec);
-        uint64_t calls[2] = {0, 0};
-        cr_assert_eq(hdmlp_dataset_verify(ds, count_progress, calls), HDMLP_OK, "%s",
-                     hdmlp_last_error());
-        cr_assert_eq(calls[0], hdmlp_dataset_chunk_count(ds));
-        cr_assert_eq(calls[1], hdmlp_dataset_chunk_count(ds));
-        hdmlp_dataset_close(ds);
-    }
+    hdmlp_dataset *ds = write_open_v2(spec);
+    cr_assert_eq(hdmlp_dataset_sample_count(ds), spec->n_samples);
+    cr_assert_eq(hdmlp_dataset_label_count(ds), spec->n_labels);
+    check_all_samples(ds, spec);
+    check_infos(ds, spec);
+    uint64_t calls[2] = {0, 0};
+    cr_assert_eq(hdmlp_dataset_verify(ds, count_progress, calls), HDMLP_OK, "%s",
+                 hdmlp_last_error());
+    cr_assert_eq(calls[0], hdmlp_dataset_chunk_count(ds));
+    cr_assert_eq(calls[1], hdmlp_dataset_chunk_count(ds));
+    hdmlp_dataset_close(ds);
 }
 
 Test(dataset, v2_reads_raw_samples_last_chunk_short)

@@ -6,7 +6,6 @@
 #include "loader_dataset.h"
 #include "support/dataset_fixture.h"
 #include "support/testds.h"
-#include "testds2.h"
 
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -67,7 +66,7 @@ static void assert_error_has(const char *a, const char *b)
 
 Test(dataset, v2_table_byte_flip_fails_that_chunk)
 {
-    cr_assert_eq(testds2_write(g_dir, &spec2, NULL), HDMLP_OK, "%s", hdmlp_last_error());
+    cr_assert_eq(testds_write(g_dir, &spec2), HDMLP_OK, "%s", hdmlp_last_error());
     const fmt_chunk ch = chunk_of(2);
     flip(FMT_TABLES_NAME, ch.table_offset + 16 + 3, 0x10); /* sample 16's label value */
     hdmlp_dataset *ds = open_ok();                         /* tables are checked when read */
@@ -97,7 +96,7 @@ Test(dataset, v2_table_byte_flip_fails_that_chunk)
 /* Every byte of one chunk's table, flipped, is caught by verify (its checksum). */
 Test(dataset, v2_table_every_byte_flip_caught_by_verify)
 {
-    cr_assert_eq(testds2_write(g_dir, &spec2, NULL), HDMLP_OK, "%s", hdmlp_last_error());
+    cr_assert_eq(testds_write(g_dir, &spec2), HDMLP_OK, "%s", hdmlp_last_error());
     const fmt_chunk ch = chunk_of(4);
     const uint64_t len = ch.n_samples * 2ull * FMT_VALUE_REC_LEN;
     for (uint64_t b = 0; b < len; b++) {
@@ -116,7 +115,7 @@ Test(dataset, v2_table_every_byte_flip_caught_by_verify)
 
 Test(dataset, v2_key_byte_flip_fails_keys_not_samples)
 {
-    cr_assert_eq(testds2_write(g_dir, &spec2, NULL), HDMLP_OK, "%s", hdmlp_last_error());
+    cr_assert_eq(testds_write(g_dir, &spec2), HDMLP_OK, "%s", hdmlp_last_error());
     const fmt_chunk ch = chunk_of(1);
     flip(FMT_KEYS_NAME, ch.keys_offset + 4u * ch.n_samples + 2, 0x20); /* in sample 8's key */
     hdmlp_dataset *ds = open_ok();
@@ -144,7 +143,7 @@ Test(dataset, v2_key_byte_flip_fails_keys_not_samples)
  * add up to the block. */
 Test(dataset, v2_key_lengths_must_add_up)
 {
-    cr_assert_eq(testds2_write(g_dir, &spec2, NULL), HDMLP_OK, "%s", hdmlp_last_error());
+    cr_assert_eq(testds_write(g_dir, &spec2), HDMLP_OK, "%s", hdmlp_last_error());
     const fmt_chunk ch = chunk_of(3);
     flip(FMT_KEYS_NAME, ch.keys_offset, 0x01); /* sample 24's key length: 9 -> 8 */
     char path[PATH_CAP];
@@ -174,8 +173,8 @@ Test(dataset, v2_key_lengths_must_add_up)
 
 Test(dataset, v2_tables_file_truncated_or_grown)
 {
-    cr_assert_eq(testds2_write(g_dir, &spec2, NULL), HDMLP_OK, "%s", hdmlp_last_error());
-    const off_t len = 40 * 2 * FMT_VALUE_REC_LEN;
+    cr_assert_eq(testds_write(g_dir, &spec2), HDMLP_OK, "%s", hdmlp_last_error());
+    const off_t len = FMT_FILE_HEADER_LEN + 40 * 2 * FMT_VALUE_REC_LEN;
     char path[PATH_CAP], want[PATH_CAP + 100];
     path_of(path, FMT_TABLES_NAME);
     resize(FMT_TABLES_NAME, len - 1);
@@ -194,9 +193,46 @@ Test(dataset, v2_tables_file_truncated_or_grown)
     assert_error_has(path, "has 0 bytes");
 }
 
+/* A tables or keys file of the right size but another dataset's (its header's id), or with
+ * no header: named at open (tables) or at the first key (keys). */
+Test(dataset, v2_tables_or_keys_of_another_dataset)
+{
+    cr_assert_eq(testds_write(g_dir, &spec2), HDMLP_OK, "%s", hdmlp_last_error());
+    char path[PATH_CAP];
+    uint8_t hdr[FMT_FILE_HEADER_LEN];
+    path_of(path, FMT_TABLES_NAME);
+    FILE *f = fopen(path, "r+b");
+    cr_assert_not_null(f);
+    fmt_file_header_encode(hdr, FMT_TABLES_MAGIC, testds_dataset_id(spec2.seed) + 1);
+    cr_assert_eq(fwrite(hdr, 1, sizeof(hdr), f), sizeof(hdr));
+    fclose(f);
+    hdmlp_dataset *ds = NULL;
+    cr_assert_eq(hdmlp_dataset_open(g_dir, &ds), HDMLP_E_CORRUPT);
+    assert_error_has(path, "a file of another dataset");
+    f = fopen(path, "r+b");
+    cr_assert_not_null(f);
+    cr_assert_eq(fwrite("NOTMAGIC", 1, 8, f), 8);
+    fclose(f);
+    cr_assert_eq(hdmlp_dataset_open(g_dir, &ds), HDMLP_E_CORRUPT);
+    assert_error_has(path, "no HDMLPTBL header");
+
+    cr_assert_eq(testds_write(g_dir, &spec2), HDMLP_OK, "%s", hdmlp_last_error());
+    path_of(path, FMT_KEYS_NAME);
+    f = fopen(path, "r+b");
+    cr_assert_not_null(f);
+    fmt_file_header_encode(hdr, FMT_KEYS_MAGIC, testds_dataset_id(spec2.seed) + 1);
+    cr_assert_eq(fwrite(hdr, 1, sizeof(hdr), f), sizeof(hdr));
+    fclose(f);
+    ds = open_ok();
+    hdmlp_sample_info info;
+    cr_assert_eq(hdmlp_dataset_sample_info(ds, 3, &info), HDMLP_E_CORRUPT);
+    assert_error_has(path, "a file of another dataset");
+    hdmlp_dataset_close(ds);
+}
+
 Test(dataset, v2_keys_file_truncated)
 {
-    cr_assert_eq(testds2_write(g_dir, &spec2, NULL), HDMLP_OK, "%s", hdmlp_last_error());
+    cr_assert_eq(testds_write(g_dir, &spec2), HDMLP_OK, "%s", hdmlp_last_error());
     char path[PATH_CAP];
     path_of(path, FMT_KEYS_NAME);
     resize(FMT_KEYS_NAME, 100);
@@ -208,7 +244,7 @@ Test(dataset, v2_keys_file_truncated)
 
 Test(dataset, v2_missing_tables_or_keys_file)
 {
-    cr_assert_eq(testds2_write(g_dir, &spec2, NULL), HDMLP_OK, "%s", hdmlp_last_error());
+    cr_assert_eq(testds_write(g_dir, &spec2), HDMLP_OK, "%s", hdmlp_last_error());
     char path[PATH_CAP];
     path_of(path, FMT_KEYS_NAME);
     cr_assert_eq(unlink(path), 0);
@@ -226,7 +262,7 @@ Test(dataset, v2_missing_tables_or_keys_file)
  * and each block checked before its first use. */
 Test(dataset, v2_keys_checked_on_first_use)
 {
-    cr_assert_eq(testds2_write(g_dir, &spec2, NULL), HDMLP_OK, "%s", hdmlp_last_error());
+    cr_assert_eq(testds_write(g_dir, &spec2), HDMLP_OK, "%s", hdmlp_last_error());
     hdmlp_dataset *ds = open_ok();
     const fmt_chunk ch = chunk_of(0);
     flip(FMT_KEYS_NAME, ch.keys_offset + 4u * ch.n_samples, 0x01);
@@ -237,12 +273,69 @@ Test(dataset, v2_keys_checked_on_first_use)
     hdmlp_dataset_close(ds);
 }
 
+/* Re-encodes g_dir's index with its label field turned into a required text field: a
+ * dataset of two stored fields (its tables are not rewritten: open must refuse it first). */
+static void label_as_text(void)
+{
+    char path[PATH_CAP];
+    path_of(path, FMT_INDEX_NAME);
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    cr_assert_eq(testds_read_file(path, &buf, &len), 0);
+    fmt_index ix;
+    cr_assert_eq(fmt_index_decode(buf, len, &ix), HDMLP_OK, "%s", hdmlp_last_error());
+    fmt_field fields[2];
+    fmt_chunk *chunks = calloc(ix.h.n_chunks, sizeof(*chunks));
+    fmt_segment *segs = calloc(ix.h.n_segments, sizeof(*segs));
+    fmt_label *labels = calloc(ix.h.n_labels, sizeof(*labels));
+    cr_assert(chunks && segs && labels);
+    for (uint32_t f = 0; f < 2; f++) {
+        fmt_index_field(&ix, f, &fields[f]);
+    }
+    fields[1].type = FMT_FIELD_TEXT;
+    fields[1].flags = FMT_FIELD_REQUIRED;
+    for (uint64_t c = 0; c < ix.h.n_chunks; c++) {
+        fmt_index_chunk(&ix, c, &chunks[c]);
+    }
+    for (uint32_t i = 0; i < ix.h.n_segments; i++) {
+        fmt_index_segment(&ix, i, &segs[i]);
+    }
+    for (uint32_t l = 0; l < ix.h.n_labels; l++) {
+        fmt_index_label(&ix, l, &labels[l]);
+    }
+    fmt_index_build b = {.h = ix.h,
+                         .version = 2,
+                         .n_samples = ix.h.n_samples,
+                         .fields = fields,
+                         .n_fields = 2,
+                         .chunks = chunks,
+                         .n_chunks = ix.h.n_chunks,
+                         .segments = segs,
+                         .n_segments = ix.h.n_segments,
+                         .labels = labels,
+                         .n_labels = ix.h.n_labels,
+                         .strings = ix.strings,
+                         .strings_len = ix.strings_len,
+                         .dict = ix.dict,
+                         .dict_len = ix.dict_len};
+    b.h.label_field = FMT_NO_FIELD;
+    uint8_t *out = NULL;
+    size_t out_len = 0;
+    cr_assert_eq(fmt_index_encode(&b, &out, &out_len), HDMLP_OK, "%s", hdmlp_last_error());
+    cr_assert_eq(testds_write_file(path, out, out_len), 0);
+    hd_free(out);
+    free(chunks);
+    free(segs);
+    free(labels);
+    free(buf);
+}
+
 Test(dataset, v2_two_stored_fields_unsupported)
 {
-    const testds2_opts opts = {.extra_field = 1};
-    cr_assert_eq(testds2_write(g_dir, &spec2, &opts), HDMLP_OK, "%s", hdmlp_last_error());
+    cr_assert_eq(testds_write(g_dir, &spec2), HDMLP_OK, "%s", hdmlp_last_error());
+    label_as_text();
     hdmlp_dataset *ds = (hdmlp_dataset *)1;
     cr_assert_eq(hdmlp_dataset_open(g_dir, &ds), HDMLP_E_UNSUPPORTED);
     cr_assert_null(ds);
-    assert_error_has("3 fields, 2 of them stored", g_dir);
+    assert_error_has("2 fields, 2 of them stored", g_dir);
 }

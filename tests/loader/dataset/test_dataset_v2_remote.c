@@ -7,7 +7,6 @@
 #include "support/dataset_fixture.h"
 #include "support/objstore_fixture.h"
 #include "support/testds.h"
-#include "testds2.h"
 
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -96,7 +95,7 @@ Test(dataset, v2_remote_upload_read_and_damage, .timeout = 180)
     objstore_server s = {0};
     const char *const args[] = {"--s3", NULL};
     objstore_start_py(&s, args);
-    cr_assert_eq(testds2_write(g_dir, &remote_spec, NULL), HDMLP_OK, "%s", hdmlp_last_error());
+    cr_assert_eq(testds_write(g_dir, &remote_spec), HDMLP_OK, "%s", hdmlp_last_error());
     hdmlp_source_config *c = objstore_s3_config(&s, "hdmlp/test/secret");
     uint64_t seen[2] = {0, 0};
     cr_assert_eq(hdmlp_dataset_upload(g_dir, "s3://bucket/v2", c, on_upload, seen), HDMLP_OK,

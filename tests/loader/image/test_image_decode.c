@@ -158,6 +158,136 @@ Test(image_resize, same_size_is_a_copy)
     free(src.px);
 }
 
+/* PIL's resampling written plainly (Imaging/Resample.c: precompute_coeffs, normalize_coeffs,
+ * the horizontal then the vertical pass over the cut source, 22-bit fixed point), then the
+ * window and the flip: what image_resize_region must give, whichever loops it runs. */
+static void ref_axis(double in0, double len, uint32_t in_size, uint32_t out_size, uint32_t o,
+                     uint32_t *first, uint32_t *cnt, int32_t *k)
+{
+    const double scale = len / out_size, fs = scale < 1.0 ? 1.0 : scale;
+    const double center = in0 + (o + 0.5) * scale;
+    int64_t a = (int64_t)(center - fs + 0.5), b = (int64_t)(center + fs + 0.5);
+    a = a < 0 ? 0 : a;
+    b = b > (int64_t)in_size ? (int64_t)in_size : b;
+    double w[1024], sum = 0;
+    const int64_t n = b > a ? b - a : 0;
+    cr_assert_leq(n, 1024);
+    for (int64_t x = 0; x < n; x++) {
+        const double d = fabs(((double)(x + a) - center + 0.5) / fs);
+        w[x] = d < 1.0 ? 1.0 - d : 0.0;
+        sum += w[x];
+    }
+    for (int64_t x = 0; x < n; x++) {
+        const double v = (sum != 0.0 ? w[x] / sum : 0.0) * (1 << 22);
+        k[x] = (int32_t)(v < 0 ? v - 0.5 : v + 0.5);
+    }
+    *first = (uint32_t)a;
+    *cnt = (uint32_t)n;
+}
+
+static uint8_t ref_clip(int64_t v)
+{
+    v >>= 22;
+    return (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+}
+
+static void ref_resize(const image_buf *src, double y0, double x0, double bh, double bw,
+                       uint32_t rh, uint32_t rw, uint32_t top, uint32_t left, uint8_t *dst,
+                       uint32_t dh, uint32_t dw, int flip)
+{
+    const uint32_t c = src->c;
+    /* the box's whole pixels, as torchvision crops before resizing */
+    const uint32_t cx0 = (uint32_t)floor(x0), cy0 = (uint32_t)floor(y0);
+    const uint32_t cx1 = ceil(x0 + bw) >= src->w ? src->w : (uint32_t)ceil(x0 + bw);
+    const uint32_t cy1 = ceil(y0 + bh) >= src->h ? src->h : (uint32_t)ceil(y0 + bh);
+    const uint32_t cw = cx1 - cx0, ch = cy1 - cy0;
+    uint8_t *mid = malloc((size_t)ch * rw * c);
+    int32_t k[1024];
+    uint32_t first, cnt;
+    for (uint32_t x = 0; x < rw; x++) {
+        ref_axis(x0 - cx0, bw, cw, rw, x, &first, &cnt, k);
+        for (uint32_t y = 0; y < ch; y++) {
+            for (uint32_t j = 0; j < c; j++) {
+                int64_t s = 1 << 21;
+                for (uint32_t t = 0; t < cnt; t++) {
+                    s += (int64_t)
+                             src->px[((size_t)(cy0 + y) * src->w + cx0 + first + t) * c + j] *
+                         k[t];
+                }
+                mid[((size_t)y * rw + x) * c + j] = ref_clip(s);
+            }
+        }
+    }
+    for (uint32_t y = 0; y < dh; y++) {
+        ref_axis(y0 - cy0, bh, ch, rh, top + y, &first, &cnt, k);
+        for (uint32_t x = 0; x < dw; x++) {
+            const uint32_t to = flip ? dw - 1 - x : x;
+            for (uint32_t j = 0; j < c; j++) {
+                int64_t s = 1 << 21;
+                for (uint32_t t = 0; t < cnt; t++) {
+                    s += (int64_t)mid[((size_t)(first + t) * rw + left + x) * c + j] * k[t];
+                }
+                dst[((size_t)y * dw + to) * c + j] = ref_clip(s);
+            }
+        }
+    }
+    free(mid);
+}
+
+/* Over random sources, boxes (fractional too, as after DCT scaling), output sizes (every
+ * width modulo 4 and 16, reductions up to 12x and enlargements), windows, flips and both
+ * channel counts: the library's resampling with each instruction set the build and the CPU
+ * have (plain loops, AVX2) equals a plain PIL implementation exactly. Seed
+ * printed. */
+Test(image_resize, equals_plain_pil_over_random_sizes, .timeout = 60)
+{
+    const uint64_t seed = 20261127;
+    cr_log_info("seed %llu, instruction sets up to %d", (unsigned long long)seed,
+                (int)image_resize_isa());
+    fmt_rng r;
+    fmt_rng_seed(&r, seed, 1);
+    for (int trial = 0; trial < 400; trial++) {
+        const uint32_t c = trial % 5 == 4 ? 1 : 3;
+        const uint32_t w = 1 + (uint32_t)fmt_rng_below(&r, 300);
+        const uint32_t h = 1 + (uint32_t)fmt_rng_below(&r, 200);
+        uint8_t *px = testimg_pattern(w, h, c, seed + (uint64_t)trial);
+        const image_buf src = {px, h, w, c, 0};
+        /* a box inside the image, in fractional pixels half of the time */
+        const int frac = trial % 2;
+        const double bw = frac ? 0.5 + (w - 0.5) * (fmt_rng_next(&r) >> 11) * 0x1p-53
+                               : 1 + (double)fmt_rng_below(&r, w);
+        const double bh = frac ? 0.5 + (h - 0.5) * (fmt_rng_next(&r) >> 11) * 0x1p-53
+                               : 1 + (double)fmt_rng_below(&r, h);
+        const double x0 = (w - bw) * (frac ? (fmt_rng_next(&r) >> 11) * 0x1p-53 : 0.5);
+        const double y0 = (h - bh) * (frac ? (fmt_rng_next(&r) >> 11) * 0x1p-53 : 0.5);
+        const uint32_t rw = 1 + (uint32_t)fmt_rng_below(&r, trial % 3 == 0 ? 40 : 240);
+        const uint32_t rh = 1 + (uint32_t)fmt_rng_below(&r, trial % 3 == 0 ? 40 : 120);
+        const uint32_t dw = trial % 4 == 0 ? 1 + (uint32_t)fmt_rng_below(&r, rw) : rw;
+        const uint32_t dh = trial % 4 == 0 ? 1 + (uint32_t)fmt_rng_below(&r, rh) : rh;
+        const uint32_t left = (uint32_t)fmt_rng_below(&r, rw - dw + 1);
+        const uint32_t top = (uint32_t)fmt_rng_below(&r, rh - dh + 1);
+        const int flip = (int)(fmt_rng_next(&r) & 1);
+        const size_t n = (size_t)dh * dw * c;
+        uint8_t *got = malloc(n), *want = malloc(n);
+        uint8_t *scratch = malloc(image_resize_scratch(&src, dh, dw));
+        ref_resize(&src, y0, x0, bh, bw, rh, rw, top, left, want, dh, dw, flip);
+        for (image_isa isa = IMAGE_ISA_PLAIN; isa <= image_resize_isa(); isa++) {
+            cr_assert_eq(image_resize_region_isa(isa, &src, y0, x0, bh, bw, rh, rw, top, left,
+                                                 got, dh, dw, flip, scratch),
+                         HDMLP_OK);
+            cr_assert_arr_eq(got, want, n,
+                             "instruction set %d, trial %d: %u x %u x %u, box %.3f x %.3f at "
+                             "(%.3f, %.3f) to %u x %u, window %u x %u at (%u, %u), flip %d",
+                             (int)isa, trial, w, h, c, bw, bh, x0, y0, rw, rh, dw, dh, left,
+                             top, flip);
+        }
+        free(scratch);
+        free(got);
+        free(want);
+        free(px);
+    }
+}
+
 /* ---- decoding -----------------------------------------------------------------------------
  */
 

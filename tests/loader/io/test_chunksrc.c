@@ -12,6 +12,7 @@
 #include "hd_base.h"
 #include "loader_chunksrc.h"
 #include "loader_tier.h"
+#include "support/ds_record.h"
 #include "support/objstore_fixture.h"
 #include "support/testds.h"
 
@@ -25,19 +26,22 @@
 #include <time.h>
 #include <unistd.h>
 
-/* A dataset's index, decoded from its file (kept with the bytes it points into). */
+/* A dataset's index, through an open dataset (its records from the chunks' tables). */
 typedef struct test_index {
-    uint8_t *bytes;
-    fmt_index ix;
+    hdmlp_dataset *ds;
+    fmt_index ix; /* a copy of ds's view, valid while ds is open */
 } test_index;
 
 static void index_load(const char *dir, test_index *t)
 {
-    char path[700];
-    snprintf(path, sizeof(path), "%s/index", dir);
-    size_t len = 0;
-    cr_assert_eq(testds_read_file(path, &t->bytes, &len), 0, "cannot read %s", path);
-    cr_assert_eq(fmt_index_decode(t->bytes, len, &t->ix), HDMLP_OK, "%s", hdmlp_last_error());
+    cr_assert_eq(hdmlp_dataset_open(dir, &t->ds), HDMLP_OK, "%s", hdmlp_last_error());
+    t->ix = *ds_record_index(t->ds);
+}
+
+/* Sample i's record, from its chunk's table. */
+static void record(const test_index *ti, uint64_t i, fmt_sample *rec)
+{
+    ds_record(ti->ds, i, rec);
 }
 
 /* The largest whole chunk, aligned: a buffer any plan fits. */
@@ -76,8 +80,9 @@ static void plan_whole(const fmt_index *ix, uint64_t c, test_plan *t)
                          .buf_len = ch.length};
 }
 
-static void plan_ranges(const fmt_index *ix, uint64_t c, uint32_t step, test_plan *t)
+static void plan_ranges(const test_index *ti, uint64_t c, uint32_t step, test_plan *t)
 {
+    const fmt_index *ix = &ti->ix;
     fmt_chunk ch;
     fmt_index_chunk(ix, c, &ch);
     memset(t, 0, sizeof(*t));
@@ -85,7 +90,7 @@ static void plan_ranges(const fmt_index *ix, uint64_t c, uint32_t step, test_pla
     for (uint32_t slot = 0; slot < ch.n_samples && t->n < 64; slot += step) {
         const uint64_t i = c * ix->h.chunk_size + slot;
         fmt_sample rec;
-        fmt_index_sample(ix, i, &rec);
+        record(ti, i, &rec);
         t->ranges[t->n] = (refill_range){ch.offset + rec.offset, rec.stored_len, at};
         t->pos[t->n] = at;
         t->index[t->n] = i;
@@ -102,14 +107,14 @@ static void plan_ranges(const fmt_index *ix, uint64_t c, uint32_t step, test_pla
 }
 
 /* Every sample a read of plan t (ranges) left in b decodes to its bytes. */
-static void check_samples(const fmt_index *ix, const test_plan *t, const chunk_bytes *b,
+static void check_samples(const test_index *ti, const test_plan *t, const chunk_bytes *b,
                           uint64_t seed)
 {
     fmt_decoder *d = NULL;
-    cr_assert_eq(fmt_decoder_create(ix, &d), HDMLP_OK);
+    cr_assert_eq(fmt_decoder_create(&ti->ix, &d), HDMLP_OK);
     for (uint32_t k = 0; k < t->n; k++) {
         fmt_sample rec;
-        fmt_index_sample(ix, t->index[k], &rec);
+        record(ti, t->index[k], &rec);
         uint8_t *got = malloc(rec.raw_len + 1), *want = malloc(rec.raw_len + 1);
         const uint64_t pos = b->whole_chunk ? rec.offset : t->pos[k];
         cr_assert_eq(fmt_sample_decode(d, t->index[k], &rec, b->base + pos, got, rec.raw_len),
@@ -165,7 +170,7 @@ Test(chunksrc, remote_segments_read_through_a_store_engine_as_local_files_do, .t
             if (shape == 0) {
                 plan_whole(&ti.ix, c, &t);
             } else {
-                plan_ranges(&ti.ix, c, (uint32_t)shape, &t);
+                plan_ranges(&ti, c, (uint32_t)shape, &t);
             }
             memset(rb, 0xa5, max);
             chunk_bytes rbytes, lbytes;
@@ -178,7 +183,7 @@ Test(chunksrc, remote_segments_read_through_a_store_engine_as_local_files_do, .t
             cr_assert_eq(memcmp(rb, lb, t.p.buf_len), 0, "chunk %llu shape %d: bytes differ",
                          (unsigned long long)c, shape);
             if (shape > 0) {
-                check_samples(&ti.ix, &t, &rbytes, objstore_spec.seed);
+                check_samples(&ti, &t, &rbytes, objstore_spec.seed);
             }
             reads++;
         }
@@ -196,7 +201,7 @@ Test(chunksrc, remote_segments_read_through_a_store_engine_as_local_files_do, .t
     io_engine_free(files);
     free(rb);
     free(lb);
-    free(ti.bytes);
+    hdmlp_dataset_close(ti.ds);
     hdmlp_dataset_close(rds);
     hdmlp_dataset_close(lds);
     objstore_stop(&s);
@@ -230,7 +235,7 @@ Test(chunksrc, missing_segment_object_or_file_is_named_with_the_chunk, .timeout 
     cr_assert_eq(chunk_reader_create(&local, files, &lr), HDMLP_OK, "%s", hdmlp_last_error());
     uint8_t *buf = malloc(max_chunk(&ti.ix));
     test_plan t;
-    plan_ranges(&ti.ix, 1, 2, &t);
+    plan_ranges(&ti, 1, 2, &t);
     chunk_bytes b;
     /* Remote: found (an object name), then the read fails naming the URL and the chunk. */
     cr_assert_eq(chunk_find(rr, 1, &t.p), HDMLP_OK);
@@ -248,7 +253,7 @@ Test(chunksrc, missing_segment_object_or_file_is_named_with_the_chunk, .timeout 
     chunk_reader_free(lr);
     io_engine_free(files);
     free(buf);
-    free(ti.bytes);
+    hdmlp_dataset_close(ti.ds);
     hdmlp_dataset_close(rds);
     hdmlp_dataset_close(lds);
     objstore_stop(&s);
@@ -317,9 +322,9 @@ Test(chunksrc, ssd_cache_file_found_bad_is_reported_dropped_and_absent_after, .t
     cr_assert_eq(find_read(cr, c, &whole, got, &b), HDMLP_OK, "%s", hdmlp_last_error());
     cr_assert_eq(memcmp(got, buf, ch.length), 0);
     test_plan ranges;
-    plan_ranges(&ti.ix, c, 3, &ranges);
+    plan_ranges(&ti, c, 3, &ranges);
     cr_assert_eq(find_read(cr, c, &ranges, got, &b), HDMLP_OK, "%s", hdmlp_last_error());
-    check_samples(&ti.ix, &ranges, &b, objstore_spec.seed);
+    check_samples(&ti, &ranges, &b, objstore_spec.seed);
     /* A flipped header byte: the whole read fails verification, naming the cache. */
     snprintf(file, sizeof(file), "%s/hdmlp-%016llx-chunk-%llu", ssd,
              (unsigned long long)ti.ix.h.dataset_id, (unsigned long long)c);
@@ -345,7 +350,7 @@ Test(chunksrc, ssd_cache_file_found_bad_is_reported_dropped_and_absent_after, .t
     tier_free(t);
     free(buf);
     free(got);
-    free(ti.bytes);
+    hdmlp_dataset_close(ti.ds);
     hdmlp_dataset_close(ds);
     testds_rm_rf(dir);
 }
@@ -397,7 +402,7 @@ Test(chunksrc, ram_tier_lends_its_chunk_and_waits_for_a_first_load, .timeout = 6
     cr_assert_eq(chunk_reader_create(&ram, NULL, &rr2), HDMLP_OK);
     const uint64_t c = 7;
     test_plan ranges;
-    plan_ranges(&ti.ix, c, 2, &ranges);
+    plan_ranges(&ti, c, 2, &ranges);
     /* Nothing cached and no first load planned: absent at once. */
     cr_assert_eq(chunk_find(rr, c, &ranges.p), CHUNK_ABSENT);
     /* A first load planned: a reader waits until it has filled the cache. */
@@ -422,7 +427,7 @@ Test(chunksrc, ram_tier_lends_its_chunk_and_waits_for_a_first_load, .timeout = 6
     cr_assert_eq(chunk_read(rr2, c, &ranges.p, unused, &b), HDMLP_OK);
     cr_assert_eq(b.base, copy);
     cr_assert_eq(b.whole_chunk, 1);
-    check_samples(&ti.ix, &ranges, &b, objstore_spec.seed);
+    check_samples(&ti, &ranges, &b, objstore_spec.seed);
     char name[64];
     ram.ops->name(&ram, &ranges.p, name, sizeof(name));
     cr_assert_str_eq(name, "RAM chunk cache");
@@ -432,7 +437,7 @@ Test(chunksrc, ram_tier_lends_its_chunk_and_waits_for_a_first_load, .timeout = 6
     chunk_reader_free(rr2);
     io_engine_free(files);
     tier_free(t); /* frees the cached chunk */
-    free(ti.bytes);
+    hdmlp_dataset_close(ti.ds);
     hdmlp_dataset_close(ds);
     testds_rm_rf(dir);
 }

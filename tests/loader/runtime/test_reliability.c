@@ -28,7 +28,7 @@ static void corrupt_sample(hdmlp_dataset *ds, const char *dir, uint64_t index)
 {
     fmt_sample s;
     fmt_chunk ch;
-    fmt_index_sample(&ds->ix, index, &s);
+    cr_assert_eq(ds_sample_record(ds, index, &s), HDMLP_OK, "%s", hdmlp_last_error());
     fmt_index_chunk(&ds->ix, index / spec.chunk_size, &ch);
     char path[1024];
     snprintf(path, sizeof(path), "%s/segment-%06u", dir, ch.segment);
