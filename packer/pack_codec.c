@@ -78,7 +78,7 @@ int pack_is_compressed_media(const uint8_t *p, size_t n)
 #define DICT_CAP (110u << 10)
 #define DICT_MIN_SAMPLES 8u
 
-int pack_train_dict(pack_ctx *ctx, const uint64_t *perm, uint8_t **dict, size_t *dict_len)
+int pack_train_dict(pack_ctx *ctx, uint8_t **dict, size_t *dict_len)
 {
     *dict = NULL;
     *dict_len = 0;
@@ -93,12 +93,20 @@ int pack_train_dict(pack_ctx *ctx, const uint64_t *perm, uint8_t **dict, size_t 
     }
     pack_reader r;
     pack_reader_init(&r, ctx);
+    pack_packed_reader pr;
+    pack_packed_reader_init(&pr, ctx);
     unsigned n = 0;
     size_t used = 0;
     int rc = HDMLP_OK;
     for (uint64_t i = 0; i < ctx->n_items && n < DICT_MAX_SAMPLES && used < DICT_MAX_BYTES;
          i++) {
-        const pack_item *const it = &ctx->items[perm[i]];
+        pack_item item;
+        const uint8_t *key = NULL;
+        rc = pack_packed_at(&pr, i, &item, &key);
+        if (rc != HDMLP_OK) {
+            break;
+        }
+        const pack_item *const it = &item;
         uint64_t len = it->size < DICT_SAMPLE_PREFIX ? it->size : DICT_SAMPLE_PREFIX;
         if (len > DICT_MAX_BYTES - used) {
             len = DICT_MAX_BYTES - used;
@@ -106,7 +114,7 @@ int pack_train_dict(pack_ctx *ctx, const uint64_t *perm, uint8_t **dict, size_t 
         if (len < 8) {
             continue;
         }
-        rc = pack_read_item(&r, it, buf + used, len);
+        rc = pack_read_item(&r, it, key, buf + used, len);
         if (rc != HDMLP_OK) {
             break;
         }
@@ -123,6 +131,7 @@ int pack_train_dict(pack_ctx *ctx, const uint64_t *perm, uint8_t **dict, size_t 
         }
     }
     pack_reader_free(&r);
+    pack_packed_reader_free(&pr);
     if (rc == HDMLP_OK && n < DICT_MIN_SAMPLES) {
         pack_warn(ctx->o,
                   "too few compressible samples (%u) to train a dictionary; "

@@ -8,13 +8,24 @@
  *                 pack_run() (packer.h)
  *   4 driver      pack_run.c: scan → sort → shuffle → dictionary → chunks → index → commit
  *   3 stages      pack_scan_dir.c, pack_scan_list.c, pack_scan_archive.c (→ pack_spill.c),
+ *                 pack_sort.c (the merge of the sorted runs; → pack_packed.c),
  *                 pack_write.c (→ pack_codec.c, pack_image.c, pack_segment.c,
- *                 pack_source.c),
+ *                 pack_source.c, pack_packed.c),
  *                 pack_outdir.c
- *   2 services    pack_codec.c (→ pack_source.c), pack_image.c (image preparation),
- *                 pack_spill.c, pack_source.c, pack_segment.c
- *   1 base        pack_items.c (buffers, items, labels), pack_notify.c (cancel, progress,
- *                 warnings through pack_opts); format/ and the hd_* helpers of libhdmlp
+ *   2 services    pack_codec.c (→ pack_source.c, pack_packed.c), pack_image.c (image
+ *                 preparation), pack_spill.c, pack_source.c, pack_segment.c,
+ *                 pack_packed.c (items in packed order; → pack_order.c, the shuffle)
+ *   1 base        pack_items.c (buffers, items, labels; → pack_tmpfile.c, unlinked
+ *                 temporary files), pack_notify.c (cancel, progress, warnings through
+ *                 pack_opts); format/ and the hd_* helpers of libhdmlp
+ *
+ * Memory: O(labels + chunks) plus bounded buffers, whatever N. Scanners add every item (a
+ * fixed-size record) and its key to a run in memory; a run that reaches its budget
+ * (o->sort_run_bytes) is sorted and appended to run files, unlinked temporary files
+ * (pack_tmpfile.c); pack_sort_items merges the runs and distributes the items, in sorted
+ * order, to buckets of consecutive packed positions on disk (pack_packed.c), or, when
+ * everything fit in one run, keeps that run sorted in memory; the chunk writer and the
+ * dictionary read the items in packed order, a bucket at a time.
  */
 #ifndef HDMLP_PACK_INTERNAL_H
 #define HDMLP_PACK_INTERNAL_H
@@ -38,15 +49,56 @@ int pack_buf_reserve(pack_buf *b, size_t extra);
 int pack_buf_append(pack_buf *b, const void *data, size_t n);
 void pack_buf_free(pack_buf *b);
 
-/* ---- one sample's metadata (32 bytes) -------------------------------------------------- */
+/* ---- temporary files (pack_tmpfile.c) ------------------------------------------------- */
+/* A file in the temporary output directory, unlinked as soon as it is created (nothing is
+ * left behind whatever happens), appended to through a buffer and read back with pread.
+ * Errors name it as DIR/NAME. */
+typedef struct pack_tmp {
+    int fd;       /* open while path is set */
+    char *path;   /* DIR/NAME, for messages; NULL: not created (a zeroed pack_tmp) */
+    uint64_t end; /* bytes appended (written + buffered) */
+    uint8_t *buf; /* appends not yet written */
+    size_t len, cap;
+} pack_tmp;
+
+/* Creates DIR/NAME (O_EXCL), unlinks it and sets an append buffer of buf_cap bytes. */
+int pack_tmp_create(pack_tmp *f, const char *dir, const char *name, size_t buf_cap);
+int pack_tmp_append(pack_tmp *f, const void *p, size_t n);
+/* Writes what is buffered (reads see only written bytes). */
+int pack_tmp_flush(pack_tmp *f);
+/* Flushes and frees the append buffer; the file stays open for reading. */
+int pack_tmp_seal(pack_tmp *f);
+/* Reads n bytes at off (which must be written: flush first); thread-safe. */
+int pack_tmp_read(const pack_tmp *f, void *dst, size_t n, uint64_t off);
+/* Closes (the file disappears) and frees; f may be zeroed or closed already. */
+void pack_tmp_close(pack_tmp *f);
+
+/* A sequential reader of bytes [off, end) of a written temporary file, through a buffer. */
+typedef struct pack_tmp_cursor {
+    const pack_tmp *f;
+    uint64_t off, end; /* next byte to fetch from the file; end of the range */
+    uint8_t *buf;
+    size_t len, pos, cap;
+} pack_tmp_cursor;
+
+int pack_cursor_open(pack_tmp_cursor *c, const pack_tmp *f, uint64_t off, uint64_t end,
+                     size_t buf_cap);
+/* Copies the next n bytes to dst (HDMLP_E_IO naming the file if the range ends first). */
+int pack_cursor_read(pack_tmp_cursor *c, void *dst, size_t n);
+void pack_cursor_close(pack_tmp_cursor *c);
+
+/* ---- one sample's metadata (40 bytes, the record of the items files) ------------------- */
 typedef struct pack_item {
-    uint64_t key_off; /* into ctx->keys (which becomes the index strings section) */
+    uint64_t key_off; /* into the keys (buffer or file) beside the records */
     uint64_t size;    /* raw bytes */
     uint64_t src;     /* archive inputs: offset of the bytes in the spill file */
-    uint32_t label;   /* provisional id while scanning; final id after pack_labels_finish */
+    uint64_t seq;     /* scan sequence: ties of (input, key) keep it */
+    uint32_t label;   /* provisional id while scanning; final id once sorted */
     uint16_t key_len;
     uint16_t input; /* index into ctx->inputs */
 } pack_item;
+
+#define PACK_ITEM_LEN sizeof(pack_item)
 
 /* ---- label names (pack_items.c) --------------------------------------------------------- */
 typedef struct pack_labels {
@@ -58,6 +110,7 @@ typedef struct pack_labels {
     uint32_t tab_cap; /* power of two */
     uint32_t *remap;  /* provisional id → final id (after finish) */
     uint32_t *order;  /* final id → provisional id (after finish) */
+    uint8_t *used;    /* per provisional id: a sample has it (pack_add_item) */
 } pack_labels;
 
 int pack_labels_intern(pack_labels *lt, const void *name, size_t len, uint32_t *id);
@@ -67,6 +120,32 @@ void pack_labels_free(pack_labels *lt);
 
 /* ---- inputs and the packing context ---------------------------------------------------- */
 enum pack_src_kind { PACK_SRC_DIR = 0, PACK_SRC_ARCHIVE = 1, PACK_SRC_LIST = 2 };
+
+/* Items in packed order on disk (pack_packed.c): bucket b holds packed positions
+ * [b × per, (b + 1) × per), its records and keys as blocks in items.packed and
+ * keys.packed (blocks[2b], blocks[2b + 1]: arrays of pack_block), each record's seq its
+ * packed position and key_off its key's offset among its bucket's keys. */
+typedef struct pack_block {
+    uint64_t off, len;
+} pack_block;
+
+typedef struct pack_packed {
+    uint64_t per; /* positions per bucket, a multiple of K */
+    uint64_t n_buckets;
+    pack_tmp items, keys;
+    pack_buf *blocks; /* 2 per bucket */
+    /* while written: per bucket, records and keys not yet appended, and its key bytes */
+    pack_buf *wbuf; /* 2 per bucket */
+    uint64_t *key_bytes;
+    size_t wbuf_cap;
+} pack_packed;
+
+/* A sorted run in the run files: records [first, first + n) of items.run, its keys bytes
+ * [key0, key1) of keys.run. */
+typedef struct pack_disk_run {
+    uint64_t first, n;
+    uint64_t key0, key1;
+} pack_disk_run;
 
 typedef struct pack_src {
     int kind;
@@ -79,9 +158,23 @@ typedef struct pack_ctx {
     const pack_opts *o;
     pack_src *srcs;
     size_t n_srcs;
-    pack_item *items; /* in scan order */
-    uint64_t n_items, cap_items;
-    pack_buf keys; /* key bytes; label names are appended before encoding the index */
+    /* Items while scanning (pack_add_item): the current run in memory, records in scan
+     * order with key_off into run_keys, until its records and keys reach run_budget bytes;
+     * then it is sorted and appended to the run files. */
+    pack_buf run_recs, run_keys;
+    uint64_t run_budget; /* o->sort_run_bytes, or PACK_DEFAULT_SORT_RUN */
+    pack_tmp runs_items, runs_keys;
+    pack_disk_run *runs;
+    uint64_t n_runs, cap_runs;
+    uint64_t key_bytes; /* of every item (the 4 GiB limit) */
+    /* Sorted items (pack_sort_items): in memory when they were one run (sorted_ids[i] =
+     * the record of run_recs at sorted position i), else in packed order on disk. */
+    uint64_t *sorted_ids;
+    pack_packed packed;
+    const struct pack_order *order; /* the packed order, from pack_sort_items on */
+    int sorted;
+    uint64_t n_items;
+    uint64_t n_seq; /* next scan sequence number */
     pack_labels labels;
     uint64_t raw_bytes;
     char *tmpdir; /* temporary output directory */
@@ -100,17 +193,73 @@ typedef struct pack_ctx {
     char empty_label_names[PACK_EMPTY_LABEL_NAMES];
 } pack_ctx;
 
-/* Appends one item (copying the key). Checks key length and the 4 GiB strings limit;
- * `what` names the sample in errors. */
+/* Adds one item and its key (copied) to the current run, with the next scan sequence
+ * number; a full run is sorted and written to the run files (created in ctx->tmpdir on
+ * first use). Checks key length and the 4 GiB keys limit; `what` names the sample in
+ * errors. */
 int pack_add_item(pack_ctx *ctx, uint32_t input, const void *key, size_t key_len,
                   uint32_t label, uint64_t size, uint64_t src, const char *what);
+/* The same with a scan sequence number taken earlier (ctx->n_seq++), for an item whose
+ * place in the scan order is known before its data (archive hard links). */
+int pack_add_item_seq(pack_ctx *ctx, uint64_t seq, uint32_t input, const void *key,
+                      size_t key_len, uint32_t label, uint64_t size, uint64_t src,
+                      const char *what);
+/* Calls fn for every item added so far (provisional labels), in no particular order. fn
+ * must not add items. */
+typedef int (*pack_item_fn)(void *arg, const pack_item *it, const uint8_t *key);
+int pack_items_each(pack_ctx *ctx, pack_item_fn fn, void *arg);
+/* Sorts the current run and appends it to the run files (a no-op when it is empty). */
+int pack_items_spill_run(pack_ctx *ctx);
+/* Compares items by (input, key bytes, scan sequence): a total order. */
+int pack_item_cmp(const pack_item *x, const uint8_t *kx, const pack_item *y, const uint8_t *ky);
+/* *ids (hd_free) = the current run's record numbers in pack_item_cmp order. */
+int pack_items_sort_run(const pack_ctx *ctx, uint64_t **ids);
+/* Frees the items' runs (buffers, files) and the sorted run kept in memory (not ctx->packed:
+ * pack_packed_free). */
+void pack_items_free(pack_ctx *ctx);
 /* Nested datasets: the first bytes a file of a dataset directory starts with (FORMAT.md),
  * by its base name: the index magic for "index", the chunk magic for "segment-DIGITS";
  * NULL for any other name. PACK_DATASET_MAGIC_LEN bytes. */
 #define PACK_DATASET_MAGIC_LEN 8
 const char *pack_dataset_magic(const char *base, size_t len);
-/* perm[0..n) = item ids sorted by (input, key bytes, scan order). */
-int pack_sort_items(const pack_ctx *ctx, uint64_t *perm);
+/* Stable merge sort of ids v[0..n) with a comparator; tmp holds n / 2 + 1 ids. */
+typedef int (*pack_cmp_fn)(const void *ctx, uint64_t a, uint64_t b);
+void pack_merge_sort(uint64_t *v, uint64_t *tmp, uint64_t n, pack_cmp_fn cmp, const void *c);
+
+/* ---- the packed order (pack_order.c) ---------------------------------------------------- */
+#define PACK_ORDER_TABLE_MAX 4096u
+#define PACK_ORDER_ROUNDS 8
+/* Packed position p holds sorted item pack_order_at(p): a seeded bijection of [0, n).
+ * n ≤ PACK_ORDER_TABLE_MAX: the Fisher-Yates shuffle of fmt_rng(seed, 0) (as packers
+ * before the streaming one shuffled every n); above, a Feistel network with cycle walking
+ * keyed by fmt_rng(seed, 0), evaluated per position in O(1) memory. */
+typedef struct pack_order {
+    uint64_t n;
+    uint32_t rbits;
+    uint64_t lmask, rmask;
+    uint64_t key[PACK_ORDER_ROUNDS];
+    uint16_t at[PACK_ORDER_TABLE_MAX];
+    uint16_t pos[PACK_ORDER_TABLE_MAX];
+} pack_order;
+
+void pack_order_init(pack_order *o, uint64_t seed, uint64_t n);
+/* The sorted item at packed position p (< n). */
+uint64_t pack_order_at(const pack_order *o, uint64_t p);
+/* The packed position of sorted item i (< n). */
+uint64_t pack_order_pos(const pack_order *o, uint64_t i);
+
+/* ---- sorting the items (pack_sort.c) ---------------------------------------------------- */
+/* Called for each item in sorted order: id = its sorted position, pos = its packed
+ * position, label final. */
+typedef int (*pack_sorted_fn)(void *arg, uint64_t id, uint64_t pos, const pack_item *it,
+                              const uint8_t *key);
+#define PACK_DEFAULT_SORT_RUN (64ull << 20)
+/* Sorts the items by (input, key bytes, scan sequence), with final label ids (labels
+ * finished), calling fn (may be NULL) for each in sorted order; then ctx->sorted is set,
+ * ctx->order = order, and pack_packed_at serves them by packed position. One run (nothing
+ * written yet): sorted in memory and kept there. Several: the last one written too, all
+ * merged, each item appended to its bucket (pack_packed_add), the run files dropped. */
+int pack_sort_items(pack_ctx *ctx, const pack_order *order, pack_sorted_fn fn, void *arg);
 
 /* Cancellation, progress and warnings, through the caller's pack_opts (pack_notify.c). */
 bool pack_cancelled(const pack_opts *o);
@@ -136,6 +285,33 @@ void pack_scan_tick(pack_ctx *ctx, uint64_t pending);
 int pack_scan_dir(pack_ctx *ctx, uint32_t input);
 int pack_scan_archive(pack_ctx *ctx, uint32_t input);
 int pack_scan_list(pack_ctx *ctx, uint32_t input);
+
+/* ---- items in packed order (pack_packed.c) ------------------------------------------------
+ */
+/* Writing the buckets (ctx->n_items items, K = k, buckets sized for `budget` bytes held by
+ * two readers at once): begin, add each item with its packed position, end. */
+int pack_packed_begin(pack_ctx *ctx, uint32_t k, uint64_t budget);
+int pack_packed_add(pack_ctx *ctx, uint64_t pos, const pack_item *it, const uint8_t *key);
+int pack_packed_end(pack_ctx *ctx);
+void pack_packed_free(pack_packed *pk);
+
+/* Reads items by packed position, a bucket at a time (cheapest in increasing positions).
+ * One reader per thread. */
+typedef struct pack_packed_reader {
+    const pack_ctx *ctx;
+    uint64_t bucket; /* loaded, UINT64_MAX if none */
+    uint64_t first;  /* its first position */
+    pack_item *recs; /* by position - first */
+    uint64_t cap;
+    pack_buf keys;
+    pack_buf stage;
+} pack_packed_reader;
+
+void pack_packed_reader_init(pack_packed_reader *r, const pack_ctx *ctx);
+/* The item at packed position p (< n_items; sorted items) and its key, valid until the
+ * next call. */
+int pack_packed_at(pack_packed_reader *r, uint64_t p, pack_item *it, const uint8_t **key);
+void pack_packed_reader_free(pack_packed_reader *r);
 
 /* ---- spill file (pack_spill.c) ---------------------------------------------------------- */
 typedef struct pack_spill_writer {
@@ -164,20 +340,23 @@ typedef struct pack_reader {
 
 void pack_reader_init(pack_reader *r, const pack_ctx *ctx);
 void pack_reader_free(pack_reader *r);
-/* Full path of a file-backed item (DIR/LIST) in r->path; NULL on allocation failure. */
-const char *pack_reader_path(pack_reader *r, const pack_item *it);
-/* Reads the first `len` (≤ it->size) bytes of item `it` into dst. With len == it->size
- * the source must still have exactly it->size bytes ("changed during packing"). */
-int pack_read_item(pack_reader *r, const pack_item *it, uint8_t *dst, uint64_t len);
-/* Asks the kernel to start reading item `it` (its first `len` bytes). Best effort. */
-void pack_prefetch_item(pack_reader *r, const pack_item *it, uint64_t len);
+/* Full path of a file-backed item (DIR/LIST) with key `key` in r->path; NULL on
+ * allocation failure. */
+const char *pack_reader_path(pack_reader *r, const pack_item *it, const uint8_t *key);
+/* Reads the first `len` (≤ it->size) bytes of item `it` (key `key`) into dst. With len ==
+ * it->size the source must still have exactly it->size bytes ("changed during packing"). */
+int pack_read_item(pack_reader *r, const pack_item *it, const uint8_t *key, uint8_t *dst,
+                   uint64_t len);
+/* Asks the kernel to start reading item `it` (its first `len` bytes). Best effort; key is
+ * not needed (may be NULL) for archive inputs. */
+void pack_prefetch_item(pack_reader *r, const pack_item *it, const uint8_t *key, uint64_t len);
 
 /* ---- compression decisions (pack_codec.c) ---------------------------------------------- */
 /* Nonzero if the bytes start like an already-compressed format (JPEG, PNG, ...). */
 int pack_is_compressed_media(const uint8_t *p, size_t n);
-/* Trains a dictionary from the first samples in packed order (perm). *dict (hd_free) is
- * NULL with *dict_len 0 when there is too little data (a warning says so). */
-int pack_train_dict(pack_ctx *ctx, const uint64_t *perm, uint8_t **dict, size_t *dict_len);
+/* Trains a dictionary from the first samples in packed order (items sorted). *dict
+ * (hd_free) is NULL with *dict_len 0 when there is too little data (a warning says so). */
+int pack_train_dict(pack_ctx *ctx, uint8_t **dict, size_t *dict_len);
 
 /* ---- segment writer (pack_segment.c) --------------------------------------------------- */
 typedef struct pack_segw {
@@ -218,27 +397,30 @@ typedef struct pack_tablew {
 /* Creates DIR/tables and DIR/keys in dirfd (dir names it in messages), each with its
  * header (the dataset's id). */
 int pack_tablew_open(pack_tablew *w, int dirfd, const char *dir, uint64_t dataset_id);
-/* Appends chunk rec's table and key block (its n samples: records s, items perm[0..n) of
- * ctx for the keys) and fills rec's table, keys, raw_bytes and max_raw fields. */
-int pack_tablew_chunk(pack_tablew *w, const pack_ctx *ctx, const uint64_t *perm,
-                      const fmt_sample *s, uint32_t n, fmt_chunk *rec);
+/* Appends chunk rec's table and key block (its n samples: records s, whose key_off and
+ * key_len give their keys in `keys`) and fills rec's table, keys, raw_bytes and max_raw
+ * fields. */
+int pack_tablew_chunk(pack_tablew *w, const fmt_sample *s, const uint8_t *keys, uint32_t n,
+                      fmt_chunk *rec);
 /* Writes what is buffered, fsyncs and closes both files. */
 int pack_tablew_finish(pack_tablew *w);
 void pack_tablew_free(pack_tablew *w);
 
 /* ---- chunk pipeline (pack_write.c) ----------------------------------------------------- */
 typedef struct pack_write_args {
-    pack_ctx *ctx;
-    const uint64_t *perm; /* packed position → item id */
+    pack_ctx *ctx; /* items sorted */
     uint64_t n;
     uint64_t dataset_id;
     const uint8_t *dict;
     size_t dict_len;
-    fmt_sample *samples; /* N records: key/label/raw_len pre-filled; the rest filled here */
-    fmt_chunk *chunks;   /* C records, filled here */
+    const uint64_t *chunk_raw; /* C: raw bytes of each chunk's samples (as scanned) */
+    fmt_chunk *chunks;         /* C records, filled here */
     pack_segw *segw;
-    pack_tablew *tablew;   /* version 2's tables and keys, appended with each chunk */
-    pack_image_totals img; /* out: what image preparation did */
+    pack_tablew *tablew;     /* version 2's tables and keys, appended with each chunk */
+    pack_image_totals img;   /* out: what image preparation did */
+    uint64_t raw_bytes;      /* out: raw bytes stored (after image preparation) */
+    uint64_t stored_bytes;   /* out */
+    uint64_t codec_count[3]; /* out: samples by codec */
 } pack_write_args;
 
 int pack_write_chunks(pack_write_args *a);

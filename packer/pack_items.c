@@ -1,4 +1,5 @@
-/* Sample metadata: the item table, key arena, label names and the deterministic sort. */
+/* Sample metadata: items gathered in runs as they are scanned (a full run sorted and
+ * written to the run files), label names, a stable merge sort. */
 #include "pack_internal.h"
 
 #include <string.h>
@@ -67,48 +68,209 @@ const char *pack_dataset_magic(const char *base, size_t len)
     return "HDMLPCHK";
 }
 
-int pack_add_item(pack_ctx *ctx, uint32_t input, const void *key, size_t key_len,
-                  uint32_t label, uint64_t size, uint64_t src, const char *what)
+#define RUN_FILE_BUF (1u << 20)
+#define RUN_READ_BUF (1u << 20)
+
+int pack_item_cmp(const pack_item *x, const uint8_t *kx, const pack_item *y, const uint8_t *ky)
+{
+    if (x->input != y->input) {
+        return x->input < y->input ? -1 : 1;
+    }
+    const size_t n = x->key_len < y->key_len ? x->key_len : y->key_len;
+    const int r = n ? memcmp(kx, ky, n) : 0;
+    if (r != 0) {
+        return r;
+    }
+    if (x->key_len != y->key_len) {
+        return x->key_len < y->key_len ? -1 : 1;
+    }
+    return x->seq < y->seq ? -1 : x->seq > y->seq ? 1 : 0;
+}
+
+/* The design this implements (issue 27) appended every item to spill files while scanning
+ * and cut the runs out of them afterwards. The scan's own buffer is the run instead: that
+ * saves writing and reading every item once more, and a dataset whose items fit in one run
+ * writes none at all (it is sorted in memory and stays there, pack_sort.c). */
+int pack_add_item_seq(pack_ctx *ctx, uint64_t seq, uint32_t input, const void *key,
+                      size_t key_len, uint32_t label, uint64_t size, uint64_t src,
+                      const char *what)
 {
     if (key_len > FMT_MAX_KEY_LEN) {
         return hd_err(HDMLP_E_RANGE, "name longer than %u bytes (%zu): %.200s...",
                       FMT_MAX_KEY_LEN, key_len, what);
     }
-    if (ctx->keys.len + key_len > UINT32_MAX) {
+    if (ctx->key_bytes + key_len > UINT32_MAX) {
         return hd_err(HDMLP_E_RANGE, "%s: sample names exceed 4 GiB in total", what);
     }
-    if (ctx->n_items == ctx->cap_items) {
-        const uint64_t cap = ctx->cap_items ? ctx->cap_items * 2 : 1024;
-        if (cap > SIZE_MAX / sizeof(pack_item)) {
-            return hd_err(HDMLP_E_NOMEM, "too many samples");
-        }
-        pack_item *const items = hd_realloc(ctx->items, (size_t)cap * sizeof(pack_item));
-        if (!items) {
-            return hd_err(HDMLP_E_NOMEM, "out of memory for %llu samples",
-                          (unsigned long long)cap);
-        }
-        ctx->items = items;
-        ctx->cap_items = cap;
-    }
-    pack_item *const it = &ctx->items[ctx->n_items];
-    it->key_off = ctx->keys.len;
-    /* Reserve at least one byte: the arena must exist even when every key is empty (an
-     * archive member may have an empty name), since keys.p + key_off is used throughout. */
-    int rc = pack_buf_reserve(&ctx->keys, key_len ? key_len : 1);
+    pack_item it;
+    memset(&it, 0, sizeof(it));
+    it.key_off = ctx->run_keys.len;
+    it.key_len = (uint16_t)key_len;
+    it.input = (uint16_t)input;
+    it.label = label;
+    it.size = size;
+    it.src = src;
+    it.seq = seq;
+    /* keys.p exists even when every key is empty: run_keys.p + key_off is used throughout */
+    int rc = pack_buf_reserve(&ctx->run_keys, key_len + 1);
     if (rc == HDMLP_OK) {
-        rc = pack_buf_append(&ctx->keys, key, key_len);
+        rc = pack_buf_append(&ctx->run_keys, key, key_len);
+    }
+    if (rc == HDMLP_OK) {
+        rc = pack_buf_append(&ctx->run_recs, &it, PACK_ITEM_LEN);
     }
     if (rc != HDMLP_OK) {
         return rc;
     }
-    it->key_len = (uint16_t)key_len;
-    it->input = (uint16_t)input;
-    it->label = label;
-    it->size = size;
-    it->src = src;
+    if (label < ctx->labels.n) {
+        ctx->labels.used[label] = 1;
+    }
     ctx->n_items++;
+    ctx->key_bytes += key_len;
     ctx->raw_bytes += size;
+    const uint64_t budget = ctx->run_budget ? ctx->run_budget : PACK_DEFAULT_SORT_RUN;
+    if (ctx->run_recs.len + ctx->run_keys.len >= budget) {
+        return pack_items_spill_run(ctx);
+    }
     return HDMLP_OK;
+}
+
+int pack_add_item(pack_ctx *ctx, uint32_t input, const void *key, size_t key_len,
+                  uint32_t label, uint64_t size, uint64_t src, const char *what)
+{
+    return pack_add_item_seq(ctx, ctx->n_seq++, input, key, key_len, label, size, src, what);
+}
+
+static int run_cmp(const void *c, uint64_t a, uint64_t b)
+{
+    const pack_ctx *const ctx = c;
+    const pack_item *const x = (const pack_item *)ctx->run_recs.p + a;
+    const pack_item *const y = (const pack_item *)ctx->run_recs.p + b;
+    return pack_item_cmp(x, ctx->run_keys.p + x->key_off, y, ctx->run_keys.p + y->key_off);
+}
+
+int pack_items_sort_run(const pack_ctx *ctx, uint64_t **ids)
+{
+    const uint64_t n = ctx->run_recs.len / PACK_ITEM_LEN;
+    *ids = hd_malloc((size_t)(n + n / 2 + 1) * sizeof(uint64_t));
+    if (!*ids) {
+        return hd_err(HDMLP_E_NOMEM, "out of memory sorting %llu samples",
+                      (unsigned long long)n);
+    }
+    for (uint64_t i = 0; i < n; i++) {
+        (*ids)[i] = i;
+    }
+    pack_merge_sort(*ids, *ids + n, n, run_cmp, ctx);
+    return HDMLP_OK;
+}
+
+int pack_items_spill_run(pack_ctx *ctx)
+{
+    const uint64_t n = ctx->run_recs.len / PACK_ITEM_LEN;
+    if (n == 0) {
+        return HDMLP_OK;
+    }
+    int rc = HDMLP_OK;
+    if (!ctx->runs_items.path) {
+        rc = pack_tmp_create(&ctx->runs_items, ctx->tmpdir, "items.run", RUN_FILE_BUF);
+        if (rc == HDMLP_OK) {
+            rc = pack_tmp_create(&ctx->runs_keys, ctx->tmpdir, "keys.run", RUN_FILE_BUF);
+        }
+        if (rc != HDMLP_OK) {
+            return rc;
+        }
+    }
+    if (ctx->n_runs == ctx->cap_runs) {
+        const uint64_t cap = ctx->cap_runs ? ctx->cap_runs * 2 : 16;
+        pack_disk_run *const v = hd_realloc(ctx->runs, (size_t)cap * sizeof(pack_disk_run));
+        if (!v) {
+            return hd_err(HDMLP_E_NOMEM, "out of memory sorting");
+        }
+        ctx->runs = v;
+        ctx->cap_runs = cap;
+    }
+    uint64_t *ids = NULL;
+    rc = pack_items_sort_run(ctx, &ids);
+    if (rc != HDMLP_OK) {
+        return rc;
+    }
+    pack_disk_run *const r = &ctx->runs[ctx->n_runs++];
+    r->first = ctx->runs_items.end / PACK_ITEM_LEN;
+    r->n = n;
+    r->key0 = ctx->runs_keys.end;
+    for (uint64_t i = 0; i < n && rc == HDMLP_OK; i++) {
+        pack_item it = ((const pack_item *)ctx->run_recs.p)[ids[i]];
+        const uint8_t *const key = ctx->run_keys.p + it.key_off;
+        it.key_off = ctx->runs_keys.end;
+        rc = pack_tmp_append(&ctx->runs_items, &it, PACK_ITEM_LEN);
+        if (rc == HDMLP_OK) {
+            rc = pack_tmp_append(&ctx->runs_keys, key, it.key_len);
+        }
+    }
+    r->key1 = ctx->runs_keys.end;
+    hd_free(ids);
+    ctx->run_recs.len = 0;
+    ctx->run_keys.len = 0;
+    return rc;
+}
+
+int pack_items_each(pack_ctx *ctx, pack_item_fn fn, void *arg)
+{
+    int rc = HDMLP_OK;
+    const uint64_t n = ctx->run_recs.len / PACK_ITEM_LEN;
+    for (uint64_t i = 0; i < n && rc == HDMLP_OK; i++) {
+        const pack_item *const it = (const pack_item *)ctx->run_recs.p + i;
+        rc = fn(arg, it, ctx->run_keys.p + it->key_off);
+    }
+    const uint64_t on_disk = ctx->runs_items.end / PACK_ITEM_LEN;
+    const uint64_t keys_end = ctx->runs_keys.end;
+    if (rc != HDMLP_OK || on_disk == 0) {
+        return rc;
+    }
+    rc = pack_tmp_flush(&ctx->runs_items);
+    if (rc == HDMLP_OK) {
+        rc = pack_tmp_flush(&ctx->runs_keys);
+    }
+    pack_tmp_cursor ci, ck;
+    memset(&ci, 0, sizeof(ci));
+    memset(&ck, 0, sizeof(ck));
+    pack_buf key = {0};
+    if (rc == HDMLP_OK) {
+        rc = pack_cursor_open(&ci, &ctx->runs_items, 0, on_disk * PACK_ITEM_LEN, RUN_READ_BUF);
+    }
+    if (rc == HDMLP_OK) {
+        rc = pack_cursor_open(&ck, &ctx->runs_keys, 0, keys_end, RUN_READ_BUF);
+    }
+    for (uint64_t i = 0; i < on_disk && rc == HDMLP_OK; i++) {
+        pack_item it;
+        rc = pack_cursor_read(&ci, &it, PACK_ITEM_LEN);
+        if (rc == HDMLP_OK) {
+            rc = pack_buf_reserve(&key, (size_t)it.key_len + 1);
+        }
+        if (rc == HDMLP_OK) {
+            rc = pack_cursor_read(&ck, key.p, it.key_len);
+        }
+        if (rc == HDMLP_OK) {
+            rc = fn(arg, &it, key.p);
+        }
+    }
+    pack_cursor_close(&ci);
+    pack_cursor_close(&ck);
+    pack_buf_free(&key);
+    return rc;
+}
+
+void pack_items_free(pack_ctx *ctx)
+{
+    pack_buf_free(&ctx->run_recs);
+    pack_buf_free(&ctx->run_keys);
+    pack_tmp_close(&ctx->runs_items);
+    pack_tmp_close(&ctx->runs_keys);
+    hd_free(ctx->runs);
+    ctx->runs = NULL;
+    ctx->n_runs = ctx->cap_runs = 0;
+    hd_free(ctx->sorted_ids);
+    ctx->sorted_ids = NULL;
 }
 
 /* ---- labels ----------------------------------------------------------------------------- */
@@ -191,6 +353,12 @@ int pack_labels_intern(pack_labels *lt, const void *name, size_t len, uint32_t *
             return hd_err(HDMLP_E_NOMEM, "out of memory for labels");
         }
         lt->len = ln;
+        uint8_t *const used = hd_realloc(lt->used, cap);
+        if (!used) {
+            return hd_err(HDMLP_E_NOMEM, "out of memory for labels");
+        }
+        memset(used + lt->cap, 0, cap - lt->cap);
+        lt->used = used;
         lt->cap = cap;
     }
     lt->off[lt->n] = lt->names.len;
@@ -206,9 +374,7 @@ int pack_labels_intern(pack_labels *lt, const void *name, size_t len, uint32_t *
 
 /* ---- stable merge sort of u64 ids with a context comparator --------------------------- */
 
-typedef int (*pack_cmp_fn)(const void *ctx, uint64_t a, uint64_t b);
-
-static void merge_sort(uint64_t *v, uint64_t *tmp, uint64_t n, pack_cmp_fn cmp, const void *c)
+void pack_merge_sort(uint64_t *v, uint64_t *tmp, uint64_t n, pack_cmp_fn cmp, const void *c)
 {
     if (n < 16) {
         for (uint64_t i = 1; i < n; i++) {
@@ -223,8 +389,8 @@ static void merge_sort(uint64_t *v, uint64_t *tmp, uint64_t n, pack_cmp_fn cmp, 
         return;
     }
     const uint64_t h = n / 2;
-    merge_sort(v, tmp, h, cmp, c);
-    merge_sort(v + h, tmp, n - h, cmp, c);
+    pack_merge_sort(v, tmp, h, cmp, c);
+    pack_merge_sort(v + h, tmp, n - h, cmp, c);
     if (cmp(c, v[h - 1], v[h]) <= 0) {
         return;
     }
@@ -259,7 +425,7 @@ int pack_labels_finish(pack_labels *lt)
     for (uint32_t i = 0; i < lt->n; i++) {
         ids[i] = i;
     }
-    merge_sort(ids, ids + lt->n, lt->n, label_id_cmp, lt);
+    pack_merge_sort(ids, ids + lt->n, lt->n, label_id_cmp, lt);
     for (uint32_t i = 0; i < lt->n; i++) {
         lt->order[i] = (uint32_t)ids[i];
         lt->remap[ids[i]] = i;
@@ -276,42 +442,6 @@ void pack_labels_free(pack_labels *lt)
     hd_free(lt->table);
     hd_free(lt->remap);
     hd_free(lt->order);
+    hd_free(lt->used);
     memset(lt, 0, sizeof(*lt));
-}
-
-/* ---- item order -------------------------------------------------------------------------- */
-
-static int item_cmp(const void *c, uint64_t a, uint64_t b)
-{
-    const pack_ctx *const ctx = c;
-    const pack_item *const x = &ctx->items[a];
-    const pack_item *const y = &ctx->items[b];
-    if (x->input != y->input) {
-        return x->input < y->input ? -1 : 1;
-    }
-    const size_t n = x->key_len < y->key_len ? x->key_len : y->key_len;
-    const int r = memcmp(ctx->keys.p + x->key_off, ctx->keys.p + y->key_off, n);
-    if (r != 0) {
-        return r;
-    }
-    if (x->key_len != y->key_len) {
-        return x->key_len < y->key_len ? -1 : 1;
-    }
-    return a < b ? -1 : a > b ? 1 : 0;
-}
-
-int pack_sort_items(const pack_ctx *ctx, uint64_t *perm)
-{
-    const uint64_t n = ctx->n_items;
-    uint64_t *const tmp = hd_malloc((size_t)(n / 2 + 1) * sizeof(uint64_t));
-    if (!tmp) {
-        return hd_err(HDMLP_E_NOMEM, "out of memory sorting %llu samples",
-                      (unsigned long long)n);
-    }
-    for (uint64_t i = 0; i < n; i++) {
-        perm[i] = i;
-    }
-    merge_sort(perm, tmp, n, item_cmp, ctx);
-    hd_free(tmp);
-    return HDMLP_OK;
 }

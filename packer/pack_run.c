@@ -157,28 +157,19 @@ static void list_name(char *buf, size_t cap, const uint8_t *name, size_t len)
 
 /* Counts the labels without samples (class directories holding none, or only skipped
  * entries) and names them in ctx->empty_label_names. */
-static int find_empty_labels(pack_ctx *ctx)
+static void find_empty_labels(pack_ctx *ctx)
 {
     const pack_labels *const lt = &ctx->labels;
-    uint8_t *const used = hd_calloc(lt->n ? lt->n : 1, 1);
-    if (!used) {
-        return hd_err(HDMLP_E_NOMEM, "out of memory");
-    }
-    for (uint64_t i = 0; i < ctx->n_items; i++) {
-        used[ctx->items[i].label] = 1;
-    }
     ctx->empty_labels = 0;
     ctx->empty_label_names[0] = '\0';
     for (uint32_t l = 0; l < lt->n; l++) {
         const uint32_t id = lt->order[l];
-        if (!used[l]) {
+        if (!lt->used[id]) {
             ctx->empty_labels++;
             list_name(ctx->empty_label_names, sizeof(ctx->empty_label_names),
                       lt->names.p + lt->off[id], lt->len[id]);
         }
     }
-    hd_free(used);
-    return HDMLP_OK;
 }
 
 static int scan_all(pack_ctx *ctx)
@@ -203,46 +194,52 @@ static int scan_all(pack_ctx *ctx)
     }
     pack_report(ctx->o, PACK_PHASE_SCAN, ctx->n_items, ctx->n_items, ctx->raw_bytes,
                 ctx->raw_bytes);
-    const int rc = pack_labels_finish(&ctx->labels);
+    const int rc = pack_labels_finish(&ctx->labels); /* the sort applies the final ids */
     if (rc != HDMLP_OK) {
         return rc;
     }
-    for (uint64_t i = 0; i < ctx->n_items; i++) {
-        ctx->items[i].label = ctx->labels.remap[ctx->items[i].label];
-    }
-    return find_empty_labels(ctx);
+    find_empty_labels(ctx);
+    return HDMLP_OK;
 }
 
-static uint64_t compute_dataset_id(const pack_ctx *ctx, const uint64_t *perm)
-{
+/* What the driver gathers from the sorted items as the sort hands them over: the dataset
+ * id and each chunk's raw bytes.
+ *
+ * The dataset id is XXH3-64 over (seed u64, K u32, N u64, then per sample in sorted order:
+ * key length u32, key bytes, label u32, raw size u64). Sorted order, not packed order (as
+ * before the streaming packer): the packed order is a function of (seed, N) over the
+ * sorted order, so the id covers it all the same, and sorted order is the one the items
+ * come in sequentially; packed order would take two random reads per sample more. */
+typedef struct sorted_pass {
     XXH3_state_t st;
-    XXH3_INITSTATE(&st);
-    XXH3_64bits_reset(&st);
-    uint8_t b[20];
-    fmt_st64(b, ctx->o->seed);
-    fmt_st32(b + 8, ctx->o->chunk_size);
-    fmt_st64(b + 12, ctx->n_items);
-    XXH3_64bits_update(&st, b, 20);
-    for (uint64_t p = 0; p < ctx->n_items; p++) {
-        const pack_item *const it = &ctx->items[perm[p]];
-        fmt_st32(b, it->key_len);
-        XXH3_64bits_update(&st, b, 4);
-        XXH3_64bits_update(&st, ctx->keys.p + it->key_off, it->key_len);
-        fmt_st32(b, it->label);
-        fmt_st64(b + 4, it->size);
-        XXH3_64bits_update(&st, b, 12);
-    }
-    return XXH3_64bits_digest(&st);
+    uint32_t k;
+    uint64_t *chunk_raw;
+} sorted_pass;
+
+static int sorted_item(void *arg, uint64_t id, uint64_t pos, const pack_item *it,
+                       const uint8_t *key)
+{
+    (void)id;
+    sorted_pass *const sp = arg;
+    uint8_t b[12];
+    fmt_st32(b, it->key_len);
+    XXH3_64bits_update(&sp->st, b, 4);
+    XXH3_64bits_update(&sp->st, key, it->key_len);
+    fmt_st32(b, it->label);
+    fmt_st64(b + 4, it->size);
+    XXH3_64bits_update(&sp->st, b, 12);
+    sp->chunk_raw[pos / sp->k] += it->size;
+    return HDMLP_OK;
 }
 
 /* Everything pack_run allocates, so one cleanup path frees it. */
 typedef struct run_state {
     pack_ctx ctx;
     int tmp_fd;
-    uint64_t *perm;
+    pack_order *order;
+    uint64_t *chunk_raw;
     uint8_t *dict;
     size_t dict_len;
-    fmt_sample *samples;
     fmt_chunk *chunks;
     fmt_label *labels;
     pack_segw segw;
@@ -250,6 +247,8 @@ typedef struct run_state {
     pack_buf strings; /* the index's: label names, then field names */
     uint64_t dataset_id;
     pack_image_totals img;
+    uint64_t stored_bytes;
+    uint64_t codec_count[3];
     uint8_t *index;
     size_t index_len;
 } run_state;
@@ -261,8 +260,8 @@ static void run_free(run_state *r)
         hd_free(ctx->srcs[i].root);
     }
     hd_free(ctx->srcs);
-    hd_free(ctx->items);
-    pack_buf_free(&ctx->keys);
+    pack_items_free(ctx);
+    pack_packed_free(&ctx->packed);
     pack_labels_free(&ctx->labels);
     if (ctx->spill_fd >= 0) {
         close(ctx->spill_fd);
@@ -271,9 +270,9 @@ static void run_free(run_state *r)
         close(r->tmp_fd);
     }
     hd_free(ctx->tmpdir);
-    hd_free(r->perm);
+    hd_free(r->order);
+    hd_free(r->chunk_raw);
     hd_free(r->dict);
-    hd_free(r->samples);
     hd_free(r->chunks);
     hd_free(r->labels);
     pack_segw_free(&r->segw);
@@ -282,54 +281,52 @@ static void run_free(run_state *r)
     hd_free(r->index);
 }
 
-/* Shuffles, trains the dictionary and writes the segments. */
+/* Sorts, shuffles, trains the dictionary and writes the segments. */
 static int write_data(run_state *r)
 {
     pack_ctx *const ctx = &r->ctx;
     const pack_opts *const o = ctx->o;
     const uint64_t n = ctx->n_items;
     const uint64_t n_chunks = (n + o->chunk_size - 1) / o->chunk_size;
-    r->perm = hd_malloc((size_t)n * sizeof(uint64_t));
-    r->samples = hd_calloc((size_t)n, sizeof(fmt_sample));
+    r->order = hd_malloc(sizeof(pack_order));
+    r->chunk_raw = hd_calloc((size_t)n_chunks, sizeof(uint64_t));
     r->chunks = hd_calloc((size_t)n_chunks, sizeof(fmt_chunk));
-    if (!r->perm || !r->samples || !r->chunks) {
-        return hd_err(HDMLP_E_NOMEM, "out of memory for %llu samples", (unsigned long long)n);
+    if (!r->order || !r->chunk_raw || !r->chunks) {
+        return hd_err(HDMLP_E_NOMEM, "out of memory for %llu chunks",
+                      (unsigned long long)n_chunks);
     }
-    int rc = pack_sort_items(ctx, r->perm);
+    pack_order_init(r->order, o->seed, n);
+    sorted_pass sp = {.k = o->chunk_size, .chunk_raw = r->chunk_raw};
+    XXH3_INITSTATE(&sp.st);
+    XXH3_64bits_reset(&sp.st);
+    uint8_t b[20];
+    fmt_st64(b, o->seed);
+    fmt_st32(b + 8, o->chunk_size);
+    fmt_st64(b + 12, n);
+    XXH3_64bits_update(&sp.st, b, 20);
+    int rc = pack_sort_items(ctx, r->order, sorted_item, &sp);
     if (rc != HDMLP_OK) {
         return rc;
     }
-    fmt_rng rng;
-    fmt_rng_seed(&rng, o->seed, 0);
-    fmt_rng_shuffle_u64(&rng, r->perm, n);
+    r->dataset_id = XXH3_64bits_digest(&sp.st);
     if (o->dict) {
-        rc = pack_train_dict(ctx, r->perm, &r->dict, &r->dict_len);
+        rc = pack_train_dict(ctx, &r->dict, &r->dict_len);
         if (rc != HDMLP_OK) {
             return rc;
         }
     }
-    for (uint64_t p = 0; p < n; p++) {
-        const pack_item *const it = &ctx->items[r->perm[p]];
-        fmt_sample *const s = &r->samples[p];
-        s->raw_len = it->size;
-        s->key_off = (uint32_t)it->key_off;
-        s->key_len = it->key_len;
-        s->label = it->label;
-    }
     pack_segw_init(&r->segw, r->tmp_fd, ctx->tmpdir, o->segment_size);
-    r->dataset_id = compute_dataset_id(ctx, r->perm);
     rc = pack_tablew_open(&r->tablew, r->tmp_fd, ctx->tmpdir, r->dataset_id);
     if (rc != HDMLP_OK) {
         return rc;
     }
     pack_write_args a = {
         .ctx = ctx,
-        .perm = r->perm,
         .n = n,
         .dataset_id = r->dataset_id,
         .dict = r->dict,
         .dict_len = r->dict_len,
-        .samples = r->samples,
+        .chunk_raw = r->chunk_raw,
         .chunks = r->chunks,
         .segw = &r->segw,
         .tablew = &r->tablew,
@@ -337,6 +334,8 @@ static int write_data(run_state *r)
     pack_report(o, PACK_PHASE_WRITE, 0, n, 0, ctx->raw_bytes);
     rc = pack_write_chunks(&a);
     r->img = a.img;
+    r->stored_bytes = a.stored_bytes;
+    memcpy(r->codec_count, a.codec_count, sizeof(r->codec_count));
     if (rc == HDMLP_OK) {
         rc = pack_segw_finish(&r->segw);
     }
@@ -351,11 +350,11 @@ static int build_index(run_state *r, pack_summary *sum)
     pack_ctx *const ctx = &r->ctx;
     const pack_opts *const o = ctx->o;
     const uint64_t n = ctx->n_items;
-    /* Only the keys are needed from here on. */
-    hd_free(ctx->items);
-    ctx->items = NULL;
-    hd_free(r->perm);
-    r->perm = NULL;
+    /* The items are in the dataset now. */
+    pack_items_free(ctx);
+    pack_packed_free(&ctx->packed);
+    hd_free(r->chunk_raw);
+    r->chunk_raw = NULL;
     const pack_labels *const lt = &ctx->labels;
     r->labels = hd_calloc(lt->n, sizeof(fmt_label));
     if (!r->labels) {
@@ -363,7 +362,6 @@ static int build_index(run_state *r, pack_summary *sum)
     }
     /* Keys went to DIR/keys with their chunks; the index's strings are the label names and
      * the field names. */
-    pack_buf_free(&ctx->keys);
     for (uint32_t l = 0; l < lt->n; l++) {
         const uint32_t id = lt->order[l];
         if (r->strings.len + lt->len[id] > UINT32_MAX) {
@@ -392,11 +390,8 @@ static int build_index(run_state *r, pack_summary *sum)
             return rc;
         }
     }
-    uint64_t stored = 0;
-    for (uint64_t p = 0; p < n; p++) {
-        stored += r->samples[p].stored_len;
-        sum->codec_count[r->samples[p].codec < 3 ? r->samples[p].codec : 0]++;
-    }
+    const uint64_t stored = r->stored_bytes;
+    memcpy(sum->codec_count, r->codec_count, sizeof(sum->codec_count));
     fmt_index_build b;
     memset(&b, 0, sizeof(b));
     b.h.dataset_id = r->dataset_id;
@@ -461,6 +456,7 @@ int pack_run(const pack_opts *o, const pack_input *inputs, size_t n_inputs, cons
     run_state r;
     memset(&r, 0, sizeof(r));
     r.ctx.o = o;
+    r.ctx.run_budget = o->sort_run_bytes;
     r.ctx.spill_fd = -1;
     r.tmp_fd = -1;
     r.segw.fd = -1;
@@ -492,9 +488,8 @@ int pack_run(const pack_opts *o, const pack_input *inputs, size_t n_inputs, cons
         rc = build_index(&r, &local);
     }
     if (rc == HDMLP_OK) {
-        hd_free(r.samples); /* the encoded index holds everything now */
-        r.samples = NULL;
-        pack_buf_free(&r.ctx.keys);
+        hd_free(r.chunks); /* the encoded index holds everything now */
+        r.chunks = NULL;
         rc = pack_outdir_write_index(r.tmp_fd, r.ctx.tmpdir, r.index, r.index_len);
     }
     if (rc == HDMLP_OK && r.ctx.spill_fd >= 0) {

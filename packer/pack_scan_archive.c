@@ -1,5 +1,13 @@
 /* Archive inputs (libarchive): streamed once, in archive order, into the spill file;
- * symbolic link members resolved to the members they name once the stream has ended. */
+ * hard link members resolved to the earlier members they name, and symbolic link members
+ * to the members they name, once the stream has ended.
+ *
+ * Memory: items and keys go to the packer's runs (pack_add_item: bounded, then on disk) as
+ * members are read; what stays in memory is O(directory members + links): their names, and
+ * each hard link until it is resolved by one pass over the items (pack_items_each). Only an
+ * archive with symbolic link members gathers a table of every member's name (the links
+ * resolve through any of them, by path); that table is O(members) while the links are
+ * resolved. */
 #include "pack_internal.h"
 
 #include <archive.h>
@@ -59,30 +67,29 @@ static struct archive *archive_open(void)
     return a;
 }
 
-/* Finds the last item of this input whose key is `name` (hard link target). */
-static const pack_item *find_member(const pack_ctx *ctx, uint64_t first, uint32_t input,
-                                    const char *name, size_t len)
-{
-    for (uint64_t i = ctx->n_items; i > first; i--) {
-        const pack_item *const it = &ctx->items[i - 1];
-        if (it->input == input && it->key_len == len &&
-            memcmp(ctx->keys.p + it->key_off, name, len) == 0) {
-            return it;
-        }
-    }
-    return NULL;
-}
-
 /* A member by its normalised name (no "", "." or leading "/" components; ".." applied). */
 enum { NAME_FILE = 0, NAME_DIR = 1, NAME_LINK = 2 };
 typedef struct arc_name {
     const uint8_t *p; /* set once the stream has ended (text no longer grows) */
     uint64_t off;     /* into arc_scan.text */
     uint64_t len;
-    uint64_t ref; /* NAME_FILE: item id; NAME_LINK: index into arc_scan.links */
-    uint64_t seq; /* order in the archive: the last of equal names counts */
+    uint64_t ref; /* NAME_LINK: index into arc_scan.links */
+    uint64_t seq; /* scan sequence (order in the archive): the last of equal names counts */
+    uint64_t size, src; /* NAME_FILE: the item's bytes */
     int kind;
 } arc_name;
+
+/* A hard link member (its data is an earlier member's), resolved after the stream to the
+ * last earlier item of this input whose key is its target. Strings in arc_scan.htext. */
+typedef struct arc_hard {
+    uint64_t seq; /* its place in the scan order, taken at its header */
+    uint64_t name_off, name_len;
+    uint64_t link_off, link_len;
+    uint32_t label;
+    int found;          /* a target: */
+    uint64_t found_seq; /* its sequence number, */
+    uint64_t size, src; /* its bytes */
+} arc_hard;
 
 /* A symbolic link member: its name as stored and its target, into arc_scan.text. */
 typedef struct arc_link {
@@ -103,6 +110,9 @@ typedef struct arc_scan {
     uint64_t n_names, cap_names;
     arc_link *links;
     uint64_t n_links, cap_links;
+    pack_buf htext; /* hard links' names and targets, NUL after each */
+    arc_hard *hards;
+    uint64_t n_hards, cap_hards;
 } arc_scan;
 
 /* Appends the normalised form of name[0..len) to b; *len_out = its length. */
@@ -145,7 +155,8 @@ static int norm_append(pack_buf *b, const char *name, size_t len, uint64_t *len_
 }
 
 /* Records a member's name for resolving symbolic links later. */
-static int note_name(arc_scan *s, const char *name, size_t len, int kind, uint64_t ref)
+static int note_name(arc_scan *s, const char *name, size_t len, int kind, uint64_t ref,
+                     uint64_t seq)
 {
     if (s->n_names == s->cap_names) {
         const uint64_t cap = s->cap_names ? s->cap_names * 2 : 256;
@@ -160,7 +171,8 @@ static int note_name(arc_scan *s, const char *name, size_t len, int kind, uint64
     e->off = s->text.len;
     e->kind = kind;
     e->ref = ref;
-    e->seq = s->n_names;
+    e->seq = seq;
+    e->size = e->src = 0;
     if (norm_append(&s->text, name, len, &e->len) != HDMLP_OK) {
         return hd_err(HDMLP_E_NOMEM, "out of memory reading %s", s->path);
     }
@@ -267,14 +279,14 @@ static int add_link(arc_scan *s, const char *name, size_t len, const char *targe
         return hd_err(HDMLP_E_NOMEM, "out of memory reading %s", s->path);
     }
     s->n_links++;
-    return note_name(s, name, len, NAME_LINK, s->n_links - 1);
+    return note_name(s, name, len, NAME_LINK, s->n_links - 1, s->ctx->n_seq++);
 }
 
 /* A top-level directory member defines its label even when it holds no samples, as an
  * empty class directory does for directory inputs. */
 static int add_dir(arc_scan *s, const char *name, size_t len)
 {
-    int rc = note_name(s, name, len, NAME_DIR, 0);
+    int rc = note_name(s, name, len, NAME_DIR, 0, s->ctx->n_seq++);
     if (rc != HDMLP_OK) {
         return rc;
     }
@@ -302,8 +314,8 @@ static int add_dir(arc_scan *s, const char *name, size_t len)
     return pack_labels_intern(&s->ctx->labels, lab, lab_len, &label);
 }
 
-/* Adds an item for member `name` with the bytes of an earlier one, labelled by `name`. */
-static int add_alias(arc_scan *s, const char *name, size_t len, uint64_t size, uint64_t src)
+/* Adds an item for member `name` with the bytes at src, labelled by `name`. */
+static int add_file(arc_scan *s, const char *name, size_t len, uint64_t size, uint64_t src)
 {
     const char *lab;
     size_t lab_len;
@@ -311,12 +323,46 @@ static int add_alias(arc_scan *s, const char *name, size_t len, uint64_t size, u
     member_label(name, len, &lab, &lab_len);
     int rc = pack_labels_intern(&s->ctx->labels, lab, lab_len, &label);
     if (rc == HDMLP_OK) {
-        rc = note_name(s, name, len, NAME_FILE, s->ctx->n_items);
-    }
-    if (rc == HDMLP_OK) {
         rc = pack_add_item(s->ctx, s->input, name, len, label, size, src, name);
     }
     return rc;
+}
+
+/* Notes hard link member `name` (to `link`) for resolve_hards, with its place in the scan
+ * order and its label. */
+static int add_hard(arc_scan *s, const char *name, size_t len, const char *link)
+{
+    if (s->n_hards == s->cap_hards) {
+        const uint64_t cap = s->cap_hards ? s->cap_hards * 2 : 64;
+        arc_hard *const v = hd_realloc(s->hards, (size_t)cap * sizeof(arc_hard));
+        if (!v) {
+            return hd_err(HDMLP_E_NOMEM, "out of memory reading %s", s->path);
+        }
+        s->hards = v;
+        s->cap_hards = cap;
+    }
+    arc_hard *const h = &s->hards[s->n_hards];
+    memset(h, 0, sizeof(*h));
+    const char *lab;
+    size_t lab_len;
+    member_label(name, len, &lab, &lab_len);
+    int rc = pack_labels_intern(&s->ctx->labels, lab, lab_len, &h->label);
+    if (rc != HDMLP_OK) {
+        return rc;
+    }
+    h->seq = s->ctx->n_seq++;
+    h->name_off = s->htext.len;
+    h->name_len = len;
+    h->link_len = strlen(link);
+    h->link_off = s->htext.len + len + 1;
+    if (pack_buf_append(&s->htext, name, len) != HDMLP_OK ||
+        pack_buf_append(&s->htext, "", 1) != HDMLP_OK ||
+        pack_buf_append(&s->htext, link, (size_t)h->link_len) != HDMLP_OK ||
+        pack_buf_append(&s->htext, "", 1) != HDMLP_OK) {
+        return hd_err(HDMLP_E_NOMEM, "out of memory reading %s", s->path);
+    }
+    s->n_hards++;
+    return HDMLP_OK;
 }
 
 static int add_member(arc_scan *s, struct archive_entry *e)
@@ -333,15 +379,7 @@ static int add_member(arc_scan *s, struct archive_entry *e)
     const mode_t type = archive_entry_filetype(e);
     int rc;
     if (link && !(archive_entry_size_is_set(e) && archive_entry_size(e) > 0)) {
-        const pack_item *const t =
-            find_member(s->ctx, s->first_item, s->input, link, strlen(link));
-        if (!t) {
-            return hd_err(HDMLP_E_CORRUPT,
-                          "%s: member %s is a hard link to %s, which is not "
-                          "an earlier regular member",
-                          s->path, name, link);
-        }
-        return add_alias(s, name, len, t->size, t->src);
+        return add_hard(s, name, len, link);
     }
     if (type == AE_IFDIR) {
         return add_dir(s, name, len);
@@ -380,10 +418,136 @@ static int add_member(arc_scan *s, struct archive_entry *e)
                     "--allow-nested to pack them",
                     s->path, kname, ds_file[0] == 'i' ? "index" : "segment");
     } else if (rc == HDMLP_OK) {
-        rc = add_alias(s, kname, len, size, src);
+        rc = add_file(s, kname, len, size, src);
         pack_scan_tick(s->ctx, 0);
     }
     pack_buf_free(&key);
+    return rc;
+}
+
+/* ---- hard link members, once the stream has ended ----------------------------------- */
+
+static int bytes_cmp(const uint8_t *a, uint64_t al, const uint8_t *b, uint64_t bl);
+
+static int hard_link_cmp(const void *c, uint64_t a, uint64_t b)
+{
+    const arc_scan *const s = c;
+    const arc_hard *const x = &s->hards[a], *const y = &s->hards[b];
+    return bytes_cmp(s->htext.p + x->link_off, x->link_len, s->htext.p + y->link_off,
+                     y->link_len);
+}
+
+static int hard_name_cmp(const void *c, uint64_t a, uint64_t b)
+{
+    const arc_scan *const s = c;
+    const arc_hard *const x = &s->hards[a], *const y = &s->hards[b];
+    return bytes_cmp(s->htext.p + x->name_off, x->name_len, s->htext.p + y->name_off,
+                     y->name_len);
+}
+
+/* First index of ids (sorted by the string at `field` of each hard link) whose string is ≥
+ * (p, n); field 0: the target, 1: the name. */
+static uint64_t hard_lower(const arc_scan *s, const uint64_t *ids, uint64_t n_ids, int field,
+                           const uint8_t *p, uint64_t n)
+{
+    uint64_t lo = 0, hi = n_ids;
+    while (lo < hi) {
+        const uint64_t mid = lo + (hi - lo) / 2;
+        const arc_hard *const h = &s->hards[ids[mid]];
+        const uint64_t off = field ? h->name_off : h->link_off;
+        const uint64_t len = field ? h->name_len : h->link_len;
+        if (bytes_cmp(s->htext.p + off, len, p, n) < 0) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    return lo;
+}
+
+typedef struct hard_pass {
+    arc_scan *s;
+    const uint64_t *by_link;
+} hard_pass;
+
+/* An item of this input is a candidate for the hard links to its key after it: the last
+ * such (by scan sequence) counts. */
+static int hard_candidate(void *arg, const pack_item *it, const uint8_t *key)
+{
+    const hard_pass *const hp = arg;
+    arc_scan *const s = hp->s;
+    if (it->input != s->input) {
+        return HDMLP_OK;
+    }
+    for (uint64_t j = hard_lower(s, hp->by_link, s->n_hards, 0, key, it->key_len);
+         j < s->n_hards; j++) {
+        arc_hard *const h = &s->hards[hp->by_link[j]];
+        if (bytes_cmp(s->htext.p + h->link_off, h->link_len, key, it->key_len) != 0) {
+            break;
+        }
+        if (it->seq < h->seq && (!h->found || it->seq > h->found_seq)) {
+            h->found = 1;
+            h->found_seq = it->seq;
+            h->size = it->size;
+            h->src = it->src;
+        }
+    }
+    return HDMLP_OK;
+}
+
+/* Each hard link gets the bytes of the last item of this input before it (in the scan
+ * order) whose key is its target: a regular member, found in one pass over the items, or
+ * an earlier hard link. Then they become items, in their places in the order. */
+static int resolve_hards(arc_scan *s)
+{
+    const uint64_t nh = s->n_hards;
+    if (nh == 0) {
+        return HDMLP_OK;
+    }
+    pack_ctx *const ctx = s->ctx;
+    uint64_t *const by_link = hd_malloc((size_t)(nh + nh / 2 + 1) * sizeof(uint64_t));
+    uint64_t *const by_name = hd_malloc((size_t)(nh + nh / 2 + 1) * sizeof(uint64_t));
+    int rc = by_link && by_name && pack_buf_reserve(&s->htext, 1) == HDMLP_OK
+                 ? HDMLP_OK
+                 : hd_err(HDMLP_E_NOMEM, "out of memory reading %s", s->path);
+    if (rc == HDMLP_OK) {
+        for (uint64_t i = 0; i < nh; i++) {
+            by_link[i] = by_name[i] = i;
+        }
+        pack_merge_sort(by_link, by_link + nh, nh, hard_link_cmp, s);
+        pack_merge_sort(by_name, by_name + nh, nh, hard_name_cmp, s);
+        hard_pass hp = {.s = s, .by_link = by_link};
+        rc = pack_items_each(ctx, hard_candidate, &hp);
+    }
+    /* in scan order (the order they were noted), so earlier hard links are resolved */
+    for (uint64_t i = 0; i < nh && rc == HDMLP_OK; i++) {
+        arc_hard *const h = &s->hards[i];
+        const uint8_t *const link = s->htext.p + h->link_off;
+        for (uint64_t j = hard_lower(s, by_name, nh, 1, link, h->link_len); j < nh; j++) {
+            const arc_hard *const o = &s->hards[by_name[j]];
+            if (bytes_cmp(s->htext.p + o->name_off, o->name_len, link, h->link_len) != 0) {
+                break;
+            }
+            if (o->seq < h->seq && o->found && (!h->found || o->seq > h->found_seq)) {
+                h->found = 1;
+                h->found_seq = o->seq;
+                h->size = o->size;
+                h->src = o->src;
+            }
+        }
+        const char *const name = (const char *)s->htext.p + h->name_off;
+        if (!h->found) {
+            rc = hd_err(HDMLP_E_CORRUPT,
+                        "%s: member %s is a hard link to %s, which is not "
+                        "an earlier regular member",
+                        s->path, name, (const char *)link);
+            break;
+        }
+        rc = pack_add_item_seq(ctx, h->seq, s->input, name, (size_t)h->name_len, h->label,
+                               h->size, h->src, name);
+    }
+    hd_free(by_link);
+    hd_free(by_name);
     return rc;
 }
 
@@ -445,7 +609,8 @@ enum { LINK_RESOLVED = -1 };
 
 /* Resolves link l like the kernel would in the unpacked tree (relative to the link's own
  * directory; through other links; ".." never above the root). Returns LINK_RESOLVED with
- * *item, or the pack_skip_reason. cur and rest are scratch buffers. */
+ * *item (the index of the member's name in the sorted table), or the pack_skip_reason. cur and
+ * rest are scratch buffers. */
 static int resolve(const arc_scan *s, const arc_link *l, pack_buf *cur, pack_buf *rest,
                    uint64_t *item)
 {
@@ -531,7 +696,7 @@ static int resolve(const arc_scan *s, const arc_link *l, pack_buf *cur, pack_buf
                     return PACK_SKIP_LINK_MISSING; /* a file used as a directory */
                 }
             }
-            *item = e->ref;
+            *item = (uint64_t)(e - s->names); /* its bytes are in the table */
             return LINK_RESOLVED;
         }
         if (!e && !is_dir) {
@@ -542,10 +707,30 @@ static int resolve(const arc_scan *s, const arc_link *l, pack_buf *cur, pack_buf
     return PACK_SKIP_LINK_DIR;
 }
 
+/* Notes the name and bytes of an item of this input (a regular member or a hard link):
+ * gathered only when symbolic links need them. */
+static int note_item(void *arg, const pack_item *it, const uint8_t *key)
+{
+    arc_scan *const s = arg;
+    if (it->input != s->input) {
+        return HDMLP_OK;
+    }
+    const int rc = note_name(s, (const char *)key, it->key_len, NAME_FILE, 0, it->seq);
+    if (rc == HDMLP_OK) {
+        s->names[s->n_names - 1].size = it->size;
+        s->names[s->n_names - 1].src = it->src;
+    }
+    return rc;
+}
+
 static int resolve_links(arc_scan *s)
 {
     if (s->n_links == 0) {
         return HDMLP_OK;
+    }
+    const int rc0 = pack_items_each(s->ctx, note_item, s);
+    if (rc0 != HDMLP_OK) {
+        return rc0;
     }
     if (pack_buf_reserve(&s->text, 1) != HDMLP_OK) { /* text.p exists even if all empty */
         return hd_err(HDMLP_E_NOMEM, "out of memory resolving links in %s", s->path);
@@ -563,8 +748,7 @@ static int resolve_links(arc_scan *s)
         uint64_t id = 0;
         const int r = resolve(s, l, &cur, &rest, &id);
         if (r == LINK_RESOLVED) {
-            const pack_item *const t = &s->ctx->items[id];
-            const uint64_t size = t->size, src = t->src;
+            const uint64_t size = s->names[id].size, src = s->names[id].src;
             const char *lab;
             size_t lab_len;
             uint32_t label;
@@ -643,11 +827,16 @@ int pack_scan_archive(pack_ctx *ctx, uint32_t input)
     }
     archive_read_free(s.a);
     if (rc == HDMLP_OK) {
+        rc = resolve_hards(&s);
+    }
+    if (rc == HDMLP_OK) {
         rc = resolve_links(&s);
     }
     pack_buf_free(&s.text);
     hd_free(s.names);
     hd_free(s.links);
+    pack_buf_free(&s.htext);
+    hd_free(s.hards);
     if (rc == HDMLP_OK && ctx->n_items == s.first_item) {
         rc = hd_err(HDMLP_E_NOTFOUND, "no samples found in %s", s.path);
     }

@@ -24,10 +24,9 @@ void pack_reader_free(pack_reader *r)
     r->path_cap = 0;
 }
 
-const char *pack_reader_path(pack_reader *r, const pack_item *it)
+const char *pack_reader_path(pack_reader *r, const pack_item *it, const uint8_t *key)
 {
     const pack_src *const src = &r->ctx->srcs[it->input];
-    const uint8_t *const key = r->ctx->keys.p + it->key_off;
     const int absolute = src->kind == PACK_SRC_LIST && it->key_len > 0 && key[0] == '/';
     const size_t root_len = absolute ? 0 : src->root_len;
     const size_t need = root_len + it->key_len + 1;
@@ -74,7 +73,8 @@ static int read_fully(int fd, uint8_t *dst, uint64_t len, uint64_t off, const pa
     return 0;
 }
 
-int pack_read_item(pack_reader *r, const pack_item *it, uint8_t *dst, uint64_t len)
+int pack_read_item(pack_reader *r, const pack_item *it, const uint8_t *key, uint8_t *dst,
+                   uint64_t len)
 {
     const pack_ctx *const ctx = r->ctx;
     uint64_t got = 0;
@@ -87,12 +87,12 @@ int pack_read_item(pack_reader *r, const pack_item *it, uint8_t *dst, uint64_t l
             return hd_err(HDMLP_E_IO,
                           "cannot read back member %.*s of %s from the spill "
                           "file: %s",
-                          (int)it->key_len, (const char *)ctx->keys.p + it->key_off,
-                          ctx->srcs[it->input].arg, e > 0 ? strerror(e) : "short read");
+                          (int)it->key_len, (const char *)key, ctx->srcs[it->input].arg,
+                          e > 0 ? strerror(e) : "short read");
         }
         return HDMLP_OK;
     }
-    const char *const path = pack_reader_path(r, it);
+    const char *const path = pack_reader_path(r, it, key);
     if (!path) {
         return hd_err(HDMLP_E_NOMEM, "out of memory");
     }
@@ -122,7 +122,7 @@ int pack_read_item(pack_reader *r, const pack_item *it, uint8_t *dst, uint64_t l
     return rc;
 }
 
-void pack_prefetch_item(pack_reader *r, const pack_item *it, uint64_t len)
+void pack_prefetch_item(pack_reader *r, const pack_item *it, const uint8_t *key, uint64_t len)
 {
     const pack_ctx *const ctx = r->ctx;
     if (len == 0) {
@@ -132,7 +132,7 @@ void pack_prefetch_item(pack_reader *r, const pack_item *it, uint64_t len)
         (void)posix_fadvise(ctx->spill_fd, (off_t)it->src, (off_t)len, POSIX_FADV_WILLNEED);
         return;
     }
-    const char *const path = pack_reader_path(r, it);
+    const char *const path = pack_reader_path(r, it, key);
     if (!path) {
         return;
     }

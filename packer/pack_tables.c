@@ -79,8 +79,8 @@ static void label_value(uint32_t label, uint8_t r[FMT_VALUE_REC_LEN])
     fmt_value_encode(r, &v);
 }
 
-int pack_tablew_chunk(pack_tablew *w, const pack_ctx *ctx, const uint64_t *perm,
-                      const fmt_sample *s, uint32_t n, fmt_chunk *rec)
+int pack_tablew_chunk(pack_tablew *w, const fmt_sample *s, const uint8_t *keys, uint32_t n,
+                      fmt_chunk *rec)
 {
     /* Table: n × (data, label). Checksums are taken over the records as appended. */
     const size_t tlen = (size_t)n * PACK_FIELDS * FMT_VALUE_REC_LEN;
@@ -111,12 +111,11 @@ int pack_tablew_chunk(pack_tablew *w, const pack_ctx *ctx, const uint64_t *perm,
     rec->keys_offset = w->bytes[1];
     for (uint32_t t = 0; t < n && rc == HDMLP_OK; t++) {
         uint8_t len[4];
-        fmt_st32(len, ctx->items[perm[t]].key_len);
+        fmt_st32(len, s[t].key_len);
         rc = pack_buf_append(&w->buf[1], len, 4);
     }
     for (uint32_t t = 0; t < n && rc == HDMLP_OK; t++) {
-        const pack_item *const it = &ctx->items[perm[t]];
-        rc = pack_buf_append(&w->buf[1], ctx->keys.p + it->key_off, it->key_len);
+        rc = pack_buf_append(&w->buf[1], keys + s[t].key_off, s[t].key_len);
     }
     if (rc != HDMLP_OK) {
         return rc;

@@ -3,6 +3,12 @@
  * segment files; a prefetch thread asks the kernel to read the samples of the next chunks
  * ahead (posix_fadvise WILLNEED), which gives the random reads a deep queue.
  *
+ * The items come in packed order from pack_packed.c: a worker claiming chunk c copies its
+ * samples' items and keys into the chunk's slot (under the lock: claims are in order, and
+ * one reader walks the positions); the prefetch thread walks them with a reader of its
+ * own. A chunk's items, keys and sample records live in its slot until the writer has
+ * appended its table and key block; nothing per sample outlives its chunk.
+ *
  * Memory: at most `window` (2 × threads) chunks are in flight, and no more than
  * INFLIGHT_BUDGET bytes of chunk buffers unless a single chunk is larger (it then goes
  * alone); idle buffers kept for reuse add at most POOL_BYTES. Workers wait on condition
@@ -21,7 +27,10 @@
 #define WARN_MAX 20 /* image preparation warnings passed on; the rest are counted */
 
 typedef struct wr_slot {
-    pack_buf warn; /* image preparation warnings of its samples, '\0'-terminated each */
+    pack_buf warn;    /* image preparation warnings of its samples, '\0'-terminated each */
+    pack_item *items; /* its samples' items (key_off into keys) */
+    fmt_sample *recs; /* its samples' records (key_off into keys) */
+    pack_buf keys;    /* its samples' keys back to back */
     uint8_t *buf;
     uint64_t cap; /* capacity of buf */
     uint64_t len; /* chunk length (header + payload) */
@@ -56,7 +65,8 @@ typedef struct wr_state {
     uint64_t pf_pos, pf_bytes; /* next position to prefetch; raw bytes before it */
     uint64_t consumed_samples, consumed_bytes;
     int pf_waiting;
-    uint64_t warned; /* image preparation warnings seen by the writer */
+    uint64_t warned;             /* image preparation warnings seen by the writer */
+    pack_packed_reader claim_rd; /* items of the chunks being claimed (under mu) */
 } wr_state;
 
 static uint64_t chunk_raw(const wr_state *s, uint64_t c, uint32_t *n)
@@ -64,12 +74,8 @@ static uint64_t chunk_raw(const wr_state *s, uint64_t c, uint32_t *n)
     const pack_write_args *const a = s->a;
     const uint64_t first = c * s->k;
     const uint64_t end = first + s->k < a->n ? first + s->k : a->n;
-    uint64_t raw = 0;
-    for (uint64_t p = first; p < end; p++) {
-        raw += a->ctx->items[a->perm[p]].size;
-    }
     *n = (uint32_t)(end - first);
-    return raw;
+    return a->chunk_raw[c];
 }
 
 static uint64_t chunk_est(const wr_state *s, uint64_t c)
@@ -150,6 +156,7 @@ typedef struct worker {
     pack_image_ctx *img; /* image preparation, NULL when off */
     pack_image_totals img_totals;
     pack_buf *warn; /* of the chunk being built */
+    wr_slot *slot;  /* the chunk being built: its records and keys */
     fmt_encoder *enc;
     uint8_t *scratch;
     size_t scratch_cap;
@@ -191,19 +198,17 @@ static int ensure_cap(uint8_t **buf, uint64_t *cap, uint64_t end)
 /* Image preparation of the sample at *buf + off (it->size bytes): re-encoded bytes replace
  * them (the chunk buffer grows if they are longer); *size is the sample's new length. A
  * sample that cannot be prepared stays as it is, with a warning for the writer to pass on. */
-static int prepare_image(worker *w, const pack_item *it, uint8_t **buf, uint64_t *cap,
-                         uint64_t off, uint64_t *size)
+static int prepare_image(worker *w, const pack_item *it, const uint8_t *key, uint8_t **buf,
+                         uint64_t *cap, uint64_t off, uint64_t *size)
 {
-    const pack_ctx *const ctx = w->s->a->ctx;
     const uint8_t *img = NULL;
     size_t img_len = 0;
     const int r = pack_image_prepare(w->img, *buf + off, (size_t)it->size, &img, &img_len);
     if (r < 0) {
         char msg[512];
-        const int len =
-            snprintf(msg, sizeof(msg), "%.*s: %s; stored as it is",
-                     (int)(it->key_len < 256 ? it->key_len : 256),
-                     (const char *)ctx->keys.p + it->key_off, pack_image_why(w->img));
+        const int len = snprintf(msg, sizeof(msg), "%.*s: %s; stored as it is",
+                                 (int)(it->key_len < 256 ? it->key_len : 256),
+                                 (const char *)key, pack_image_why(w->img));
         w->img_totals.kept++;
         return pack_buf_append(w->warn, msg,
                                len < 0                         ? 1
@@ -225,14 +230,16 @@ static int prepare_image(worker *w, const pack_item *it, uint8_t **buf, uint64_t
     return HDMLP_OK;
 }
 
-/* Reads, prepares, encodes and checksums sample at packed position p into *buf + *off. */
-static int build_sample(worker *w, uint8_t **buf, uint64_t *cap, uint64_t *off, uint64_t p)
+/* Reads, prepares, encodes and checksums the sample in slot t of the chunk being built
+ * into *buf + *off. */
+static int build_sample(worker *w, uint8_t **buf, uint64_t *cap, uint64_t *off, uint32_t t)
 {
     const pack_write_args *const a = w->s->a;
-    const pack_item *const it = &a->ctx->items[a->perm[p]];
+    const pack_item *const it = &w->slot->items[t];
+    const uint8_t *const key = w->slot->keys.p + it->key_off;
     int rc = ensure_cap(buf, cap, *off + it->size);
     if (rc == HDMLP_OK) {
-        rc = pack_read_item(&w->r, it, *buf + *off, it->size);
+        rc = pack_read_item(&w->r, it, key, *buf + *off, it->size);
     }
     if (rc != HDMLP_OK) {
         return rc;
@@ -240,7 +247,7 @@ static int build_sample(worker *w, uint8_t **buf, uint64_t *cap, uint64_t *off, 
     consumed(w->s, it->size);
     uint64_t raw = it->size;
     if (w->img) {
-        rc = prepare_image(w, it, buf, cap, *off, &raw);
+        rc = prepare_image(w, it, key, buf, cap, *off, &raw);
         if (rc != HDMLP_OK) {
             return rc;
         }
@@ -255,8 +262,7 @@ static int build_sample(worker *w, uint8_t **buf, uint64_t *cap, uint64_t *off, 
         uint32_t cc = FMT_CODEC_NONE;
         rc = fmt_encode(w->enc, dst, raw, &w->scratch, &w->scratch_cap, &out_len, &cc);
         if (rc != HDMLP_OK) {
-            return hd_err_wrap(rc, "compressing %.*s: ", (int)it->key_len,
-                               (const char *)a->ctx->keys.p + it->key_off);
+            return hd_err_wrap(rc, "compressing %.*s: ", (int)it->key_len, (const char *)key);
         }
         if ((uint64_t)out_len * 100 <= raw * 97) { /* shrinks by at least 3 % */
             memcpy(dst, w->scratch, out_len);
@@ -264,7 +270,10 @@ static int build_sample(worker *w, uint8_t **buf, uint64_t *cap, uint64_t *off, 
             codec = cc;
         }
     }
-    fmt_sample *const rec = &a->samples[p];
+    fmt_sample *const rec = &w->slot->recs[t];
+    rec->key_off = (uint32_t)it->key_off;
+    rec->key_len = it->key_len;
+    rec->label = it->label;
     rec->offset = *off;
     rec->raw_len = raw;
     rec->stored_len = stored;
@@ -289,8 +298,14 @@ static int build_chunk(worker *w, uint64_t c, wr_slot *out)
     }
     uint64_t off = FMT_CHUNK_HEADER_LEN;
     w->warn = &out->warn;
-    for (uint64_t p = c * s->k; p < c * s->k + n; p++) {
-        int rc = build_sample(w, &buf, &cap, &off, p);
+    w->slot = out; /* its items and keys are there (claim_items) */
+    out->recs = hd_calloc(n, sizeof(fmt_sample));
+    if (!out->recs) {
+        pool_put(s, buf, cap);
+        return hd_err(HDMLP_E_NOMEM, "out of memory for chunk %llu", (unsigned long long)c);
+    }
+    for (uint32_t t = 0; t < n; t++) {
+        int rc = build_sample(w, &buf, &cap, &off, t);
         if (rc == HDMLP_OK && pack_cancelled(a->ctx->o)) {
             rc = hd_err(HDMLP_E_INTERRUPTED, "interrupted");
         }
@@ -315,6 +330,33 @@ static int build_chunk(worker *w, uint64_t c, wr_slot *out)
     return HDMLP_OK;
 }
 
+/* Copies chunk c's items and keys into its slot, from the claim reader (with the lock
+ * held: claims are in order). */
+static int claim_items(wr_state *s, uint64_t c, wr_slot *slot)
+{
+    const uint64_t first = c * s->k;
+    const uint64_t end = first + s->k < s->a->n ? first + s->k : s->a->n;
+    slot->items = hd_malloc((size_t)(end - first) * sizeof(pack_item));
+    if (!slot->items || pack_buf_reserve(&slot->keys, 1) != HDMLP_OK) {
+        return hd_err(HDMLP_E_NOMEM, "out of memory for chunk %llu", (unsigned long long)c);
+    }
+    for (uint64_t p = first; p < end; p++) {
+        pack_item it;
+        const uint8_t *key = NULL;
+        int rc = pack_packed_at(&s->claim_rd, p, &it, &key);
+        if (rc == HDMLP_OK) {
+            const uint64_t at = slot->keys.len;
+            rc = pack_buf_append(&slot->keys, key, it.key_len);
+            it.key_off = at;
+        }
+        if (rc != HDMLP_OK) {
+            return rc;
+        }
+        slot->items[p - first] = it;
+    }
+    return HDMLP_OK;
+}
+
 static void *worker_main(void *arg)
 {
     worker *const w = arg;
@@ -333,13 +375,19 @@ static void *worker_main(void *arg)
         const uint64_t c = s->next_claim++;
         s->inflight += s->next_est;
         s->next_est = chunk_est(s, s->next_claim);
+        wr_slot slot = {0};
+        int rc = claim_items(s, c, &slot);
         pthread_mutex_unlock(&s->mu);
 
-        wr_slot slot = {0};
-        const int rc = build_chunk(w, c, &slot);
+        if (rc == HDMLP_OK) {
+            rc = build_chunk(w, c, &slot);
+        }
         pthread_mutex_lock(&s->mu);
         if (rc != HDMLP_OK) {
             pack_buf_free(&slot.warn);
+            pack_buf_free(&slot.keys);
+            hd_free(slot.recs);
+            hd_free(slot.items);
             fail_locked(s, rc);
             pthread_mutex_unlock(&s->mu);
             break;
@@ -358,6 +406,8 @@ static void *prefetch_main(void *arg)
     const pack_write_args *const a = s->a;
     pack_reader r;
     pack_reader_init(&r, a->ctx);
+    pack_packed_reader pr;
+    pack_packed_reader_init(&pr, a->ctx);
     pthread_mutex_lock(&s->mu);
     while (!s->stop && s->pf_pos < a->n) {
         if (s->pf_bytes >= s->consumed_bytes + PREFETCH_BYTES ||
@@ -372,10 +422,13 @@ static void *prefetch_main(void *arg)
         const uint64_t p = s->pf_pos;
         const int behind = p < s->consumed_samples; /* workers are past it (roughly) */
         pthread_mutex_unlock(&s->mu);
-        const pack_item *const it = &a->ctx->items[a->perm[p]];
-        const uint64_t len = it->size < PREFETCH_BYTES ? it->size : PREFETCH_BYTES;
-        if (!behind) {
-            pack_prefetch_item(&r, it, len);
+        pack_item item = {0};
+        const pack_item *const it = &item;
+        const uint8_t *key = NULL;
+        /* read errors: the worker reading the sample reports them */
+        if (pack_packed_at(&pr, p, &item, &key) == HDMLP_OK && !behind) {
+            const uint64_t len = it->size < PREFETCH_BYTES ? it->size : PREFETCH_BYTES;
+            pack_prefetch_item(&r, it, key, len);
         }
         pthread_mutex_lock(&s->mu);
         s->pf_pos = p + 1;
@@ -383,6 +436,7 @@ static void *prefetch_main(void *arg)
     }
     pthread_mutex_unlock(&s->mu);
     pack_reader_free(&r);
+    pack_packed_reader_free(&pr);
     return NULL;
 }
 
@@ -415,9 +469,18 @@ static void write_loop(wr_state *s)
         pack_buf_free(&tmp.warn);
         int rc = pack_segw_append(a->segw, mine.buf, mine.len, &a->chunks[c]);
         if (rc == HDMLP_OK) {
-            rc = pack_tablew_chunk(a->tablew, a->ctx, a->perm + c * s->k, a->samples + c * s->k,
-                                   mine.n, &a->chunks[c]);
+            rc = pack_tablew_chunk(a->tablew, mine.recs, mine.keys.p, mine.n, &a->chunks[c]);
         }
+        if (rc == HDMLP_OK) {
+            a->raw_bytes += a->chunks[c].raw_bytes;
+            for (uint32_t t = 0; t < mine.n; t++) {
+                a->stored_bytes += mine.recs[t].stored_len;
+                a->codec_count[mine.recs[t].codec < 3 ? mine.recs[t].codec : 0]++;
+            }
+        }
+        hd_free(tmp.recs);
+        hd_free(tmp.items);
+        pack_buf_free(&tmp.keys);
         pool_put(s, mine.buf, mine.cap);
         pthread_mutex_lock(&s->mu);
         s->inflight -= mine.est;
@@ -462,6 +525,7 @@ int pack_write_chunks(pack_write_args *a)
         return hd_err(HDMLP_E_NOMEM, "out of memory for %u workers", nw);
     }
     s.next_est = chunk_est(&s, 0);
+    pack_packed_reader_init(&s.claim_rd, a->ctx);
     pthread_mutex_init(&s.mu, NULL);
     pthread_cond_init(&s.cv_work, NULL);
     pthread_cond_init(&s.cv_done, NULL);
@@ -516,6 +580,9 @@ int pack_write_chunks(pack_write_args *a)
     for (uint64_t i = 0; i < s.window; i++) {
         hd_free(s.slots[i].buf);
         pack_buf_free(&s.slots[i].warn);
+        pack_buf_free(&s.slots[i].keys);
+        hd_free(s.slots[i].recs);
+        hd_free(s.slots[i].items);
     }
     for (uint64_t i = 0; i < s.pool_n; i++) {
         hd_free(s.pool[i]);
@@ -537,12 +604,9 @@ int pack_write_chunks(pack_write_args *a)
     hd_free(ws);
     hd_free(s.slots);
     if (rc == HDMLP_OK && o->image_max_side > 0) { /* re-encoding changed raw lengths */
-        uint64_t raw = 0;
-        for (uint64_t p = 0; p < a->n; p++) {
-            raw += a->samples[p].raw_len;
-        }
-        a->ctx->raw_bytes = raw;
+        a->ctx->raw_bytes = a->raw_bytes;
     }
+    pack_packed_reader_free(&s.claim_rd);
     pthread_cond_destroy(&s.cv_pf);
     pthread_cond_destroy(&s.cv_done);
     pthread_cond_destroy(&s.cv_work);

@@ -3,9 +3,14 @@
  *
  * pack_run() scans the inputs, shuffles the samples globally, groups them into chunks of
  * K samples, compresses and checksums them on worker threads and writes a dataset
- * directory atomically (FORMAT.md, "Writing protocol"). Only metadata (key, label, size,
- * source reference per sample: ~100-150 bytes) is held in memory; sample bytes stream
- * through a bounded pipeline.
+ * directory atomically (FORMAT.md, "Writing protocol"). Memory is O(labels + chunks) plus
+ * bounded buffers, whatever the number of samples: per-sample metadata (key, label, size,
+ * source reference) is sorted in runs of o->sort_run_bytes; when there is more than one
+ * run, they go to unlinked files in the temporary directory and are merged there into
+ * buckets of packed positions (~40 bytes and the key per sample, twice, temporarily,
+ * besides an archive's spilled bytes), read back a bucket at a time; sample bytes stream
+ * through a bounded pipeline. (Exception: an archive with symbolic link members holds
+ * every member's name while its links are resolved.)
  *
  * Inputs
  *   PACK_INPUT_PATH naming a directory: every subdirectory of the root is a label; every
@@ -53,11 +58,14 @@
  *   present. Keys need not be unique.
  *
  * Order and reproducibility
- *   Samples are sorted by (input position, key bytes, scan order), then shuffled with
- *   Fisher-Yates driven by fmt_rng(seed, stream 0). The dataset id is XXH3-64 over
- *   (seed u64, K u32, N u64, then per sample in packed order: key length u32, key bytes,
- *   label u32, raw size u64), all little-endian. The same inputs, options and `created`
- *   give byte-identical output, whatever the thread count.
+ *   Samples are sorted by (input position, key bytes, scan order), then shuffled: packed
+ *   position p holds sorted sample sigma(p), sigma a bijection of [0, N) keyed by
+ *   fmt_rng(seed, stream 0): for N ≤ 4096 the Fisher-Yates shuffle of 0..N-1 (the order
+ *   every N had before the streaming packer), above it a Feistel network with cycle
+ *   walking (pack_order.c), evaluated per position. The dataset id is XXH3-64 over (seed
+ *   u64, K u32, N u64, then per sample in sorted order: key length u32, key bytes, label
+ *   u32, raw size u64), all little-endian. The same inputs, options and `created` give
+ *   byte-identical output, whatever the thread count and sort_run_bytes.
  *
  * Image preparation (image_max_side > 0)
  *   A sample whose bytes are a JPEG or PNG with a longer side above image_max_side is
@@ -183,6 +191,9 @@ typedef struct pack_opts {
                                 re-encoded as JPEG (pack_image.h); 0 = off (default) */
     int image_quality;       /* JPEG quality 1..100 of re-encoded images (default 90) */
     pack_nested nested;      /* hdmlp datasets inside inputs (default PACK_NESTED_REFUSE) */
+    uint64_t sort_run_bytes; /* for tests: bytes of item records and keys sorted in memory
+                                at a time (more are merged from runs on disk); 0 = the
+                                default (64 MiB). Changes memory and time, not output. */
     void (*progress)(void *arg, const pack_progress *p); /* optional; often, cheap */
     void (*message)(void *arg, const char *msg);         /* optional; warnings */
     int (*cancel)(void *arg); /* optional; nonzero = stop with HDMLP_E_INTERRUPTED */
@@ -197,8 +208,9 @@ void pack_opts_init(pack_opts *o);
  * written under `.NAME.tmp-XXXXXX` beside `out` and renamed at the end; on failure the
  * temporary directory is removed and `out` is untouched. If `out` exists: without
  * o->force, HDMLP_E_EXISTS; with it, `out` is replaced only if it is a non-directory, an
- * empty directory or a directory holding nothing but `index` and `segment-*` files
- * (else HDMLP_E_EXISTS): it is atomically exchanged with the new dataset, then removed.
+ * empty directory or a directory holding nothing but `index`, `tables`, `keys` and
+ * `segment-*` files (else HDMLP_E_EXISTS): it is atomically exchanged with the new
+ * dataset, then removed.
  * Returns 0 and fills *sum (may be NULL), or a negative HDMLP_E_* code with detail in
  * hdmlp_last_error() naming the file, member or line at fault. */
 int pack_run(const pack_opts *o, const pack_input *inputs, size_t n_inputs, const char *out,

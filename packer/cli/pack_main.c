@@ -583,6 +583,16 @@ static int run_pack(args *a)
         }
         a->o.has_created = 1;
     }
+    /* For tests: a small in-memory sort run makes a small dataset exercise the merge of
+     * runs (pack_opts.sort_run_bytes); the output is the same whatever its value. */
+    const char *const run = getenv("HDMLP_PACK_SORT_RUN_BYTES");
+    if (run && *run &&
+        (parse_u64(run, &a->o.sort_run_bytes) != 0 || a->o.sort_run_bytes == 0)) {
+        fprintf(stderr,
+                PACK_CLI_NAME ": HDMLP_PACK_SORT_RUN_BYTES is not a positive number: '%s'\n",
+                run);
+        return 2;
+    }
     cli c;
     pack_bar_init(&c.bar, !a->quiet && isatty(STDERR_FILENO));
     a->o.progress = cb_progress;

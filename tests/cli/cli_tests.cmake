@@ -7,7 +7,7 @@ if(TARGET hdmlp-pack)
   target_link_libraries(hdmlp_dsdump PRIVATE hdmlp)
 
   # hdmlp-pack
-  foreach(t usage realdata options archives badinput verify diskfull images accounting)
+  foreach(t usage realdata options archives badinput verify diskfull images accounting stream)
     add_test(NAME cli_${t}
              COMMAND ${HDMLP_BASH} ${CMAKE_CURRENT_LIST_DIR}/cli_${t}.sh
                      $<TARGET_FILE:hdmlp-pack> ${CMAKE_CURRENT_BINARY_DIR}/tmp/cli)
@@ -18,7 +18,7 @@ if(TARGET hdmlp-pack)
       ENVIRONMENT "HDMLP_DSDUMP=$<TARGET_FILE:hdmlp_dsdump>;HDMLP_PYTHON=${HDMLP_TEST_PYTHON};LC_ALL=C.UTF-8")
   endforeach()
   # each script uses its own subdirectory of tmp/cli; the disk-full test mounts a tmpfs
-  set_tests_properties(cli_diskfull PROPERTIES RUN_SERIAL TRUE)
+  set_tests_properties(cli_diskfull cli_stream PROPERTIES RUN_SERIAL TRUE)
 endif()
 
 # hdmlp-bench arguments and exit codes (cli_bench.sh; packs its own tiny dataset).

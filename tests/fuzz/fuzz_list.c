@@ -18,6 +18,7 @@
  * into the directory given as argv[1] (see run.sh --gen-corpus). Built with neither, it is
  * a plain object for tests/fuzz/fuzz_replay.c (the regression replay under ctest).
  */
+#include "fuzz_items.h"
 #include "pack_internal.h"
 
 #include <errno.h>
@@ -158,6 +159,19 @@ static int known_code(int rc)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+/* The sort hands over every item once: their scan sequence numbers are 0..n-1. */
+static int sorted_seen(void *arg, uint64_t id, uint64_t pos, const pack_item *it,
+                       const uint8_t *key)
+{
+    (void)id;
+    (void)pos;
+    (void)key;
+    uint8_t *const seen = arg;
+    check(!seen[it->seq], "sort is not a permutation");
+    seen[it->seq] = 1;
+    return HDMLP_OK;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     fx_init();
@@ -176,8 +190,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     ctx.srcs = &src;
     ctx.n_srcs = 1;
     ctx.spill_fd = -1;
+    ctx.tmpdir = fx_root; /* the item spill files: unlinked at once */
     hd_clear_error();
     const int rc = pack_scan_list(&ctx, 0);
+    pack_item *items = NULL;
+    pack_buf keys = {0};
+    check(fuzz_load_items(&ctx, &items, &keys) == HDMLP_OK, "items read back");
 
     /* +1: a final line without '\n' */
     exp_line *const lines = malloc((size / 2 + 2) * sizeof(exp_line));
@@ -187,12 +205,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     check(rc == HDMLP_OK || known_code(rc), "return code");
     check(ctx.n_items <= n_lines, "more items than lines");
     for (uint64_t i = 0; i < ctx.n_items; i++) {
-        const pack_item *const it = &ctx.items[i];
+        const pack_item *const it = &items[i];
         const exp_line *const e = &lines[i];
         check(e->wellformed, "item from a malformed line");
         check(it->input == 0 && it->src == 0, "item fields");
         check(it->key_len == e->path_len &&
-                  memcmp(ctx.keys.p + it->key_off, e->path, e->path_len) == 0,
+                  memcmp(keys.p + it->key_off, e->path, e->path_len) == 0,
               "key is not the PATH column verbatim");
         check(it->label < ctx.labels.n, "label id");
         check(ctx.labels.len[it->label] == e->label_len &&
@@ -206,7 +224,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         for (uint32_t l = 0; l < ctx.labels.n; l++) {
             int used = 0;
             for (uint64_t i = 0; i < ctx.n_items && !used; i++) {
-                used = ctx.items[i].label == l;
+                used = items[i].label == l;
             }
             check(used, "label without a sample");
             for (uint32_t m = l + 1; m < ctx.labels.n; m++) {
@@ -218,15 +236,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             }
         }
         check(pack_labels_finish(&ctx.labels) == HDMLP_OK, "labels finish");
-        uint64_t *const perm = malloc((size_t)ctx.n_items * sizeof(uint64_t));
         uint8_t *const seen = calloc((size_t)ctx.n_items, 1);
-        check(perm && seen, "malloc");
-        check(pack_sort_items(&ctx, perm) == HDMLP_OK, "sort");
+        check(seen != NULL, "malloc");
+        pack_order order;
+        pack_order_init(&order, 1, ctx.n_items);
+        check(pack_sort_items(&ctx, &order, sorted_seen, seen) == HDMLP_OK, "sort");
+        pack_packed_free(&ctx.packed);
         for (uint64_t i = 0; i < ctx.n_items; i++) {
-            check(perm[i] < ctx.n_items && !seen[perm[i]], "sort is not a permutation");
-            seen[perm[i]] = 1;
+            check(seen[i], "sort is not a permutation");
         }
-        free(perm);
         free(seen);
     } else {
         check(hdmlp_last_error()[0] != '\0', "error without detail");
@@ -243,8 +261,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
     }
     free(lines);
-    hd_free(ctx.items);
-    pack_buf_free(&ctx.keys);
+    hd_free(items);
+    pack_buf_free(&keys);
+    pack_items_free(&ctx);
     pack_labels_free(&ctx.labels);
     return 0;
 }
