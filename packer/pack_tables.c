@@ -58,27 +58,6 @@ static int flush(pack_tablew *w, int i)
     return HDMLP_OK;
 }
 
-/* The value record of a sample's data (stored bytes) and of its label (inline int64). */
-static void data_value(const fmt_sample *s, uint8_t r[FMT_VALUE_REC_LEN])
-{
-    const fmt_value v = {.stored_len = s->stored_len,
-                         .raw_len = s->raw_len,
-                         .checksum = (uint32_t)(s->checksum & UINT32_MAX),
-                         .codec = (uint8_t)s->codec,
-                         .state = FMT_VALUE_STORED};
-    fmt_value_encode(r, &v);
-}
-
-static void label_value(uint32_t label, uint8_t r[FMT_VALUE_REC_LEN])
-{
-    uint8_t bits[8];
-    fmt_st64(bits, label);
-    const fmt_value v = {.inline_bits = label,
-                         .checksum = (uint32_t)(fmt_checksum(bits, 8) & UINT32_MAX),
-                         .state = FMT_VALUE_INLINE};
-    fmt_value_encode(r, &v);
-}
-
 int pack_tablew_chunk(pack_tablew *w, const fmt_sample *s, const uint8_t *keys, uint32_t n,
                       fmt_chunk *rec)
 {
@@ -92,8 +71,11 @@ int pack_tablew_chunk(pack_tablew *w, const fmt_sample *s, const uint8_t *keys, 
     uint64_t raw = 0, max_raw = 0;
     for (uint32_t t = 0; t < n; t++) {
         uint8_t *const r = w->buf[0].p + t0 + (size_t)t * PACK_FIELDS * FMT_VALUE_REC_LEN;
-        data_value(&s[t], r);
-        label_value(s[t].label, r + FMT_VALUE_REC_LEN);
+        const fmt_value data =
+            fmt_value_stored(s[t].stored_len, s[t].raw_len, s[t].checksum, s[t].codec);
+        const fmt_value label = fmt_value_int64(s[t].label);
+        fmt_value_encode(r, &data);
+        fmt_value_encode(r + FMT_VALUE_REC_LEN, &label);
         raw += s[t].raw_len;
         max_raw = s[t].raw_len > max_raw ? s[t].raw_len : max_raw;
     }
