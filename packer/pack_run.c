@@ -15,12 +15,23 @@
 void pack_opts_init(pack_opts *o)
 {
     memset(o, 0, sizeof(*o));
-    o->chunk_size = PACK_DEFAULT_CHUNK_SIZE;
+    o->chunk_size = PACK_CHUNK_AUTO;
     o->compress = PACK_COMPRESS_AUTO;
     o->level = PACK_DEFAULT_LEVEL;
     o->threads = 1;
     o->segment_size = PACK_DEFAULT_SEGMENT_SIZE;
     o->image_quality = PACK_IMAGE_DEFAULT_QUALITY;
+}
+
+/* PACK_CHUNK_AUTO's K for n samples of raw bytes in all (packer.h). */
+static uint32_t auto_chunk_size(uint64_t n, uint64_t raw)
+{
+    const uint64_t mean = n > 0 && raw / n > 0 ? raw / n : 1;
+    const uint64_t most = n / 256 > PACK_CHUNK_MIN_AUTO ? n / 256 : PACK_CHUNK_MIN_AUTO;
+    uint64_t k = (PACK_CHUNK_TARGET + mean - 1) / mean;
+    k = k < PACK_CHUNK_MIN_AUTO ? PACK_CHUNK_MIN_AUTO : k;
+    k = k > most ? most : k;
+    return (uint32_t)(k > FMT_MAX_CHUNK_SIZE ? FMT_MAX_CHUNK_SIZE : k);
 }
 
 static double now_s(void)
@@ -32,8 +43,8 @@ static double now_s(void)
 
 static int check_opts(const pack_opts *o, size_t n_inputs, const char *out)
 {
-    if (o->chunk_size == 0 || o->chunk_size > FMT_MAX_CHUNK_SIZE) {
-        return hd_err(HDMLP_E_INVAL, "chunk size must be 1..%u", FMT_MAX_CHUNK_SIZE);
+    if (o->chunk_size > FMT_MAX_CHUNK_SIZE) {
+        return hd_err(HDMLP_E_INVAL, "chunk size must be 1..%u (or auto)", FMT_MAX_CHUNK_SIZE);
     }
     if (o->threads == 0 || o->threads > PACK_MAX_THREADS) {
         return hd_err(HDMLP_E_INVAL, "threads must be 1..%u", PACK_MAX_THREADS);
@@ -455,7 +466,8 @@ int pack_run(const pack_opts *o, const pack_input *inputs, size_t n_inputs, cons
     }
     run_state r;
     memset(&r, 0, sizeof(r));
-    r.ctx.o = o;
+    pack_opts resolved = *o; /* the chunk size resolved once the scan knows the samples */
+    r.ctx.o = &resolved;
     r.ctx.run_budget = o->sort_run_bytes;
     r.ctx.spill_fd = -1;
     r.tmp_fd = -1;
@@ -478,6 +490,9 @@ int pack_run(const pack_opts *o, const pack_input *inputs, size_t n_inputs, cons
             r.ctx.tmp_ino = st.st_ino;
         }
         rc = scan_all(&r.ctx);
+    }
+    if (rc == HDMLP_OK && resolved.chunk_size == PACK_CHUNK_AUTO) {
+        resolved.chunk_size = auto_chunk_size(r.ctx.n_items, r.ctx.raw_bytes);
     }
     if (rc == HDMLP_OK) {
         rc = write_data(&r);

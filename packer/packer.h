@@ -170,13 +170,20 @@ typedef struct pack_summary {
     double seconds; /* wall time of pack_run */
 } pack_summary;
 
-#define PACK_DEFAULT_CHUNK_SIZE 64u
+/* chunk_size PACK_CHUNK_AUTO: K from the samples' mean raw size, so that a chunk holds about
+ * PACK_CHUNK_TARGET bytes: ceil(target / mean), at least PACK_CHUNK_MIN_AUTO (what sizes
+ * ImageNet-like samples get: 64) and at most N / 256 when that is larger (at least 256
+ * chunks), at most 2^20. Tiny samples get large chunks, so what a reader holds per chunk
+ * (a 96-byte record, a K-bit mask) is a fraction of a bit a sample. */
+#define PACK_CHUNK_AUTO 0u
+#define PACK_CHUNK_MIN_AUTO 64u
+#define PACK_CHUNK_TARGET (1ull << 20)
 #define PACK_DEFAULT_SEGMENT_SIZE (1ull << 30)
 #define PACK_DEFAULT_LEVEL 3
 #define PACK_MAX_THREADS 256u
 
 typedef struct pack_opts {
-    uint32_t chunk_size; /* K, 1..2^20 */
+    uint32_t chunk_size; /* K, 1..2^20, or PACK_CHUNK_AUTO (the default) */
     uint64_t seed;       /* shuffle seed (stored in the index) */
     pack_compress compress;
     int level;             /* zstd level 1..22 for ZSTD and AUTO */

@@ -62,7 +62,9 @@ static const char usage_text[] =
 static const char usage_opts[] =
     "Options:\n"
     "  -o, --output OUT      dataset directory to create\n"
-    "      --chunk-size K    samples per chunk, 1..1048576 (default 64)\n"
+    "      --chunk-size K    samples per chunk, 1..1048576, or auto (the default: chunks\n"
+    "                        of about 1 MiB, at least 64 samples, at most N/256 when\n"
+    "                        that is more)\n"
     "      --seed S          shuffle seed, decimal or 0x-hex (default: random from\n"
     "                        /dev/urandom; printed in the summary, stored in the\n"
     "                        index)\n"
@@ -396,8 +398,11 @@ static int parse_args(int argc, char **argv, args *a)
             a->out = optarg;
             break;
         case OPT_CHUNK:
-            if (parse_u64(optarg, &v) != 0 || v == 0 || v > (1u << 20)) {
-                usage_error("--chunk-size must be an integer from 1 to 1048576 (got '%s')",
+            if (strcmp(optarg, "auto") == 0) {
+                v = PACK_CHUNK_AUTO;
+            } else if (parse_u64(optarg, &v) != 0 || v == 0 || v > (1u << 20)) {
+                usage_error("--chunk-size must be an integer from 1 to 1048576, or auto (got "
+                            "'%s')",
                             optarg);
                 return 2;
             }

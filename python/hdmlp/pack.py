@@ -317,7 +317,7 @@ def pack(inputs, out, *, lists=None, chunk_size=None, seed=None, compress=None, 
 
     inputs: a path or a list of paths (directories of class folders, archives); lists: a
     path or a list of paths of list files (--list: lines "PATH<TAB>LABEL"). The options
-    are hdmlp-pack's (see `hdmlp-pack --help`): chunk_size (--chunk-size K, default 64),
+    are hdmlp-pack's (see `hdmlp-pack --help`): chunk_size (--chunk-size K or "auto", the default),
     seed (--seed; default random, printed in the summary and stored), compress ('none',
     'auto', 'zstd', 'zstd:LEVEL'), dict (--dict), image_max_side, image_quality, threads
     (-j), segment_size (bytes or '512M'), force (-f: replace an existing out), quiet (-q:

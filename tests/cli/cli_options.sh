@@ -56,6 +56,24 @@ ok
 
 # K=64, auto
 pk_ok --quiet --seed 1 --chunk-size 64 --compress auto -o "$T/k64" "$SRC"
+# --chunk-size auto (the default): ~1 MiB chunks, at least 64 samples, at most N/256 when more.
+# 2,000 images of ~800 B: 64. 30,000 members of 16 B: N/256 = 117 (1 MiB would be 65,536).
+pk_ok --quiet --seed 1 --compress none -o "$T/kauto" "$SRC"
+[ "$(hdr "$T/kauto" chunk_size)" = 64 ] || fail "auto K of 800-byte images: $(hdr "$T/kauto" chunk_size)"
+python3 - "$T/tiny.tar" <<'PY'
+import io, sys, tarfile
+with tarfile.open(sys.argv[1], "w") as t:
+    for i in range(30000):
+        data = b"%016d" % i
+        m = tarfile.TarInfo("c%d/%05d.bin" % (i % 3, i))
+        m.size = len(data)
+        t.addfile(m, io.BytesIO(data))
+PY
+pk_ok --quiet --seed 1 --chunk-size auto -o "$T/ktiny" "$T/tiny.tar"
+[ "$(hdr "$T/ktiny" chunk_size)" = 117 ] || fail "auto K of 16-byte samples: $(hdr "$T/ktiny" chunk_size)"
+verify_ok "$T/ktiny" "auto K of 16-byte samples"
+pk --quiet --chunk-size 0 -o "$T/k0" "$SRC"
+expect_rc 2 "--chunk-size 0"
 check "$T/k64" 64 "K=64 auto"
 note "auto chose codecs: $(codecs)"
 
