@@ -166,7 +166,7 @@ typedef struct pack_ctx {
     pack_tmp runs_items, runs_keys;
     pack_disk_run *runs;
     uint64_t n_runs, cap_runs;
-    uint64_t key_bytes; /* of every item (the 4 GiB limit) */
+    uint64_t key_bytes; /* of every item (sizes the buckets) */
     /* Sorted items (pack_sort_items): in memory when they were one run (sorted_ids[i] =
      * the record of run_recs at sorted position i), else in packed order on disk. */
     uint64_t *sorted_ids;

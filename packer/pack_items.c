@@ -99,9 +99,6 @@ int pack_add_item_seq(pack_ctx *ctx, uint64_t seq, uint32_t input, const void *k
         return hd_err(HDMLP_E_RANGE, "name longer than %u bytes (%zu): %.200s...",
                       FMT_MAX_KEY_LEN, key_len, what);
     }
-    if (ctx->key_bytes + key_len > UINT32_MAX) {
-        return hd_err(HDMLP_E_RANGE, "%s: sample names exceed 4 GiB in total", what);
-    }
     pack_item it;
     memset(&it, 0, sizeof(it));
     it.key_off = ctx->run_keys.len;

@@ -3,7 +3,8 @@
 # metadata that grows with chunks, not samples"). For each N in COUNTS: N tiny samples
 # (64 B, 100 class directories; scale_gen.py) generated as a tar stream, compressed with
 # `zstd -1` into one .tar.zst (hdmlp-pack reads archives from regular files only, not from
-# a pipe) and packed with hdmlp-pack (K = 64, uncompressed, 2 threads); the .tar.zst is
+# a pipe) and packed with hdmlp-pack (K auto: the packer's default, or --chunk-size K;
+# uncompressed, 2 threads); the .tar.zst is
 # deleted as soon as it is packed. Then, per N:
 #   - pack: seconds, user + sys CPU, the packer's peak RSS (/usr/bin/time);
 #   - the index file's bytes, and per sample; the segments' bytes;
@@ -24,6 +25,7 @@
 #
 #   tests/bench/scale_bench.sh [--build DIR] [--out DIR] [--work DIR] [--keep-data]
 #                              [--small] [--counts "1000000 4000000"] [--memory BYTES]
+#                              [--chunk-size K|auto]
 #                              [--plan-epochs 90] [--plan-max SECONDS] [--json FILE]
 #
 # Defaults: COUNTS "1000000 4000000", MEMORY 33554432 (32 MiB), PLAN_EPOCHS 90, PLAN_MAX
@@ -55,11 +57,12 @@ PLAN_MAX=600
 JSON_OUT=
 SAMPLE_SIZE=64
 CLASSES=100
-K=64
+K=auto
 
 while [ $# -gt 0 ]; do
     case $1 in
     --counts) COUNTS=${2:?}; shift 2 ;;
+    --chunk-size) K=${2:?}; shift 2 ;;
     --memory) MEMORY=${2:?}; shift 2 ;;
     --plan-epochs) PLAN_EPOCHS=${2:?}; shift 2 ;;
     --plan-max) PLAN_MAX=${2:?}; shift 2 ;;
@@ -157,6 +160,10 @@ for n in $COUNTS; do
     pack="\"pack_s\": $T_WALL, \"pack_user_s\": $T_USER, \"pack_sys_s\": $T_SYS, \"pack_rss_kib\": $T_RSS_KIB"
     [ "$KEEP" = 1 ] || rm -f "$arc"
     index_bytes=$(stat -c %s "$ds/index")
+    # the chunk size the packer chose (index header, offset 40), the per-chunk files' sizes
+    k_used=$("$PY" -c 'import struct, sys; print(struct.unpack_from("<I", open(sys.argv[1], "rb").read(44), 40)[0])' "$ds/index")
+    tables_bytes=$(stat -c %s "$ds/tables" 2>/dev/null || echo 0)
+    keys_bytes=$(stat -c %s "$ds/keys" 2>/dev/null || echo 0)
     seg_bytes=$(du -cb "$ds"/segment-* | tail -1 | cut -f1)
 
     log "N = $n: loader, one epoch (bench_scale, load $(loadavg))"
@@ -192,7 +199,8 @@ for n in $COUNTS; do
     plan+=" \"plan_wall_s\": $T_WALL, \"plan_cpu_s\": $(awk -v u="$T_USER" -v s="$T_SYS" 'BEGIN { print u + s }'),"
     plan+=" \"plan_rss_kib\": $T_RSS_KIB, \"plan_extrapolated\": $([ "$epochs" = "$PLAN_EPOCHS" ] && echo false || echo true)"
 
-    echo "{\"samples\": $n, \"sample_size\": $SAMPLE_SIZE, \"classes\": $CLASSES, \"chunk_size\": $K," \
+    echo "{\"samples\": $n, \"sample_size\": $SAMPLE_SIZE, \"classes\": $CLASSES, \"chunk_size\": $k_used," \
+        "\"tables_bytes\": $tables_bytes, \"keys_bytes\": $keys_bytes," \
         "\"memory\": $MEMORY, \"gen_s\": $gen_s, \"archive_bytes\": $arc_bytes, $pack," \
         "\"index_bytes\": $index_bytes, \"segment_bytes\": $seg_bytes, \"loader\": $loader," \
         "\"loader_half_budget\": $loader_half, $bench, $plan," \
