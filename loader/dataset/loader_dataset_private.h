@@ -32,6 +32,9 @@ typedef struct ds_private {
      * tables_fd (local), or held whole in tables_held (remote). */
     int tables_fd;        /* -1 when not open */
     uint8_t *tables_held; /* hd_free */
+    /* Every chunk's table checked and expanded (N sample records, chunk c's at c × K), for
+     * loaders that hold them in their budget (ds_tables_hold): gets are views. */
+    uint8_t *records_held; /* hd_free */
     /* DIR/keys, held once a key is first asked for (fd_lock guards the loading), until
      * close: keys_bytes bytes, an mmap (keys_mapped) or a heap copy. */
     const uint8_t *keys;

@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -43,6 +44,36 @@ static int t2_expand(const ds_private *p, uint64_t c, const uint8_t *raw, void *
     return HDMLP_OK;
 }
 
+/* Reads len bytes of DIR/tables at off into buf (EINTR and short reads retried): an error
+ * names the file and `what`, HDMLP_E_CORRUPT at an early end of file. */
+static int t2_pread(const ds_private *p, uint8_t *buf, uint64_t len, uint64_t off,
+                    const char *what)
+{
+    for (uint64_t done = 0; done < len;) {
+        const ssize_t r =
+            pread(p->tables_fd, buf + done, (size_t)(len - done), (off_t)(off + done));
+        if (r < 0 && errno == EINTR) {
+            continue;
+        }
+        if (r <= 0) {
+            const int err = r < 0 ? errno : 0;
+            char path[DS_PATH_MAX];
+            ds_file_path(&p->pub, FMT_TABLES_NAME, path, sizeof(path));
+            if (r == 0) {
+                return hd_err(HDMLP_E_CORRUPT,
+                              "%s: %s: unexpected end of file at offset %llu (truncated after "
+                              "open?)",
+                              path, what, (ull)(off + done));
+            }
+            return hd_err(hd_errno_code(err),
+                          "%s: %s: read of %llu bytes at offset %llu failed: %s", path, what,
+                          (ull)len, (ull)off, strerror(err));
+        }
+        done += (uint64_t)r;
+    }
+    return HDMLP_OK;
+}
+
 /* A local dataset's get: the table preads into buf after the K expanded records
  * (fmt_table2_scratch's layout), then expands into buf's start. */
 static int t2_get_local(void *ctx, uint64_t c, void *buf, size_t cap, fmt_table *out)
@@ -57,35 +88,16 @@ static int t2_get_local(void *ctx, uint64_t c, void *buf, size_t cap, fmt_table 
     fmt_index_chunk(ix, c, &ch);
     const uint64_t len = fmt_table2_len(ix, &ch);
     uint8_t *raw = (uint8_t *)buf + (size_t)ix->h.chunk_size * FMT_SAMPLE_REC_LEN;
-    uint64_t done = 0;
-    while (done < len) {
-        const ssize_t r = pread(p->tables_fd, raw + done, (size_t)(len - done),
-                                (off_t)(ch.table_offset + done));
-        if (r < 0 && errno == EINTR) {
-            continue;
-        }
-        if (r <= 0) {
-            const int err = r < 0 ? errno : 0;
-            char path[DS_PATH_MAX];
-            ds_file_path(&p->pub, FMT_TABLES_NAME, path, sizeof(path));
-            if (r == 0) {
-                return hd_err(HDMLP_E_CORRUPT,
-                              "%s: sample table of chunk %llu: unexpected end of file at "
-                              "offset %llu (truncated after open?)",
-                              path, (ull)c, (ull)(ch.table_offset + done));
-            }
-            return hd_err(HDMLP_E_IO,
-                          "%s: sample table of chunk %llu: read of %llu bytes at offset %llu "
-                          "failed: %s",
-                          path, (ull)c, (ull)len, (ull)ch.table_offset, strerror(err));
-        }
-        done += (uint64_t)r;
+    char what[64];
+    snprintf(what, sizeof(what), "sample table of chunk %llu", (ull)c);
+    rc = t2_pread(p, raw, len, ch.table_offset, what);
+    if (rc != HDMLP_OK) {
+        return rc;
     }
     return t2_expand(p, c, raw, buf, out);
 }
 
-/* The get of tables held whole (a remote dataset's object, or the file a loader holds):
- * checked and expanded from memory. */
+/* A remote dataset's get: the table is checked and expanded from the object held. */
 static int t2_get_held(void *ctx, uint64_t c, void *buf, size_t cap, fmt_table *out)
 {
     const ds_private *p = ctx;
@@ -203,9 +215,54 @@ void ds_tables2_close(ds_private *p)
     }
     hd_free(p->tables_held);
     p->tables_held = NULL;
+    hd_free(p->records_held);
+    p->records_held = NULL;
     hd_free(p->rec_buf);
     p->rec_buf = NULL;
     ds_keys2_close(p);
+}
+
+/* The get of tables held expanded (ds_tables_hold): a view, checked when they were read. */
+static int t2_get_records(void *ctx, uint64_t c, void *buf, size_t cap, fmt_table *out)
+{
+    (void)buf;
+    (void)cap;
+    const ds_private *p = ctx;
+    const fmt_index *ix = &p->pub.ix;
+    if (c >= ix->h.n_chunks) {
+        return hd_err(HDMLP_E_RANGE, "sample table of chunk %llu: out of range (%llu chunks)",
+                      (ull)c, (ull)ix->h.n_chunks);
+    }
+    const uint64_t first = c * ix->h.chunk_size;
+    const uint64_t left = ix->h.n_samples - first;
+    out->rec = p->records_held + first * FMT_SAMPLE_REC_LEN;
+    out->chunk = c;
+    out->first = first;
+    out->n = left < ix->h.chunk_size ? (uint32_t)left : ix->h.chunk_size;
+    return HDMLP_OK;
+}
+
+/* Every chunk's table through the dataset's source into records (N × FMT_SAMPLE_REC_LEN):
+ * each read and checked once. */
+static int t2_expand_all(hdmlp_dataset *ds, uint8_t *records)
+{
+    const fmt_index *ix = &ds->ix;
+    const size_t scratch = ds->tables.scratch;
+    uint8_t *buf = hd_malloc(scratch);
+    if (buf == NULL) {
+        return hd_err(HDMLP_E_NOMEM, "out of memory for a sample table");
+    }
+    int rc = HDMLP_OK;
+    for (uint64_t c = 0; rc == HDMLP_OK && c < ix->h.n_chunks; c++) {
+        fmt_table t;
+        rc = fmt_tables_get(&ds->tables, c, buf, scratch, &t);
+        if (rc == HDMLP_OK) {
+            memcpy(records + t.first * FMT_SAMPLE_REC_LEN, t.rec,
+                   (size_t)t.n * FMT_SAMPLE_REC_LEN);
+        }
+    }
+    hd_free(buf);
+    return rc;
 }
 
 int ds_tables_hold(hdmlp_dataset *ds, fmt_tables *out)
@@ -215,41 +272,32 @@ int ds_tables_hold(hdmlp_dataset *ds, fmt_tables *out)
         *out = ds->tables;
         return HDMLP_OK;
     }
-    const uint64_t len = ds->ix.h.tables_bytes;
+    const uint64_t n = ds->ix.h.n_samples;
     int rc = HDMLP_OK;
     pthread_mutex_lock(&ds->fd_lock);
-    if (p->tables_held == NULL) {
-        uint8_t *buf = len <= SIZE_MAX ? hd_malloc((size_t)len) : NULL;
-        char path[DS_PATH_MAX];
-        ds_file_path(ds, FMT_TABLES_NAME, path, sizeof(path));
-        rc = buf != NULL ? HDMLP_OK
-                         : hd_err(HDMLP_E_NOMEM, "%s: cannot hold %llu bytes of sample tables",
-                                  path, (ull)len);
-        for (uint64_t done = 0; rc == HDMLP_OK && done < len;) {
-            const ssize_t r =
-                pread(p->tables_fd, buf + done, (size_t)(len - done), (off_t)done);
-            if (r < 0 && errno == EINTR) {
-                continue;
-            }
-            if (r <= 0) {
-                rc = hd_err(r < 0 ? hd_errno_code(errno) : HDMLP_E_CORRUPT,
-                            "%s: reading the sample tables at offset %llu: %s", path, (ull)done,
-                            r < 0 ? strerror(errno) : "unexpected end of file");
-            }
-            done += r > 0 ? (uint64_t)r : 0;
-        }
+    if (p->records_held == NULL) {
+        uint8_t *records = n <= SIZE_MAX / FMT_SAMPLE_REC_LEN
+                               ? hd_malloc((size_t)n * FMT_SAMPLE_REC_LEN)
+                               : NULL;
+        rc = records != NULL
+                 ? HDMLP_OK
+                 : hd_err(HDMLP_E_NOMEM, "%s: cannot hold the sample records of %llu samples",
+                          ds->path, (ull)n);
+        pthread_mutex_unlock(&ds->fd_lock); /* the gets below take it for a remote source */
         if (rc == HDMLP_OK) {
-            p->tables_held = buf;
+            rc = t2_expand_all(ds, records);
+        }
+        pthread_mutex_lock(&ds->fd_lock);
+        if (rc == HDMLP_OK && p->records_held == NULL) {
+            p->records_held = records;
         } else {
-            hd_free(buf);
+            hd_free(records); /* failed, or another thread held them first */
         }
     }
     pthread_mutex_unlock(&ds->fd_lock);
     if (rc == HDMLP_OK) {
-        *out = (fmt_tables){.get = t2_get_held,
-                            .raw_top_sum = t2_raw_top_sum,
-                            .ctx = p,
-                            .scratch = ds->tables.scratch};
+        *out = (fmt_tables){
+            .get = t2_get_records, .raw_top_sum = t2_raw_top_sum, .ctx = p, .scratch = 0};
     }
     return rc;
 }

@@ -67,9 +67,19 @@ int sched_create(const fmt_index *ix, const sched_params *p, sched **out)
     s->group = sched_alloc(s, c, sizeof(uint32_t), 0);
     s->load = sched_alloc(s, s->k, sizeof(uint32_t), 0);
     s->place = sched_alloc(s, s->k, sizeof(uint64_t), 0);
-    s->tab_buf = p->tables.scratch != 0 ? sched_alloc(s, p->tables.scratch, 1, 0) : NULL;
+    /* A table cache entry for each owned group when the source fills buffers (sizing
+     * charges scratch bytes an owned abstract chunk with the slot tables). */
+    const uint64_t owned = (s->a + p->world - 1 - p->rank) / p->world;
+    s->n_tabs = p->tables.scratch != 0 ? (uint32_t)(owned > 0 ? owned : 1) : 0;
+    s->tab_buf = s->n_tabs ? sched_alloc(s, s->n_tabs, p->tables.scratch, 0) : NULL;
+    s->tab_of = s->n_tabs ? sched_alloc(s, s->n_tabs, sizeof(fmt_table), 0) : NULL;
+    s->tab_chunk = s->n_tabs ? sched_alloc(s, s->n_tabs, sizeof(uint64_t), 0) : NULL;
+    s->tab_used = s->n_tabs ? sched_alloc(s, s->n_tabs, sizeof(uint64_t), 1) : NULL;
+    for (uint32_t i = 0; s->tab_chunk != NULL && i < s->n_tabs; i++) {
+        s->tab_chunk[i] = UINT64_MAX;
+    }
     int ok = s->slot && s->group && s->load && s->place &&
-             (s->tab_buf != NULL || p->tables.scratch == 0);
+             (s->n_tabs == 0 || (s->tab_buf && s->tab_of && s->tab_chunk && s->tab_used));
     /* Each order keeps only its own state: the strict order the unfilled bits, the Brand
      * refill (strict, not clairvoyant) its masks, counts and chunk orders, the pool and the
      * clairvoyant policy a stack of the owner's free slots and their own (*_create). */
@@ -129,6 +139,9 @@ void sched_free(sched *s)
     hd_free(s->load);
     hd_free(s->place);
     hd_free(s->tab_buf);
+    hd_free(s->tab_of);
+    hd_free(s->tab_chunk);
+    hd_free(s->tab_used);
     pool_free(s);
     due_free(s);
     hd_free(s->free_ids);

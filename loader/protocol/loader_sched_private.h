@@ -29,8 +29,17 @@ typedef struct held_rec {
 struct sched {
     const fmt_index *ix;
     sched_params p;
-    fmt_table tab;        /* the last miss's chunk's sample table (p.tables), or rec NULL */
-    void *tab_buf;        /* p.tables.scratch bytes for it (NULL when 0) */
+    fmt_table tab; /* the last miss's chunk's sample table (p.tables), or rec NULL */
+    /* When the source reads tables into buffers (p.tables.scratch > 0), the tables of the
+     * last n_tabs chunks missed (one for each owned group: a group's misses mostly return
+     * to its current chunk), least recently used replaced: entry i holds chunk tab_chunk[i]
+     * (UINT64_MAX when empty) in scratch bytes at tab_buf + i × scratch. */
+    uint8_t *tab_buf;
+    fmt_table *tab_of;   /* n_tabs views */
+    uint64_t *tab_chunk; /* n_tabs */
+    uint64_t *tab_used;  /* n_tabs: the tick of each entry's last use */
+    uint32_t n_tabs;
+    uint64_t tab_tick;
     uint64_t n;           /* samples */
     uint64_t c;           /* chunks */
     uint32_t k;           /* chunk size */
@@ -103,11 +112,36 @@ static inline int sched_table(sched *s, uint64_t c)
     if (s->tab.rec != NULL && s->tab.chunk == c) {
         return HDMLP_OK;
     }
-    const int rc = fmt_tables_get(&s->p.tables, c, s->tab_buf, s->p.tables.scratch, &s->tab);
-    if (rc != HDMLP_OK) {
-        s->tab.rec = NULL;
+    if (s->n_tabs == 0) { /* views into memory the source holds */
+        const int rc = fmt_tables_get(&s->p.tables, c, NULL, 0, &s->tab);
+        if (rc != HDMLP_OK) {
+            s->tab.rec = NULL;
+        }
+        return rc;
     }
-    return rc;
+    uint32_t at = 0;
+    for (uint32_t i = 0; i < s->n_tabs; i++) {
+        if (s->tab_chunk[i] == c) {
+            at = i;
+            goto found;
+        }
+        at = s->tab_used[i] < s->tab_used[at] ? i : at;
+    }
+    {
+        const size_t scratch = s->p.tables.scratch;
+        const int rc = fmt_tables_get(&s->p.tables, c, s->tab_buf + (size_t)at * scratch,
+                                      scratch, &s->tab_of[at]);
+        if (rc != HDMLP_OK) {
+            s->tab_chunk[at] = UINT64_MAX;
+            s->tab.rec = NULL;
+            return rc;
+        }
+        s->tab_chunk[at] = c;
+    }
+found:
+    s->tab_used[at] = ++s->tab_tick;
+    s->tab = s->tab_of[at];
+    return HDMLP_OK;
 }
 
 /* Raw size of slot t of the chunk in s->tab (its record's raw_length), read where the table

@@ -122,7 +122,7 @@ typedef struct size_parts {
 } size_parts;
 
 static void size_parts_of(const fmt_index *ix, const struct hdmlp_config *cfg, uint64_t memory,
-                          uint64_t one_batch, size_parts *p)
+                          uint64_t one_batch, size_t scratch, size_parts *p)
 {
     const uint64_t n = ix->h.n_samples;
     const uint32_t k = ix->h.chunk_size;
@@ -166,11 +166,16 @@ static void size_parts_of(const fmt_index *ix, const struct hdmlp_config *cfg, u
      * part of the budget with the lookahead: at least an eighth of what the fixed parts
      * leave, and at least the worst case of what is held, so the consumer always
      * progresses, and lookahead uses what the batches do not. */
-    /* A version-2 dataset's sample tables, when they fit a sixteenth of the budget, are held
-     * so that planning reads no file (their bytes are not the index's, which is O(chunks)). */
-    p->sample_tables = ix->h.major == 2 && ix->h.tables_bytes <= memory / LOADER_TABLES_SHARE
-                           ? ix->h.tables_bytes
-                           : 0;
+    /* A version-2 dataset's sample records, when they fit a sixteenth of the budget, are held
+     * (its tables read, checked and expanded once: N records) so that planning reads no file
+     * and expands no table (the index itself is O(chunks)). */
+    const uint64_t records =
+        n <= UINT64_MAX / FMT_SAMPLE_REC_LEN ? n * FMT_SAMPLE_REC_LEN : UINT64_MAX;
+    p->sample_tables =
+        ix->h.major == 2 && records <= memory / LOADER_TABLES_SHARE ? records : 0;
+    /* Otherwise the scheduler keeps each owned group's last table (a buffer of the source's
+     * scratch bytes): charged with the slot tables, an owned abstract chunk at a time. */
+    p->slot_tables += p->sample_tables == 0 ? scratch : 0;
     p->fixed = p->io + p->remote_cap + p->ram + p->images + p->sample_tables;
     p->hold = p->batches + p->answers;
     /* The shared part is max(hold, flex / 8); the thread count never changes it (nor A, nor
@@ -187,12 +192,12 @@ static void size_parts_of(const fmt_index *ix, const struct hdmlp_config *cfg, u
  * with the budget through the remote cap's 10 % and the RAM cache's AUTO rule); UINT64_MAX
  * when none does. */
 static uint64_t raised_budget(const fmt_index *ix, const struct hdmlp_config *cfg,
-                              uint64_t memory, uint64_t one_batch)
+                              size_t scratch, uint64_t memory, uint64_t one_batch)
 {
     /* The remote cap's 10 % shrinks the gap tenfold a step: 64 steps reach any fixed point. */
     for (int i = 0; i < 64; i++) {
         size_parts p;
-        size_parts_of(ix, cfg, memory, one_batch, &p);
+        size_parts_of(ix, cfg, memory, one_batch, scratch, &p);
         if (p.overflow) {
             return UINT64_MAX;
         }
@@ -221,18 +226,19 @@ int loader_size(const fmt_index *ix, const fmt_tables *tables, const struct hdml
     }
     uint64_t memory = cfg->memory;
     size_parts p;
-    size_parts_of(ix, cfg, memory, one_batch, &p);
+    size_parts_of(ix, cfg, memory, one_batch, tables->scratch, &p);
     if (!p.overflow && memory < p.minimum && cfg->memory_raise) {
         /* A budget given as a share of the dataset is raised to the least that works. */
-        const uint64_t raised = raised_budget(ix, cfg, memory, one_batch);
+        const uint64_t raised = raised_budget(ix, cfg, tables->scratch, memory, one_batch);
         if (raised != UINT64_MAX) {
             memory = raised;
-            size_parts_of(ix, cfg, memory, one_batch, &p);
+            size_parts_of(ix, cfg, memory, one_batch, tables->scratch, &p);
         }
     }
     if (p.overflow || memory < p.minimum) {
         const uint64_t minimum =
-            p.overflow ? UINT64_MAX : raised_budget(ix, cfg, memory, one_batch);
+            p.overflow ? UINT64_MAX
+                       : raised_budget(ix, cfg, tables->scratch, memory, one_batch);
         char have[32], need[32];
         fmt_bytes(have, sizeof(have), cfg->memory);
         fmt_bytes(need, sizeof(need), minimum);
