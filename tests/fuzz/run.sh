@@ -36,10 +36,8 @@ target_extra() {
         extra=(-I loader/ranks -I rpc -I "$work/gen" rpc/rpc_codec.c "$work/gen/hdmlp.pb-c.c"
             -lprotobuf-c)
     fi
-    if [ "$1" = list ] || [ "$1" = archive ]; then # the packer library, without its CLI
-        extra=(-I packer packer/pack_{items,scan_dir,scan_archive,scan_list,spill,source}.c
-            packer/pack_{codec,image,segment,write,outdir,notify,run}.c -larchive -lturbojpeg
-            -lspng -lm -lpthread)
+    if [ "$1" = list ] || [ "$1" = archive ]; then # the packer library (packer/pack_*.c), not its CLI
+        extra=(-I packer packer/pack_*.c -larchive -lturbojpeg -lspng -lm -lpthread)
     fi
     if [ "$1" = image ]; then # the image pipeline's decode and augmentation
         extra=(-I loader/image loader/image/loader_image_{decode,jpeg,aug,config,resize}.c -lturbojpeg -ljpeg -lspng
