@@ -651,7 +651,11 @@ HDMLP_API int hdmlp_image_config_set_dct_scaling(hdmlp_image_config *ic, int on)
  * takes back what alloc returned. alloc is called on the thread calling hdmlp_loader_next,
  * free on the thread releasing the batch or freeing the loader; both must be thread-safe in
  * that sense and must not call into the loader. arg is passed as given and must outlive
- * every batch. Both NULL (the default): the library allocates. One NULL: HDMLP_E_INVAL. */
+ * every batch. Both NULL (the default): the library allocates. One NULL: HDMLP_E_INVAL.
+ * Either way a released full batch's buffer is kept and reused for a later batch (at most
+ * prefetch + 2 buffers in use and kept together, within the budget's image share), so alloc
+ * runs a few times a loader rather than once a batch; the kept ones go to free when the
+ * loader is freed. A batch's buffer is never reused while the batch is held. */
 HDMLP_API int hdmlp_image_config_set_allocator(hdmlp_image_config *ic,
                                                void *(*alloc)(void *arg, size_t bytes),
                                                void (*free)(void *arg, void *ptr, size_t bytes),

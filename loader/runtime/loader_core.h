@@ -181,6 +181,7 @@ struct hdmlp_loader {
     /* Decoded batch buffers (loader_image_*.c): charged against the image reserve that
      * image_pipe_start takes from planning's share, so never against planning's room. */
     uint64_t image_charged;
+    uint64_t image_pooled; /* released buffers kept for reuse, inside the same reserve */
 
     ld_job *q_head, *q_tail;
     uint64_t inflight; /* jobs queued or running */
@@ -301,7 +302,7 @@ static inline int loader_timespec_before(const struct timespec *a, const struct 
 /* Notes the accounted bytes in peak_memory_bytes (lock held). */
 static inline void loader_note_peak(struct hdmlp_loader *ld)
 {
-    const uint64_t now = ld->charged + ld->image_charged;
+    const uint64_t now = ld->charged + ld->image_charged + ld->image_pooled;
     if (now > ld->st.peak_memory_bytes) {
         ld->st.peak_memory_bytes = now;
     }

@@ -11,32 +11,67 @@
 #include <stdio.h>
 #include <string.h>
 
+/* A batch's output buffer (lock held): a pooled one when there is one (a full batch's, also
+ * for a shorter last batch), else a new one of n images from the user's allocator or ours.
+ * Every byte of an image is written by its decode, so what a reused buffer held before
+ * never shows. */
+static int out_buffer(struct hdmlp_loader *ld, image_pipe *p, image_out *o, size_t n)
+{
+    if (p->ic.alloc != NULL) {
+        o->buf_free = p->ic.free;
+        o->buf_arg = p->ic.alloc_arg;
+    }
+    if (p->pooled > 0) {
+        o->buf = p->pool[--p->pooled];
+        o->buf_bytes = p->full_bytes;
+        ld->image_pooled -= p->full_bytes;
+        return HDMLP_OK;
+    }
+    o->buf_bytes = (size_t)p->img_bytes * n;
+    if (p->ic.alloc == NULL) {
+        o->buf = hd_aligned_alloc(64, o->buf_bytes);
+        return o->buf != NULL
+                   ? HDMLP_OK
+                   : hd_err(HDMLP_E_NOMEM, "image: out of memory for a batch of %zu images", n);
+    }
+    o->buf = p->ic.alloc(p->ic.alloc_arg, o->buf_bytes);
+    if (o->buf == NULL) {
+        return hd_err(HDMLP_E_NOMEM,
+                      "image: the allocator returned NULL for a %zu-byte batch buffer",
+                      o->buf_bytes);
+    }
+    if ((uintptr_t)o->buf % 64 != 0) {
+        const void *got = o->buf;
+        return hd_err(
+            HDMLP_E_INVAL,
+            "image: the allocator returned %p for a batch buffer, not 64-byte aligned", got);
+    }
+    return HDMLP_OK;
+}
+
+void image_out_recycle(struct hdmlp_loader *ld, image_out *o)
+{
+    image_pipe *p = ld->pipe;
+    if (o == NULL || o->buf == NULL || p == NULL || p->stop || o->buf_bytes != p->full_bytes ||
+        p->pooled >= p->pool_cap ||
+        ld->image_charged + ld->image_pooled + o->buf_bytes > p->reserve) {
+        return;
+    }
+    p->pool[p->pooled++] = o->buf;
+    ld->image_pooled += o->buf_bytes;
+    o->buf = NULL;
+}
+
 /* Queues a raw batch for the decode threads (lock held). */
 static int submit(struct hdmlp_loader *ld, image_pipe *p, hdmlp_batch *b)
 {
     image_out *o = hd_calloc(1, sizeof(*o));
     const size_t n = b->n ? b->n : 1;
     if (o != NULL) {
-        o->buf_bytes = (size_t)p->img_bytes * n;
-        if (p->ic.alloc != NULL) {
-            o->buf_free = p->ic.free;
-            o->buf_arg = p->ic.alloc_arg;
-            o->buf = p->ic.alloc(p->ic.alloc_arg, o->buf_bytes);
-            if (o->buf == NULL || (uintptr_t)o->buf % 64 != 0) {
-                const void *got = o->buf;
-                const size_t bytes = o->buf_bytes;
-                image_out_free(o);
-                return got == NULL ? hd_err(HDMLP_E_NOMEM,
-                                            "image: the allocator returned NULL for a "
-                                            "%zu-byte batch buffer",
-                                            bytes)
-                                   : hd_err(HDMLP_E_INVAL,
-                                            "image: the allocator returned %p for a batch "
-                                            "buffer, not 64-byte aligned",
-                                            got);
-            }
-        } else {
-            o->buf = hd_aligned_alloc(64, o->buf_bytes);
+        const int rc = out_buffer(ld, p, o, n);
+        if (rc != HDMLP_OK) {
+            image_out_free(o); /* a misaligned buffer goes back to the user, never the pool */
+            return rc;
         }
         o->result = hd_calloc(n, sizeof(int));
         o->err = hd_calloc(n, sizeof(char *));
@@ -44,14 +79,14 @@ static int submit(struct hdmlp_loader *ld, image_pipe *p, hdmlp_batch *b)
         o->labels = hd_calloc(n, sizeof(uint32_t));
         o->indices = hd_calloc(n, sizeof(uint64_t));
     }
-    if (o == NULL || !o->buf || !o->result || !o->err || !o->raw_size || !o->labels ||
-        !o->indices) {
+    if (o == NULL || !o->result || !o->err || !o->raw_size || !o->labels || !o->indices) {
+        image_out_recycle(ld, o);
         image_out_free(o);
         return hd_err(HDMLP_E_NOMEM, "image: out of memory for a batch of %zu images", b->n);
     }
     o->batch = b;
     o->n_raw = (uint32_t)b->n;
-    o->charge = p->img_bytes * b->n;
+    o->charge = o->buf_bytes;
     for (size_t i = 0; i < b->n; i++) {
         o->raw_size[i] = b->samples[i]->size;
     }
@@ -82,6 +117,7 @@ static void drop(struct hdmlp_loader *ld, hdmlp_batch *b)
     ld->image_charged -= o != NULL ? o->charge : 0;
     ld->outstanding_batches--;
     ld->refs--; /* the handle's reference remains: the consumer is in a call on it */
+    image_out_recycle(ld, o);
     image_out_free(o);
     hd_free(b);
     pthread_cond_broadcast(&ld->ready_cv);

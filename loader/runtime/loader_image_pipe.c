@@ -253,8 +253,18 @@ void image_out_free(image_out *o)
     hd_free(o);
 }
 
+/* Frees the pipeline and the buffers pooled in it (lock not held: the user's free may
+ * take its time). */
 static void pipe_free(image_pipe *p)
 {
+    for (uint32_t i = 0; i < p->pooled; i++) {
+        if (p->ic.free != NULL) {
+            p->ic.free(p->ic.alloc_arg, p->pool[i], p->full_bytes);
+        } else {
+            hd_free(p->pool[i]);
+        }
+    }
+    hd_free(p->pool);
     pthread_cond_destroy(&p->work_cv);
     pthread_cond_destroy(&p->io_cv);
     hd_free(p->threads);
@@ -292,15 +302,19 @@ int image_pipe_start(struct hdmlp_loader *ld)
         p->io_limit = 0;
     }
     p->threads = hd_calloc(p->n_threads, sizeof(*p->threads));
-    if (p->threads == NULL) {
+    p->pool_cap = ic->prefetch + 2;
+    p->pool = hd_calloc(p->pool_cap, sizeof(*p->pool));
+    p->full_bytes = p->img_bytes * ld->cfg.batch;
+    if (p->threads == NULL || p->pool == NULL) {
         pipe_free(p);
         return hd_err(HDMLP_E_NOMEM, "image: out of memory for the decode threads");
     }
     /* Output buffers: those decoded ahead and two the consumer may hold. Sizing set them
      * (and the raw batches queued for decoding) apart from the rest of the budget
      * (budget_images); the budget's owner moves their room from planning to the image
-     * reserve, and image_charged counts them against it. The I/O threads already run: the
-     * budget and the pipeline change under the lock. */
+     * reserve, and image_charged counts them against it (image_pooled the released ones
+     * kept for reuse). The I/O threads already run: the budget and the pipeline change under
+     * the lock. */
     const uint64_t reserve = p->img_bytes * ld->cfg.batch * (ic->prefetch + 2);
     pthread_mutex_lock(&ld->lock);
     const int rc = budget_reserve(&ld->budget, BUDGET_IMAGES, reserve);
@@ -339,7 +353,7 @@ static void drop_queued(struct hdmlp_loader *ld, image_out *o)
         ld->charged -= loader_sample_charge(b->samples[i]->size);
         sample_free(b->samples[i]);
     }
-    ld->charged -= o->charge;
+    ld->image_charged -= o->charge;
     ld->outstanding_batches--;
     ld->refs--;
     image_out_free(o);
@@ -369,6 +383,8 @@ void image_pipe_stop(struct hdmlp_loader *ld)
         p->head = o->next;
         drop_queued(ld, o);
     }
+    /* Batches still held free their buffers as they are released; the pooled ones go now. */
+    ld->image_pooled = 0;
     ld->pipe = NULL;
     pthread_mutex_unlock(&ld->lock);
     pipe_free(p);

@@ -14,11 +14,12 @@
 typedef struct image_out {
     struct image_out *next; /* queue link */
     struct hdmlp_batch *batch;
-    uint8_t *buf;     /* n_raw images (64-byte aligned), compacted when finalised */
-    size_t buf_bytes; /* its size, as allocated */
+    uint8_t *buf;     /* n_raw images (64-byte aligned), compacted when finalised; NULL once
+                       * handed back to the pipeline's pool */
+    size_t buf_bytes; /* its size, as allocated (a full batch's when it came from the pool) */
     void (*buf_free)(void *arg, void *ptr, size_t bytes); /* the user's, or NULL */
     void *buf_arg;
-    uint64_t charge;    /* bytes charged to the budget for buf */
+    uint64_t charge;    /* bytes charged to the budget for buf: buf_bytes */
     uint32_t n_raw;     /* samples of the raw batch */
     uint32_t claimed;   /* samples handed to decode threads */
     uint32_t done;      /* samples decoded (or failed) */
@@ -44,6 +45,13 @@ struct image_pipe {
     struct hdmlp_image_config ic;
     uint64_t img_bytes; /* one output image */
     uint64_t reserve; /* output buffers' bytes reserved (BUDGET_IMAGES; image_charged's cap) */
+    /* Output buffers kept for reuse (loader_image_batch.c): full batches' buffers handed
+     * back, so their pages stay mapped instead of being faulted and zeroed again for every
+     * batch. Held inside the reserve: image_charged + image_pooled <= reserve, and at most
+     * pool_cap (prefetch + 2) of them. */
+    uint8_t **pool;
+    uint32_t pooled, pool_cap;
+    uint64_t full_bytes; /* a full batch's buffer: img_bytes × batch */
     decode_thread *threads;
     uint32_t n_threads;
     pthread_cond_t work_cv; /* decode threads: samples queued, split changed, stop */
@@ -93,7 +101,13 @@ int image_pipe_io_allowed(struct hdmlp_loader *ld, uint32_t i);
 void image_pipe_io_done(struct hdmlp_loader *ld, uint32_t n);
 /* Waits (lock held) until the split may let I/O thread i run again or the loader stops. */
 void image_pipe_io_wait(struct hdmlp_loader *ld);
-/* Frees a batch's images (lock not held; its charge was returned by the caller). */
+/* Frees a batch's images (lock not held; its charge was returned by the caller). The output
+ * buffer is freed unless image_out_recycle took it. */
 void image_out_free(image_out *o);
+/* Hands a batch's output buffer back to the pipeline's pool when it is a full batch's and the
+ * reserve covers it beside the buffers in use (lock held; after its charge was returned,
+ * before image_out_free). Otherwise leaves it to image_out_free. Safe with the pipeline
+ * stopped (ld->pipe NULL: nothing is kept). */
+void image_out_recycle(struct hdmlp_loader *ld, image_out *o);
 
 #endif

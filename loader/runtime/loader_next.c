@@ -403,6 +403,7 @@ static void unhand(hdmlp_loader *ld, hdmlp_batch *b)
     }
     if (b->image != NULL) {
         ld->image_charged -= b->image->charge;
+        image_out_recycle(ld, b->image);
         image_out_free(b->image);
     }
     ld->outstanding_batches--;
@@ -467,6 +468,7 @@ void hdmlp_batch_release(hdmlp_batch *batch)
     uncharge_samples(ld, batch->samples, batch->n);
     if (batch->image != NULL) {
         ld->image_charged -= batch->image->charge;
+        image_out_recycle(ld, batch->image); /* its buffer, for a later batch */
     }
     ld->outstanding_batches--;
     pthread_cond_broadcast(&ld->ready_cv);

@@ -51,6 +51,10 @@ hdmlp_add_test(NAME test_image_errors
   SOURCES loader/image/test_image_errors.c support/testimg.c support/testds.c
   LIBS hdmlp_packer m
   TIMEOUT 300)
+hdmlp_add_test(NAME test_image_pool
+  SOURCES loader/image/test_image_pool.c support/testimg.c support/testds.c
+  LIBS hdmlp_packer m
+  TIMEOUT 300)
 # examples/image_batches.c on photographs Pillow draws, packed with hdmlp-pack.
 if(TARGET hdmlp-pack AND TARGET hdmlp_example_image_batches)
   add_test(NAME test_image_example

@@ -200,6 +200,28 @@ def test_bad_arguments():
         hdmlp.ImagePipeline(0)
 
 
+def test_released_buffers_reused_held_ones_kept(images_ds):
+    """Released batches' buffers come back for later batches; an array still viewing a batch
+    keeps its buffer (never handed to another batch) and its pixels."""
+    path, _ = images_ds
+    ld = hdmlp.Loader(path, BATCH, "16M", seed=9, epochs=2, image=hdmlp.ImagePipeline(24))
+    it = iter(ld)
+    held = next(it).images  # the zero-copy view keeps its batch alive
+    want = held.copy()
+    held_at = held.__array_interface__["data"][0]
+    addrs = []
+    for batch in it:
+        images = batch.images
+        addrs.append(images.__array_interface__["data"][0])
+        del images
+        batch.release()
+    assert held_at not in addrs
+    assert len(set(addrs)) < len(addrs) // 2  # reused, not one buffer a batch
+    assert np.array_equal(held, want)
+    del it, ld
+    assert np.array_equal(held, want)  # past the loader too
+
+
 def test_no_pipeline_no_images(images_ds):
     path, _ = images_ds
     batch = next(iter(hdmlp.Loader(path, BATCH, "16M", seed=1, epochs=1)))

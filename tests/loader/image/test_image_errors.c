@@ -298,11 +298,12 @@ Test(image_errors, user_allocator_gets_every_buffer_back)
         batches++;
     }
     cr_assert_eq(batches, 16); /* 2 epochs of 30 in batches of 4 */
+    /* released buffers are reused (test_image_pool.c): fewer than one a batch */
+    cr_assert_lt(c.allocs, 16);
     hdmlp_loader_free(ld);
-    cr_assert_eq(c.allocs, 16);
-    cr_assert_eq(c.frees, 15);
+    cr_assert_eq(c.frees + 1, c.allocs); /* all but the held batch's */
     hdmlp_batch_release(held);
-    cr_assert_eq(c.frees, 16);
+    cr_assert_eq(c.frees, c.allocs);
     cr_assert_eq(c.live_bytes, 0);
     /* NULL and misaligned buffers fail the loader, naming the allocator */
     for (int mode = 1; mode <= 2; mode++) {
