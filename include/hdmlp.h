@@ -644,6 +644,17 @@ HDMLP_API int hdmlp_image_config_set_decode_threads(hdmlp_image_config *ic, uint
 HDMLP_API int hdmlp_image_config_set_prefetch(hdmlp_image_config *ic, uint32_t batches);
 /* JPEG DCT scaling (above), 0 or 1. Default 1. */
 HDMLP_API int hdmlp_image_config_set_dct_scaling(hdmlp_image_config *ic, int on);
+/* Fast JPEG decoding, 0 or 1. Default 0. With 1, JPEGs decode with libjpeg-turbo's fast
+ * integer IDCT (JDCT_IFAST, TurboJPEG's TJFLAG_FASTDCT) and plain chroma upsampling
+ * (replication instead of the "fancy" triangle filter, TJFLAG_FASTUPSAMPLE): less work a
+ * pixel, but the decoded pixels are no longer libjpeg's accurate ones that PIL gives, so the
+ * output differs from torchvision/PIL beyond the tolerance above: on the tests' 4:2:0
+ * quality-90 images a full-size decode is off by 2 levels on average and by up to ~90 at
+ * sharp colour edges (subsampled chroma is replicated, not interpolated), gray by 0.6 on
+ * average (tests/loader/image/test_image_decode.c bounds the mean below 3). DCT-scaled
+ * decodes keep the accurate IDCT (libjpeg-turbo has no fast scaled one) but still upsample
+ * plainly. PNG and raw inputs are not affected. */
+HDMLP_API int hdmlp_image_config_set_fast_decode(hdmlp_image_config *ic, int on);
 /* Where the batches' output buffers come from, e.g. page-locked (pinned) memory for fast
  * transfers to a GPU (cudaHostAlloc / cudaFreeHost) or a pool of it: alloc(arg, bytes)
  * returns a buffer of at least `bytes` aligned to 64 bytes, or NULL (the loader then fails

@@ -26,6 +26,7 @@ struct hdmlp_image_config {
     uint32_t decode_threads; /* 0 = automatic balance */
     uint32_t prefetch;
     int dct_scaling;
+    int fast_decode; /* JPEG: fast IDCT and upsampling (not PIL's pixels) */
     /* output buffers: the user's allocator, or NULL for the library's */
     void *(*alloc)(void *arg, size_t bytes);
     void (*free)(void *arg, void *ptr, size_t bytes);
@@ -62,6 +63,9 @@ typedef struct image_crop {
 typedef struct image_decoder image_decoder;
 int image_decoder_create(image_decoder **out);
 void image_decoder_free(image_decoder *d);
+/* JPEG decodes through d from now on use the fast IDCT and upsampling (on = 1) or the
+ * accurate ones that match PIL (on = 0, the default). */
+void image_decoder_set_fast(image_decoder *d, int on);
 
 /* PIL's convert("L"): ITU-R 601-2 luma with its fixed-point rounding. */
 static inline uint8_t image_luma(uint8_t r, uint8_t g, uint8_t b)
@@ -101,11 +105,11 @@ int image_decode_jpeg_region(const uint8_t *data, size_t size, uint32_t c_out, u
                              uint32_t top, uint32_t left, uint32_t height, uint32_t width,
                              image_buf *out, uint32_t *oy, uint32_t *ox);
 /* The same into *buf (*cap bytes; grown with hd_malloc when short, the caller frees it):
- * out->lent is set. */
+ * out->lent is set. fast: the fast IDCT and upsampling (image_decoder_set_fast). */
 int image_decode_jpeg_region_into(const uint8_t *data, size_t size, uint32_t c_out,
-                                  uint32_t denom, uint32_t top, uint32_t left, uint32_t height,
-                                  uint32_t width, uint8_t **buf, size_t *cap, image_buf *out,
-                                  uint32_t *oy, uint32_t *ox);
+                                  uint32_t denom, int fast, uint32_t top, uint32_t left,
+                                  uint32_t height, uint32_t width, uint8_t **buf, size_t *cap,
+                                  image_buf *out, uint32_t *oy, uint32_t *ox);
 
 /* torchvision's parameter rules on an h × w image (the RNG is the sample's). */
 struct fmt_rng;

@@ -28,6 +28,7 @@ static void image_defaults(struct hdmlp_image_config *ic)
     ic->decode_threads = 0;
     ic->prefetch = 2;
     ic->dct_scaling = 1;
+    ic->fast_decode = 0;
 }
 
 double image_flip_prob(const struct hdmlp_image_config *ic)
@@ -216,6 +217,16 @@ int hdmlp_image_config_set_dct_scaling(hdmlp_image_config *ic, int on)
         return hd_err(HDMLP_E_INVAL, "image dct scaling: %d is neither 0 nor 1", on);
     }
     ic->dct_scaling = on;
+    return HDMLP_OK;
+}
+
+int hdmlp_image_config_set_fast_decode(hdmlp_image_config *ic, int on)
+{
+    CHECK_IC(ic);
+    if (on != 0 && on != 1) {
+        return hd_err(HDMLP_E_INVAL, "image fast decode: %d is neither 0 nor 1", on);
+    }
+    ic->fast_decode = on;
     return HDMLP_OK;
 }
 

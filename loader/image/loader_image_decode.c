@@ -17,6 +17,7 @@ struct image_decoder {
     tjhandle tj;
     uint8_t *buf; /* the pixels image_decode_box lends out */
     size_t cap;
+    int fast; /* TJFLAG_FASTDCT | TJFLAG_FASTUPSAMPLE instead of TJFLAG_ACCURATEDCT */
 };
 
 int image_decoder_create(image_decoder **out)
@@ -44,6 +45,8 @@ void image_decoder_free(image_decoder *d)
         hd_free(d);
     }
 }
+
+void image_decoder_set_fast(image_decoder *d, int on) { d->fast = on != 0; }
 
 void image_buf_free(image_buf *b)
 {
@@ -222,7 +225,8 @@ static int decode_jpeg(image_decoder *d, const uint8_t *data, size_t size, uint3
     const int pf = cmyk ? TJPF_CMYK : (c_out == 1 ? TJPF_GRAY : TJPF_RGB);
     /* Warnings (a truncated stream filled with grey, extra bytes) fail too: a sample is
      * delivered only as its file describes it. */
-    const int flags = TJFLAG_ACCURATEDCT | TJFLAG_STOPONWARNING | TJFLAG_LIMITSCANS;
+    const int flags = (d->fast ? TJFLAG_FASTDCT | TJFLAG_FASTUPSAMPLE : TJFLAG_ACCURATEDCT) |
+                      TJFLAG_STOPONWARNING | TJFLAG_LIMITSCANS;
     if (tjDecompress2(d->tj, data, (unsigned long)size, out->px, sw, 0, sh, pf, flags) != 0) {
         const int e = tjGetErrorCode(d->tj);
         image_buf_free(out);
@@ -311,8 +315,9 @@ int image_decode_box(image_decoder *d, const uint8_t *data, size_t size, image_k
         const double b = ceil(y0 + bh), r = ceil(x0 + bw);
         const uint32_t bottom = b >= sh ? sh : (uint32_t)b, right = r >= sw ? sw : (uint32_t)r;
         uint32_t oy = 0, ox = 0;
-        rc = image_decode_jpeg_region_into(data, size, c_out, denom, top, left, bottom - top,
-                                           right - left, &d->buf, &d->cap, out, &oy, &ox);
+        rc = image_decode_jpeg_region_into(data, size, c_out, denom, d->fast, top, left,
+                                           bottom - top, right - left, &d->buf, &d->cap, out,
+                                           &oy, &ox);
         y0 -= oy;
         x0 -= ox;
     } else if (kind == IMAGE_JPEG) {

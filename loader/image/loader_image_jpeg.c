@@ -3,8 +3,9 @@
  * iMCU columns a crop covers go through the IDCT, upsampling and colour conversion
  * (jpeg_skip_scanlines, jpeg_crop_scanline); the rest of the stream is still entropy-decoded
  * (and the last row decoded), so damage anywhere in the file is found as with a full
- * decode. The pixels are those of a
- * full decode (TurboJPEG, accurate DCT, fancy upsampling) at the same places.
+ * decode. The pixels are those of a full decode (TurboJPEG, accurate DCT, fancy
+ * upsampling) at the same places; with fast set, the fast IDCT and plain upsampling are used
+ * instead (TJFLAG_FASTDCT | TJFLAG_FASTUPSAMPLE), which PIL does not give.
  */
 #include "loader_image.h"
 
@@ -79,7 +80,7 @@ int image_decode_jpeg_region(const uint8_t *data, size_t size, uint32_t c_out, u
 {
     uint8_t *buf = NULL;
     size_t cap = 0;
-    const int rc = image_decode_jpeg_region_into(data, size, c_out, denom, top, left, height,
+    const int rc = image_decode_jpeg_region_into(data, size, c_out, denom, 0, top, left, height,
                                                  width, &buf, &cap, out, oy, ox);
     if (rc != HDMLP_OK) {
         hd_free(buf);
@@ -89,9 +90,9 @@ int image_decode_jpeg_region(const uint8_t *data, size_t size, uint32_t c_out, u
 }
 
 int image_decode_jpeg_region_into(const uint8_t *data, size_t size, uint32_t c_out,
-                                  uint32_t denom, uint32_t top, uint32_t left, uint32_t height,
-                                  uint32_t width, uint8_t **buf, size_t *cap, image_buf *out,
-                                  uint32_t *oy, uint32_t *ox)
+                                  uint32_t denom, int fast, uint32_t top, uint32_t left,
+                                  uint32_t height, uint32_t width, uint8_t **buf, size_t *cap,
+                                  image_buf *out, uint32_t *oy, uint32_t *ox)
 {
     struct jpeg_decompress_struct ci;
     jerr e;
@@ -122,7 +123,8 @@ int image_decode_jpeg_region_into(const uint8_t *data, size_t size, uint32_t c_o
     ci.out_color_space = cmyk ? JCS_CMYK : c_out == 1 ? JCS_GRAYSCALE : JCS_RGB;
     ci.scale_num = 1;
     ci.scale_denom = denom;
-    ci.dct_method = JDCT_ISLOW;
+    ci.dct_method = fast ? JDCT_IFAST : JDCT_ISLOW;
+    ci.do_fancy_upsampling = fast ? FALSE : TRUE;
     jpeg_start_decompress(&ci);
     const uint32_t w = ci.output_width, h = ci.output_height;
     if (top >= h || left >= w || height == 0 || width == 0 || height > h - top ||

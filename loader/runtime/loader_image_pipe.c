@@ -152,6 +152,9 @@ static void *decode_main(void *arg)
     struct hdmlp_loader *ld = t->ld;
     decode_ctx c = {NULL, NULL, NULL, 0, 0};
     const int crc = image_decoder_create(&c.dec);
+    if (crc == HDMLP_OK) {
+        image_decoder_set_fast(c.dec, p->ic.fast_decode);
+    }
     pthread_mutex_lock(&ld->lock);
     for (;;) {
         if (p->stop) {

@@ -107,7 +107,7 @@ int py_image_config(py_state *st, PyObject *pipe, hdmlp_image_config **out)
     static const char *const dtypes[] = {"uint8", "float32"};
     *out = NULL;
     double size[2], scale[2], ratio[2], mean[3], stdv[3], crop, flip;
-    long channels, threads, prefetch, dct;
+    long channels, threads, prefetch, dct, fast;
     int mode, layout, dtype, has_size, has_scale, has_ratio, has_mean, has_std;
     if (get_doubles(pipe, "size", size, 2, &has_size) < 0 ||
         get_str(pipe, "mode", modes, 2, &mode) < 0 ||
@@ -119,7 +119,8 @@ int py_image_config(py_state *st, PyObject *pipe, hdmlp_image_config **out)
         get_doubles(pipe, "mean", mean, 3, &has_mean) < 0 ||
         get_doubles(pipe, "std", stdv, 3, &has_std) < 0 ||
         get_long(pipe, "channels", &channels) < 0 || get_long(pipe, "threads", &threads) < 0 ||
-        get_long(pipe, "prefetch", &prefetch) < 0 || get_long(pipe, "dct_scaling", &dct) < 0) {
+        get_long(pipe, "prefetch", &prefetch) < 0 || get_long(pipe, "dct_scaling", &dct) < 0 ||
+        get_long(pipe, "fast_decode", &fast) < 0) {
         return -1;
     }
     if (!has_size || size[0] < 1 || size[1] < 1 || size[0] > UINT32_MAX ||
@@ -149,7 +150,8 @@ int py_image_config(py_state *st, PyObject *pipe, hdmlp_image_config **out)
         check(st, hdmlp_image_config_set_channels(ic, (uint32_t)channels)) < 0 ||
         check(st, hdmlp_image_config_set_decode_threads(ic, (uint32_t)threads)) < 0 ||
         check(st, hdmlp_image_config_set_prefetch(ic, (uint32_t)prefetch)) < 0 ||
-        check(st, hdmlp_image_config_set_dct_scaling(ic, dct != 0)) < 0) {
+        check(st, hdmlp_image_config_set_dct_scaling(ic, dct != 0)) < 0 ||
+        check(st, hdmlp_image_config_set_fast_decode(ic, fast != 0)) < 0) {
         hdmlp_image_config_free(ic);
         return -1;
     }

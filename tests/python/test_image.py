@@ -172,6 +172,26 @@ def test_val_pixels_equal_torchvision(images_ds):
     assert worst <= 2, f"largest difference to torchvision: {worst} levels"
 
 
+def test_fast_decode_opt_in_close_to_accurate(images_ds):
+    path, _ = images_ds
+    ds = hdmlp.Dataset(path)
+    is_jpeg = [ds.info(i)["key"].decode().endswith("jpg") for i in range(len(ds))]
+    accurate = hdmlp.ImagePipeline(32, mode="val", crop_fraction=1.0, dct_scaling=False)
+    fast = hdmlp.ImagePipeline(32, mode="val", crop_fraction=1.0, dct_scaling=False,
+                               fast_decode=True)
+    assert accurate.fast_decode == 0 and fast.fast_decode == 1
+    assert "fast_decode=1" in repr(fast) and pickle.loads(pickle.dumps(fast)) == fast
+    a = epoch(hdmlp.Loader(ds, BATCH, "16M", seed=9, epochs=1, image=accurate))
+    b = epoch(hdmlp.Loader(ds, BATCH, "16M", seed=9, epochs=1, image=fast))
+    assert [x[2] for x in a] == [x[2] for x in b]
+    ia = {i: im.astype(int) for x in a for im, i in zip(x[0], x[2])}
+    ib = {i: im.astype(int) for x in b for im, i in zip(x[0], x[2])}
+    jpeg_diff = [np.abs(ia[i] - ib[i]).mean() for i in ia if is_jpeg[i]]
+    assert all(np.array_equal(ia[i], ib[i]) for i in ia if not is_jpeg[i])  # PNG: untouched
+    assert max(jpeg_diff) > 0, "fast_decode changed no JPEG"
+    assert np.mean(jpeg_diff) < 3, f"mean absolute difference {np.mean(jpeg_diff):.2f}"
+
+
 def test_corrupt_images_fail_or_skip(bad_ds):
     path, files, bad = bad_ds
     ds = hdmlp.Dataset(path)

@@ -282,6 +282,10 @@ Test(image_config, setters_check_ranges)
     cr_assert_eq(hdmlp_image_config_set_prefetch(ic, 0), HDMLP_E_INVAL);
     cr_assert_eq(hdmlp_image_config_set_dct_scaling(ic, 0), HDMLP_OK);
     cr_assert_eq(hdmlp_image_config_set_dct_scaling(ic, 2), HDMLP_E_INVAL);
+    cr_assert_eq(ic->fast_decode, 0, "fast decoding is off by default");
+    cr_assert_eq(hdmlp_image_config_set_fast_decode(ic, 1), HDMLP_OK);
+    cr_assert_eq(hdmlp_image_config_set_fast_decode(ic, -1), HDMLP_E_INVAL);
+    cr_assert_eq(ic->fast_decode, 1);
     /* failed setters left the values alone */
     cr_assert_eq(ic->height, 64);
     cr_assert_eq(ic->width, 96);

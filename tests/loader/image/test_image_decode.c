@@ -489,6 +489,94 @@ Test(image_decode, region_decode_then_resize_equals_full_decode_then_resize)
     image_decoder_free(d);
 }
 
+/* Fast decoding (opt-in): switched off again, a decoder gives TurboJPEG's accurate pixels bit
+ * for bit; on, the same sizes and pixels that differ (but for gray at 1/2: libjpeg-turbo's
+ * scaled IDCTs have no fast variant and gray has no upsampling), by a mean absolute
+ * difference below 3 levels on these test images (gray and 4:2:0 colour, full and 1/2). */
+Test(image_decode, fast_decode_differs_boundedly_and_off_is_exact)
+{
+    image_decoder *d = decoder();
+    const uint32_t w = 203, h = 149;
+    for (uint32_t c = 1; c <= 3; c += 2) {
+        uint8_t *px = testimg_pattern(w, h, c, 21), *enc = NULL;
+        size_t len = 0;
+        cr_assert_eq(testimg_jpeg(px, w, h, c, 90, &enc, &len), 0);
+        for (uint32_t denom = 1; denom <= 2; denom++) {
+            uint8_t *ref = NULL;
+            uint32_t rw = 0, rh = 0;
+            cr_assert_eq(testimg_ref_jpeg(enc, len, c, denom, &ref, &rw, &rh), 0);
+            image_buf acc, fast;
+            image_decoder_set_fast(d, 1);
+            cr_assert_eq(image_decode(d, enc, len, c, denom, &fast), HDMLP_OK, "%s",
+                         hdmlp_last_error());
+            image_decoder_set_fast(d, 0);
+            cr_assert_eq(image_decode(d, enc, len, c, denom, &acc), HDMLP_OK);
+            cr_assert(acc.w == rw && acc.h == rh && acc.c == c);
+            cr_assert_arr_eq(acc.px, ref, (size_t)rw * rh * c, "accurate again, c %u 1/%u", c,
+                             denom);
+            cr_assert(fast.w == rw && fast.h == rh && fast.c == c);
+            const size_t n = (size_t)rw * rh * c;
+            double sum = 0;
+            int worst = 0;
+            for (size_t i = 0; i < n; i++) {
+                const int e = abs((int)fast.px[i] - (int)ref[i]);
+                sum += e;
+                worst = e > worst ? e : worst;
+            }
+            /* scaled IDCTs have no fast variant: a scaled gray decode is the same */
+            cr_assert(worst > 0 || (c == 1 && denom > 1),
+                      "fast decoding changed nothing (c %u, 1/%u)", c, denom);
+            cr_assert_lt(sum / (double)n, 3.0, "c %u, 1/%u: mean %.3f, max %d", c, denom,
+                         sum / (double)n, worst);
+            cr_log_info("fast decode c %u 1/%u: mean abs diff %.3f, max %d\n", c, denom,
+                        sum / (double)n, worst);
+            image_buf_free(&acc);
+            image_buf_free(&fast);
+            free(ref);
+        }
+        free(px);
+        free(enc);
+    }
+    image_decoder_free(d);
+}
+
+/* With fast decoding, a training crop's region decode still equals the (fast) full decode at
+ * the crop: the pipeline's two paths agree with each other. */
+Test(image_decode, fast_region_decode_equals_fast_full_decode)
+{
+    image_decoder *d = decoder();
+    image_decoder_set_fast(d, 1);
+    const uint32_t w = 331, h = 247;
+    uint8_t *px = testimg_pattern(w, h, 3, 78), *enc = NULL;
+    size_t len = 0;
+    encode(px, w, h, 3, TJSAMP_420, 0, &enc, &len);
+    struct hdmlp_image_config *ic = NULL;
+    hdmlp_image_config_create(&ic);
+    for (uint64_t i = 0; i < 20; i++) {
+        fmt_rng r;
+        image_rng_seed(&r, 4, 0, i);
+        image_crop c;
+        image_crop_train(ic, &r, h, w, &c);
+        const uint32_t denom = i % 2 ? 2 : 1;
+        uint8_t a[32 * 24 * 3], b[32 * 24 * 3];
+        for (int region = 0; region < 2; region++) {
+            double box[4] = {c.top, c.left, c.height, c.width};
+            image_buf img;
+            cr_assert_eq(
+                image_decode_box(d, enc, len, IMAGE_JPEG, h, w, 3, denom, region, box, &img),
+                HDMLP_OK, "%s", hdmlp_last_error());
+            resize(&img, box[0], box[1], box[2], box[3], 24, 32, 0, 0, region ? b : a, 24, 32);
+            image_buf_free(&img);
+        }
+        cr_assert_arr_eq(a, b, sizeof(a), "crop %llu: %u x %u at (%u, %u), 1/%u",
+                         (unsigned long long)i, c.width, c.height, c.left, c.top, denom);
+    }
+    hdmlp_image_config_free(ic);
+    free(px);
+    free(enc);
+    image_decoder_free(d);
+}
+
 Test(image_decode, cmyk_jpeg_equals_pil_conversion)
 {
     const char *dir = getenv("HDMLP_TEST_DATA");
