@@ -10,10 +10,10 @@ int fmt_index_table(const fmt_index *ix, uint64_t c, fmt_table *out)
     }
     const uint64_t first = c * ix->h.chunk_size;
     const uint64_t left = ix->h.n_samples - first;
-    out->rec = ix->samples + first * FMT_SAMPLE_REC_LEN;
-    out->chunk = c;
-    out->first = first;
-    out->n = left < ix->h.chunk_size ? (uint32_t)left : ix->h.chunk_size;
+    *out = (fmt_table){.rec = ix->samples + first * FMT_SAMPLE_REC_LEN,
+                       .chunk = c,
+                       .first = first,
+                       .n = left < ix->h.chunk_size ? (uint32_t)left : ix->h.chunk_size};
     return HDMLP_OK;
 }
 

@@ -46,7 +46,7 @@ fmt_value fmt_value_int64(int64_t v)
 size_t fmt_table2_scratch(const fmt_index *ix)
 {
     const uint64_t k = ix->h.chunk_size;
-    return (size_t)(k * ix->h.n_fields * FMT_VALUE_REC_LEN + k * FMT_SAMPLE_REC_LEN);
+    return (size_t)(k * ix->h.n_fields * FMT_VALUE_REC_LEN + k * sizeof(uint64_t));
 }
 
 /* Checks value record v of sample i, field f (fd). */
@@ -95,8 +95,8 @@ static int check_value(const fmt_index *ix, uint64_t c, uint64_t i, uint32_t f,
     return HDMLP_OK;
 }
 
-int fmt_table2_expand(const fmt_index *ix, uint64_t c, const uint8_t *raw, uint8_t *rec,
-                      fmt_table *out)
+int fmt_table2_view(const fmt_index *ix, uint64_t c, const uint8_t *raw, uint64_t *off,
+                    int checked, fmt_table *out)
 {
     if (c >= ix->h.n_chunks) {
         return hd_err(HDMLP_E_RANGE, "sample table of chunk %llu: out of range (%llu chunks)",
@@ -110,47 +110,47 @@ int fmt_table2_expand(const fmt_index *ix, uint64_t c, const uint8_t *raw, uint8
     }
     fmt_chunk ch;
     fmt_index_chunk(ix, c, &ch);
-    const uint64_t len = fmt_table2_len(ix, &ch);
-    const uint64_t sum = fmt_checksum(raw, (size_t)len);
-    if (sum != ch.table_checksum) {
-        return hd_err(HDMLP_E_CORRUPT,
-                      "sample table of chunk %llu: checksum mismatch (read %016llx, the index "
-                      "says %016llx)",
-                      (ull)c, (ull)sum, (ull)ch.table_checksum);
-    }
     const uint32_t nf = ix->h.n_fields;
-    fmt_field fd[FMT_MAX_FIELDS];
-    for (uint32_t f = 0; f < nf; f++) {
-        fmt_index_field(ix, f, &fd[f]);
-    }
     const uint64_t first = c * ix->h.chunk_size;
-    const uint32_t empty_sum = (uint32_t)(fmt_checksum(NULL, 0) & UINT32_MAX);
+    if (!checked) {
+        const uint64_t sum = fmt_checksum(raw, (size_t)fmt_table2_len(ix, &ch));
+        if (sum != ch.table_checksum) {
+            return hd_err(HDMLP_E_CORRUPT,
+                          "sample table of chunk %llu: checksum mismatch (read %016llx, the "
+                          "index says %016llx)",
+                          (ull)c, (ull)sum, (ull)ch.table_checksum);
+        }
+        fmt_field fd[FMT_MAX_FIELDS];
+        for (uint32_t f = 0; f < nf; f++) {
+            fmt_index_field(ix, f, &fd[f]);
+        }
+        const uint8_t *r = raw;
+        for (uint32_t t = 0; t < ch.n_samples; t++) {
+            for (uint32_t f = 0; f < nf; f++, r += FMT_VALUE_REC_LEN) {
+                fmt_value v;
+                fmt_value_decode(r, &v);
+                const int rc = check_value(ix, c, first + t, f, &fd[f], r, &v);
+                if (rc != HDMLP_OK) {
+                    return rc;
+                }
+            }
+        }
+    }
+    /* The offsets, and the sizes the chunk record states, every time: what bounds every
+     * sample's range inside its chunk. An inline or absent value's length bytes are 0 or
+     * hold its value: only stored values count. */
     uint64_t pos = FMT_CHUNK_HEADER_LEN, raw_sum = 0, max_raw = 0;
     const uint8_t *r = raw;
+    const uint32_t data = ix->data_field;
     for (uint32_t t = 0; t < ch.n_samples; t++) {
-        uint8_t *o = rec + (size_t)t * FMT_SAMPLE_REC_LEN;
-        memset(o, 0, FMT_SAMPLE_REC_LEN);
         uint64_t sample_raw = 0;
         for (uint32_t f = 0; f < nf; f++, r += FMT_VALUE_REC_LEN) {
-            fmt_value v;
-            fmt_value_decode(r, &v);
-            const int rc = check_value(ix, c, first + t, f, &fd[f], r, &v);
-            if (rc != HDMLP_OK) {
-                return rc;
+            const int stored = r[13] == FMT_VALUE_STORED;
+            if (f == data) {
+                off[t] = pos;
             }
-            if (f == ix->h.label_field && v.state == FMT_VALUE_INLINE) {
-                fmt_st32(o + 40, (uint32_t)v.inline_bits);
-            }
-            if (f == ix->data_field) {
-                fmt_st64(o, pos);
-                fmt_st64(o + 8, v.stored_len);
-                fmt_st64(o + 16, v.raw_len);
-                fmt_st64(o + 24, v.state == FMT_VALUE_STORED ? v.checksum : empty_sum);
-                o[38] = v.codec;
-                o[39] = 1; /* sum32 */
-            }
-            pos += v.stored_len; /* ≤ 2^32 × 2^20 × 256: no overflow */
-            sample_raw += v.raw_len;
+            pos += stored ? fmt_ld32(r) : 0;
+            sample_raw += stored ? fmt_ld32(r + 4) : 0;
         }
         raw_sum += sample_raw;
         max_raw = sample_raw > max_raw ? sample_raw : max_raw;
@@ -162,11 +162,62 @@ int fmt_table2_expand(const fmt_index *ix, uint64_t c, const uint8_t *raw, uint8
                       (ull)c, (ull)pos, (ull)raw_sum, (ull)max_raw, (ull)ch.length,
                       (ull)ch.raw_bytes, (ull)ch.max_raw);
     }
-    out->rec = rec;
-    out->chunk = c;
-    out->first = first;
-    out->n = ch.n_samples;
+    *out = (fmt_table){.rec = NULL,
+                       .chunk = c,
+                       .first = first,
+                       .n = ch.n_samples,
+                       .val = raw,
+                       .off = off,
+                       .stride = nf * FMT_VALUE_REC_LEN,
+                       .data_at = data * FMT_VALUE_REC_LEN,
+                       .label_at = ix->h.label_field == FMT_NO_FIELD
+                                       ? UINT32_MAX
+                                       : ix->h.label_field * FMT_VALUE_REC_LEN};
     return HDMLP_OK;
+}
+
+const uint8_t *fmt_table_record(const fmt_table *t, uint32_t slot, uint8_t *out)
+{
+    if (t->rec != NULL) {
+        return t->rec + (size_t)slot * FMT_SAMPLE_REC_LEN;
+    }
+    const uint8_t *v = fmt_table_val(t, slot);
+    memset(out, 0, FMT_SAMPLE_REC_LEN);
+    const int stored = v[13] == FMT_VALUE_STORED;
+    fmt_st64(out, t->off[slot]);
+    fmt_st64(out + 8, stored ? fmt_ld32(v) : 0);
+    fmt_st64(out + 16, stored ? fmt_ld32(v + 4) : 0);
+    fmt_st64(out + 24, stored ? fmt_ld32(v + 8) : (fmt_checksum(NULL, 0) & UINT32_MAX));
+    out[38] = stored ? v[12] : 0;
+    out[39] = 1; /* sum32 */
+    if (t->label_at != UINT32_MAX) {
+        const uint8_t *l = t->val + (size_t)slot * t->stride + t->label_at;
+        if (l[13] == FMT_VALUE_INLINE) {
+            fmt_st32(out + 40, fmt_ld32(l));
+        }
+    }
+    return out;
+}
+
+int fmt_table2_expand(const fmt_index *ix, uint64_t c, const uint8_t *raw, uint8_t *rec,
+                      fmt_table *out)
+{
+    const uint32_t k = ix->h.chunk_size;
+    uint64_t *off = hd_malloc((size_t)k * sizeof(uint64_t));
+    if (off == NULL) {
+        return hd_err(HDMLP_E_NOMEM, "sample table of chunk %llu: out of memory", (ull)c);
+    }
+    fmt_table view;
+    const int rc = fmt_table2_view(ix, c, raw, off, 0, &view);
+    for (uint32_t t = 0; rc == HDMLP_OK && t < view.n; t++) {
+        uint8_t *o = rec + (size_t)t * FMT_SAMPLE_REC_LEN;
+        fmt_table_record(&view, t, o);
+    }
+    hd_free(off);
+    if (rc == HDMLP_OK) {
+        *out = (fmt_table){.rec = rec, .chunk = c, .first = view.first, .n = view.n};
+    }
+    return rc;
 }
 
 static int by_max_raw_desc(const void *a, const void *b)

@@ -252,36 +252,50 @@ void fmt_sample_record(const uint8_t *rec, fmt_sample *out);
  * version may read a chunk's table from storage into the caller's buffer and check it.
  */
 typedef struct fmt_table {
-    const uint8_t *rec; /* n × FMT_SAMPLE_REC_LEN bytes */
+    const uint8_t *rec; /* version-1 records: n × FMT_SAMPLE_REC_LEN bytes; NULL for a view */
     uint64_t chunk;
     uint64_t first; /* the sample record 0 describes: chunk × K */
     uint32_t n;     /* n_c: K, or the remainder for the last chunk */
+    /* A version-2 view (rec NULL): the chunk's value records in place (F per sample, stride
+     * bytes a sample), the data field's and the label field's records at data_at and
+     * label_at in a sample's (label_at UINT32_MAX without a label field), and each
+     * sample's offset in the chunk, summed once when the table was read (n entries). */
+    const uint8_t *val;
+    const uint64_t *off;
+    uint32_t stride, data_at, label_at;
 } fmt_table;
 
-/* The fields of slot t's record (t < n; FORMAT.md: samples section) read in place. */
-static inline const uint8_t *fmt_table_rec(const fmt_table *t, uint32_t slot)
-{
-    return t->rec + (size_t)slot * FMT_SAMPLE_REC_LEN;
-}
+/* Slot t's record in the samples section's encoding (t < n; FORMAT.md: samples section):
+ * version 1's in place; for a view, encoded into out (FMT_SAMPLE_REC_LEN bytes) and returned.
+ */
+const uint8_t *fmt_table_record(const fmt_table *t, uint32_t slot, uint8_t *out);
 static inline uint64_t fmt_rec_offset(const uint8_t *r) { return fmt_ld64(r); }
 static inline uint64_t fmt_rec_stored_len(const uint8_t *r) { return fmt_ld64(r + 8); }
 static inline uint64_t fmt_rec_raw_len(const uint8_t *r) { return fmt_ld64(r + 16); }
+static inline const uint8_t *fmt_table_val(const fmt_table *t, uint32_t slot)
+{
+    return t->val + (size_t)slot * t->stride + t->data_at;
+}
 static inline uint64_t fmt_table_offset(const fmt_table *t, uint32_t slot)
 {
-    return fmt_rec_offset(fmt_table_rec(t, slot));
+    return t->rec != NULL ? fmt_rec_offset(t->rec + (size_t)slot * FMT_SAMPLE_REC_LEN)
+                          : t->off[slot];
 }
 static inline uint64_t fmt_table_stored_len(const fmt_table *t, uint32_t slot)
 {
-    return fmt_rec_stored_len(fmt_table_rec(t, slot));
+    return t->rec != NULL ? fmt_rec_stored_len(t->rec + (size_t)slot * FMT_SAMPLE_REC_LEN)
+                          : fmt_ld32(fmt_table_val(t, slot));
 }
 static inline uint64_t fmt_table_raw_len(const fmt_table *t, uint32_t slot)
 {
-    return fmt_rec_raw_len(fmt_table_rec(t, slot));
+    return t->rec != NULL ? fmt_rec_raw_len(t->rec + (size_t)slot * FMT_SAMPLE_REC_LEN)
+                          : fmt_ld32(fmt_table_val(t, slot) + 4);
 }
 /* Decodes slot t's record (t < n). */
 static inline void fmt_table_sample(const fmt_table *t, uint32_t slot, fmt_sample *out)
 {
-    fmt_sample_record(fmt_table_rec(t, slot), out);
+    uint8_t r[FMT_SAMPLE_REC_LEN];
+    fmt_sample_record(fmt_table_record(t, slot, r), out);
 }
 
 /* A source of sample tables: chosen by whoever opens the dataset (the dataset, by its
@@ -321,9 +335,16 @@ static inline uint64_t fmt_table2_len(const fmt_index *ix, const fmt_chunk *c)
 {
     return (uint64_t)c->n_samples * ix->h.n_fields * FMT_VALUE_REC_LEN;
 }
-/* Buffer a version-2 table source needs per get: the largest table as read plus its
- * expansion into K sample records. */
+/* Buffer a version-2 table source needs per get: the largest table as read, then K offsets
+ * (fmt_table2_view). */
 size_t fmt_table2_scratch(const fmt_index *ix);
+/* Chunk c's table as read (`raw`, fmt_table2_len bytes) as a view (*out; valid while raw
+ * and off live): each sample's offset summed into off (n_c entries) and the sums checked
+ * against the chunk record, every time (what bounds each sample inside its chunk); unless
+ * `checked` (this table passed before, unchanged since), also its checksum and every value
+ * record against its field, the dictionary and the labels. Errors as fmt_table2_expand. */
+int fmt_table2_view(const fmt_index *ix, uint64_t c, const uint8_t *raw, uint64_t *off,
+                    int checked, fmt_table *out);
 /* Checks chunk c's table as read (`raw`, fmt_table2_len bytes: its checksum against the
  * chunk record, then every value record against its field, the dictionary, the labels and
  * the chunk record's sizes) and expands it into n_c sample records at `rec` (the samples

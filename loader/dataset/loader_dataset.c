@@ -147,7 +147,7 @@ static int ds_record_cached(const hdmlp_dataset *ds, uint64_t c, uint32_t slot, 
     pthread_mutex_lock(&p->rec_lock);
     const bool hit = p->rec_chunk == c;
     if (hit) {
-        fmt_sample_record(p->rec_buf + (size_t)slot * FMT_SAMPLE_REC_LEN, out);
+        fmt_table_sample(&p->rec_tab, slot, out);
     }
     pthread_mutex_unlock(&p->rec_lock);
     if (hit) {
@@ -162,16 +162,14 @@ static int ds_record_cached(const hdmlp_dataset *ds, uint64_t c, uint32_t slot, 
     rc = ds_table(ds, c, buf, ds->tables.scratch, &t);
     if (rc == HDMLP_OK) {
         fmt_table_sample(&t, slot, out);
-        if (t.rec == buf) { /* the records lead the buffer: keep just them */
-            uint8_t *kept = hd_realloc(buf, (size_t)t.n * FMT_SAMPLE_REC_LEN);
-            buf = kept != NULL ? kept : buf;
-            pthread_mutex_lock(&p->rec_lock);
-            uint8_t *old = p->rec_buf;
-            p->rec_buf = buf;
-            p->rec_chunk = c;
-            pthread_mutex_unlock(&p->rec_lock);
-            buf = old;
-        }
+        /* keep the table (a view into buf, or into memory the source holds) */
+        pthread_mutex_lock(&p->rec_lock);
+        uint8_t *old = p->rec_buf;
+        p->rec_buf = buf;
+        p->rec_tab = t;
+        p->rec_chunk = c;
+        pthread_mutex_unlock(&p->rec_lock);
+        buf = old;
     }
     hd_free(buf);
     return rc;

@@ -35,16 +35,20 @@ typedef struct ds_private {
     /* Every chunk's table checked and expanded (N sample records, chunk c's at c × K), for
      * loaders that hold them in their budget (ds_tables_hold): gets are views. */
     uint8_t *records_held; /* hd_free */
+    /* Per chunk: 1 once its table passed fmt_table2_view's whole check (later gets check
+     * only its sums): a bit of state a chunk, like keys_ok. */
+    atomic_uchar *table_ok;
     /* DIR/keys, held once a key is first asked for (fd_lock guards the loading), until
      * close: keys_bytes bytes, an mmap (keys_mapped) or a heap copy. */
     const uint8_t *keys;
     bool keys_mapped;
     atomic_uchar *keys_ok; /* per chunk: 1 once its key block passed fmt_keys_check */
-    /* The last table ds_sample_record read (expanded records at rec_buf, tables.scratch
+    /* The last table ds_sample_record read (rec_tab, a view into rec_buf: tables.scratch
      * bytes; rec_chunk UINT64_MAX when none): a scan of sample_info reads each table once. */
     pthread_mutex_t rec_lock;
     uint64_t rec_chunk;
     uint8_t *rec_buf;
+    fmt_table rec_tab;
 } ds_private;
 
 static inline ds_private *ds_priv(const hdmlp_dataset *ds)

@@ -31,15 +31,20 @@ static int t2_check_args(const ds_private *p, uint64_t c, const void *buf, size_
     return HDMLP_OK;
 }
 
-/* Checks and expands chunk c's table as read (raw) into buf's first records. */
-static int t2_expand(const ds_private *p, uint64_t c, const uint8_t *raw, void *buf,
-                     fmt_table *out)
+/* Chunk c's table as read (raw) as a view, its offsets in off: checked whole the first time
+ * (then marked in table_ok), its sums every time. */
+static int t2_view(const ds_private *p, uint64_t c, const uint8_t *raw, uint64_t *off,
+                   fmt_table *out)
 {
-    const int rc = fmt_table2_expand(&p->pub.ix, c, raw, buf, out);
+    const int checked = atomic_load_explicit(&p->table_ok[c], memory_order_relaxed);
+    const int rc = fmt_table2_view(&p->pub.ix, c, raw, off, checked, out);
     if (rc != HDMLP_OK) {
         char path[DS_PATH_MAX];
         ds_file_path(&p->pub, FMT_TABLES_NAME, path, sizeof(path));
         return hd_err_wrap(rc, "%s: ", path);
+    }
+    if (!checked) {
+        atomic_store_explicit(&p->table_ok[c], 1, memory_order_relaxed);
     }
     return HDMLP_OK;
 }
@@ -74,8 +79,8 @@ static int t2_pread(const ds_private *p, uint8_t *buf, uint64_t len, uint64_t of
     return HDMLP_OK;
 }
 
-/* A local dataset's get: the table preads into buf after the K expanded records
- * (fmt_table2_scratch's layout), then expands into buf's start. */
+/* A local dataset's get: the table preads into buf's start, its offsets after it
+ * (fmt_table2_scratch's layout); the view points into buf. */
 static int t2_get_local(void *ctx, uint64_t c, void *buf, size_t cap, fmt_table *out)
 {
     const ds_private *p = ctx;
@@ -87,17 +92,20 @@ static int t2_get_local(void *ctx, uint64_t c, void *buf, size_t cap, fmt_table 
     fmt_chunk ch;
     fmt_index_chunk(ix, c, &ch);
     const uint64_t len = fmt_table2_len(ix, &ch);
-    uint8_t *raw = (uint8_t *)buf + (size_t)ix->h.chunk_size * FMT_SAMPLE_REC_LEN;
+    uint8_t *raw = buf;
+    uint64_t *off =
+        (uint64_t *)(void *)((uint8_t *)buf +
+                             (size_t)ix->h.chunk_size * ix->h.n_fields * FMT_VALUE_REC_LEN);
     char what[64];
     snprintf(what, sizeof(what), "sample table of chunk %llu", (ull)c);
     rc = t2_pread(p, raw, len, ch.table_offset, what);
     if (rc != HDMLP_OK) {
         return rc;
     }
-    return t2_expand(p, c, raw, buf, out);
+    return t2_view(p, c, raw, off, out);
 }
 
-/* A remote dataset's get: the table is checked and expanded from the object held. */
+/* A remote dataset's get: a view into the object held, its offsets in buf. */
 static int t2_get_held(void *ctx, uint64_t c, void *buf, size_t cap, fmt_table *out)
 {
     const ds_private *p = ctx;
@@ -107,7 +115,7 @@ static int t2_get_held(void *ctx, uint64_t c, void *buf, size_t cap, fmt_table *
     }
     fmt_chunk ch;
     fmt_index_chunk(&p->pub.ix, c, &ch);
-    return t2_expand(p, c, p->tables_held + ch.table_offset, buf, out);
+    return t2_view(p, c, p->tables_held + ch.table_offset, buf, out);
 }
 
 static uint64_t t2_raw_top_sum(void *ctx, uint64_t m)
@@ -176,6 +184,11 @@ int ds_tables2_open(ds_private *p)
                       "is not supported yet)",
                       ds->path, ix->h.n_fields, stored);
     }
+    p->table_ok = hd_calloc(ix->h.n_chunks ? (size_t)ix->h.n_chunks : 1, sizeof(atomic_uchar));
+    if (p->table_ok == NULL) {
+        return hd_err(HDMLP_E_NOMEM, "out of memory for the tables of %llu chunks",
+                      (ull)ix->h.n_chunks);
+    }
     int rc;
     if (ds->store != NULL) {
         const char *const name = FMT_TABLES_NAME;
@@ -217,6 +230,8 @@ void ds_tables2_close(ds_private *p)
     p->tables_held = NULL;
     hd_free(p->records_held);
     p->records_held = NULL;
+    hd_free(p->table_ok);
+    p->table_ok = NULL;
     hd_free(p->rec_buf);
     p->rec_buf = NULL;
     ds_keys2_close(p);
@@ -235,10 +250,10 @@ static int t2_get_records(void *ctx, uint64_t c, void *buf, size_t cap, fmt_tabl
     }
     const uint64_t first = c * ix->h.chunk_size;
     const uint64_t left = ix->h.n_samples - first;
-    out->rec = p->records_held + first * FMT_SAMPLE_REC_LEN;
-    out->chunk = c;
-    out->first = first;
-    out->n = left < ix->h.chunk_size ? (uint32_t)left : ix->h.chunk_size;
+    *out = (fmt_table){.rec = p->records_held + first * FMT_SAMPLE_REC_LEN,
+                       .chunk = c,
+                       .first = first,
+                       .n = left < ix->h.chunk_size ? (uint32_t)left : ix->h.chunk_size};
     return HDMLP_OK;
 }
 
@@ -256,9 +271,9 @@ static int t2_expand_all(hdmlp_dataset *ds, uint8_t *records)
     for (uint64_t c = 0; rc == HDMLP_OK && c < ix->h.n_chunks; c++) {
         fmt_table t;
         rc = fmt_tables_get(&ds->tables, c, buf, scratch, &t);
-        if (rc == HDMLP_OK) {
-            memcpy(records + t.first * FMT_SAMPLE_REC_LEN, t.rec,
-                   (size_t)t.n * FMT_SAMPLE_REC_LEN);
+        for (uint32_t slot = 0; rc == HDMLP_OK && slot < t.n; slot++) {
+            uint8_t *const dst = records + (t.first + slot) * FMT_SAMPLE_REC_LEN;
+            memmove(dst, fmt_table_record(&t, slot, dst), FMT_SAMPLE_REC_LEN);
         }
     }
     hd_free(buf);

@@ -117,14 +117,6 @@ static void add_range(range_acc *a, uint64_t lo, uint64_t hi, int direct,
     a->n++;
 }
 
-/* The stored range of the i-th sample of r (its record's offsets 0 and 8). */
-static void sample_range(const refill_reads *r, uint32_t i, uint64_t *off, uint64_t *len)
-{
-    const uint8_t *rec = refill_reads_rec(r, i);
-    *off = fmt_rec_offset(rec);
-    *len = fmt_rec_stored_len(rec);
-}
-
 /* Merges the requested samples' ranges into `a` and decides whole vs ranges. */
 static int plan_shape(const fmt_chunk *ch, const refill_reads *rd, hdmlp_refill mode,
                       const refill_cost *cost, int direct, range_acc *a)
@@ -135,7 +127,7 @@ static int plan_shape(const fmt_chunk *ch, const refill_reads *rd, hdmlp_refill 
     if (mode != HDMLP_REFILL_WHOLE) {
         for (uint32_t i = 0; i < n; i++) {
             uint64_t off, len;
-            sample_range(rd, i, &off, &len);
+            refill_reads_range(rd, i, &off, &len);
             add_range(a, ch->offset + off, ch->offset + off + len, direct, us_per_byte,
                       merge_op_us, cost->max_request);
         }
@@ -200,7 +192,7 @@ int refill_plan_build(const fmt_index *ix, uint64_t chunk, const refill_reads *r
     uint32_t r = 0;
     for (uint32_t i = 0; i < n; i++) {
         uint64_t off, len;
-        sample_range(rd, i, &off, &len);
+        refill_reads_range(rd, i, &off, &len);
         if (out->whole) {
             out->sample_pos[i] = off;
             continue;

@@ -45,20 +45,28 @@ typedef struct refill_cost {
 } refill_cost;
 
 /* The samples a refill reads, n of them in increasing slot order, and where their records
- * are (FORMAT.md: samples section; only the stored ranges are read): with `slots`, `rec` is
- * the chunk's sample table (fmt_table.rec) and sample i is slot slots[i]; with slots NULL,
- * `rec` holds the n samples' own records back to back (a job's copies). The index gives the
- * chunk's record only. */
+ * are (only their stored ranges are read): with `table`, the chunk's sample table and sample
+ * i is slot slots[i]; without, `rec` holds the n samples' own records back to back (a job's
+ * copies; FORMAT.md: samples section). The index gives the chunk's record only. */
 typedef struct refill_reads {
     const uint8_t *rec;
+    const fmt_table *table;
     const uint32_t *slots;
     uint32_t n;
 } refill_reads;
 
-/* The record of the i-th sample of r. */
-static inline const uint8_t *refill_reads_rec(const refill_reads *r, uint32_t i)
+/* The stored range (offset in the chunk, length) of the i-th sample of r. */
+static inline void refill_reads_range(const refill_reads *r, uint32_t i, uint64_t *off,
+                                      uint64_t *len)
 {
-    return r->rec + (size_t)(r->slots != NULL ? r->slots[i] : i) * FMT_SAMPLE_REC_LEN;
+    if (r->table != NULL) {
+        *off = fmt_table_offset(r->table, r->slots[i]);
+        *len = fmt_table_stored_len(r->table, r->slots[i]);
+        return;
+    }
+    const uint8_t *rec = r->rec + (size_t)i * FMT_SAMPLE_REC_LEN;
+    *off = fmt_rec_offset(rec);
+    *len = fmt_rec_stored_len(rec);
 }
 
 /* Plans reading the samples `r` of `chunk`. HDMLP_E_NOMEM on allocation failure. */

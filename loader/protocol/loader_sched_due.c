@@ -113,8 +113,7 @@ static uint64_t stored_off(const sched *s, uint32_t t) { return fmt_table_offset
 
 static uint64_t stored_end(const sched *s, uint32_t t)
 {
-    const uint8_t *r = fmt_table_rec(&s->tab, t);
-    return fmt_rec_offset(r) + fmt_rec_stored_len(r);
+    return fmt_table_offset(&s->tab, t) + fmt_table_stored_len(&s->tab, t);
 }
 
 /* The window [*lo, *hi] of e (n increasing in-chunk slots of the miss's chunk, t among them

@@ -65,7 +65,7 @@ static void count_refill(forecast *f, const sched_step *st, hdmlp_refill mode, i
 {
     const uint32_t k = f->ix->h.chunk_size;
     const uint32_t n = st->n_load;
-    const refill_reads rd = {st->table->rec, st->load_slot, n};
+    const refill_reads rd = {.table = st->table, .slots = st->load_slot, .n = n};
     refill_shape plan;
     refill_plan_shape(f->ix, st->chunk, &rd, mode, &f->cost, f->cfg->direct, &plan);
     out->misses++;

@@ -141,7 +141,7 @@ static hdmlp_refill plan_shape_choice(struct hdmlp_loader *ld, const ld_job *job
 {
     refill_shape sh[3];
     const refill_cost sc = refill_span_cost(&ld->cost);
-    const refill_reads rd = {job->rec, NULL, job->n};
+    const refill_reads rd = {.rec = job->rec, .n = job->n};
     const uint64_t chunk = job->chunk;
     refill_plan_shape(ld->ix, chunk, &rd, HDMLP_REFILL_WHOLE, &ld->cost, ld->cfg.direct,
                       &sh[0]);
@@ -190,7 +190,7 @@ static int plan_learnt(const struct hdmlp_loader *ld, const ld_job *job)
 static int plan_build(struct hdmlp_loader *ld, ld_job *job, hdmlp_refill mode, refill_plan *out)
 {
     const refill_cost sc = refill_span_cost(&ld->cost);
-    const refill_reads rd = {job->rec, NULL, job->n};
+    const refill_reads rd = {.rec = job->rec, .n = job->n};
     return refill_plan_build(ld->ix, job->chunk, &rd, mode, job->span ? &sc : &ld->cost,
                              ld->cfg.direct, out);
 }
@@ -262,8 +262,9 @@ static int job_records(struct hdmlp_loader *ld, ld_job *job, const fmt_table *ta
         table = &own;
     }
     for (uint32_t i = 0; rc == HDMLP_OK && i < n; i++) {
-        memcpy(job->rec + (size_t)i * FMT_SAMPLE_REC_LEN, fmt_table_rec(table, slots[i]),
-               FMT_SAMPLE_REC_LEN);
+        uint8_t *const dst = job->rec + (size_t)i * FMT_SAMPLE_REC_LEN;
+        const uint8_t *const r = fmt_table_record(table, slots[i], dst);
+        memmove(dst, r, FMT_SAMPLE_REC_LEN);
     }
     hd_free(buf);
     return rc;

@@ -33,7 +33,7 @@ Test(index2, roundtrip_and_tables_give_version_1s_records)
     cr_assert_eq(ix.data_field, 0);
     cr_assert_null(ix.samples);
     cr_assert_eq(ix.chunk_rec_len, FMT_CHUNK_REC2_LEN);
-    cr_assert_eq(fmt_table2_scratch(&ix), SCRATCH);
+    cr_assert_eq(fmt_table2_scratch(&ix), SMALL_K * (2 * FMT_VALUE_REC_LEN + sizeof(uint64_t)));
     fmt_field f;
     fmt_index_field(&ix, 1, &f);
     cr_assert_eq(f.type, FMT_FIELD_INT64);
@@ -272,5 +272,50 @@ Test(index2, a_dataset_without_one_data_field_is_refused_by_name)
     fmt_table t;
     cr_assert_eq(expand(&ix, &v, 0, rec, &t), HDMLP_E_UNSUPPORTED);
     cr_assert(strstr(hdmlp_last_error(), "2 fields"), "%s", hdmlp_last_error());
+    hd_free(buf);
+}
+
+/* A view gives what the expansion gives, slot by slot; once a table passed (checked), a view
+ * skips its checksum and value checks but still refuses sums that do not match the chunk. */
+Test(index2, views_give_the_expanded_records_and_checked_skips_only_the_checksum)
+{
+    small2 v;
+    small2_init(&v, true);
+    size_t len;
+    fmt_index ix;
+    uint8_t *buf = small2_encode(&v, &len, &ix);
+    for (unsigned c = 0; c < SMALL_C; c++) {
+        fmt_chunk ch;
+        fmt_index_chunk(&ix, c, &ch);
+        uint8_t rec[SCRATCH];
+        uint64_t off[SMALL_K];
+        fmt_table e, w;
+        cr_assert_eq(expand(&ix, &v, c, rec, &e), HDMLP_OK);
+        cr_assert_eq(fmt_table2_view(&ix, c, v.tables + ch.table_offset, off, 0, &w), HDMLP_OK,
+                     "%s", hdmlp_last_error());
+        cr_assert_null(w.rec);
+        cr_assert_eq(w.n, e.n);
+        for (uint32_t t = 0; t < w.n; t++) {
+            uint8_t one[FMT_SAMPLE_REC_LEN];
+            cr_assert_eq(memcmp(fmt_table_record(&w, t, one), fmt_table_record(&e, t, NULL),
+                                FMT_SAMPLE_REC_LEN),
+                         0, "chunk %u slot %u", c, t);
+            cr_assert_eq(fmt_table_raw_len(&w, t), fmt_table_raw_len(&e, t));
+            cr_assert_eq(fmt_table_offset(&w, t), fmt_table_offset(&e, t));
+            cr_assert_eq(fmt_table_stored_len(&w, t), fmt_table_stored_len(&e, t));
+        }
+    }
+    fmt_chunk ch;
+    fmt_index_chunk(&ix, 1, &ch);
+    uint64_t off[SMALL_K];
+    fmt_table w;
+    v.tables[ch.table_offset + 8] ^= 1; /* a checksum byte of a value: only the table's sum */
+    cr_assert_eq(fmt_table2_view(&ix, 1, v.tables + ch.table_offset, off, 0, &w),
+                 HDMLP_E_CORRUPT);
+    cr_assert_eq(fmt_table2_view(&ix, 1, v.tables + ch.table_offset, off, 1, &w), HDMLP_OK);
+    fmt_st32(v.tables + ch.table_offset, fmt_ld32(v.tables + ch.table_offset) + 1); /* length */
+    cr_assert_eq(fmt_table2_view(&ix, 1, v.tables + ch.table_offset, off, 1, &w),
+                 HDMLP_E_CORRUPT);
+    cr_assert(strstr(hdmlp_last_error(), "the chunk record says"), "%s", hdmlp_last_error());
     hd_free(buf);
 }

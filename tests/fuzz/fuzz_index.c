@@ -516,11 +516,11 @@ static bool exercise_tables(const fmt_index *ix, const uint8_t *tables, uint64_t
         fmt_chunk ch;
         fmt_index_chunk(ix, c, &ch);
         const uint64_t len = fmt_table2_len(ix, &ch);
-        /* The loader's buffer of fmt_table2_scratch bytes holds K expanded records then the
-         * table as read; here each is a buffer of its own, of exactly the chunk's size, so
-         * ASan sees a read past the table or a write past the n_c records (and a 1-chunk
-         * dataset's K of up to 2^20 costs nothing). */
-        check((uint64_t)h->chunk_size * FMT_SAMPLE_REC_LEN + len <= scratch, "scratch size");
+        /* The loader's buffer of fmt_table2_scratch bytes holds the table as read then K
+         * offsets (fmt_table2_view); here each is a buffer of its own, of exactly the chunk's
+         * size, so ASan sees a read past the table or a write past the n_c records (and a
+         * 1-chunk dataset's K of up to 2^20 costs nothing). */
+        check(len + (uint64_t)h->chunk_size * sizeof(uint64_t) <= scratch, "scratch size");
         uint8_t *raw = copy_exact(tables + ch.table_offset, (size_t)len);
         uint8_t *rec = malloc((size_t)ch.n_samples * FMT_SAMPLE_REC_LEN);
         check(rec != NULL, "malloc");

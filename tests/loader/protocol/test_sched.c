@@ -12,14 +12,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Chunk c's records (its sample table), from the index's version-1 table source. */
-static const uint8_t *table_rec(const fmt_index *ix, uint64_t c)
+/* Chunk c's sample table, from the index's version-1 table source (a ring of them, so a
+ * few may be in use in one expression). */
+static const fmt_table *table_of(const fmt_index *ix, uint64_t c)
 {
-    fmt_table t;
-    cr_assert_eq(fmt_index_table(ix, c, &t), HDMLP_OK);
-    return t.rec;
+    static fmt_table ring[16];
+    static unsigned next;
+    fmt_table *t = &ring[next++ % 16];
+    cr_assert_eq(fmt_index_table(ix, c, t), HDMLP_OK);
+    return t;
 }
-#define READS(ix, c, slots, n) (&(refill_reads){table_rec((ix), (c)), (slots), (n)})
+#define READS(ix_, c_, slots_, n_)                                                             \
+    (&(refill_reads){.table = table_of((ix_), (c_)), .slots = (slots_), .n = (n_)})
 
 static uint64_t size_1k(uint64_t i)
 {
