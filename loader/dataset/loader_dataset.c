@@ -397,7 +397,8 @@ int hdmlp_dataset_verify(hdmlp_dataset *ds,
             break;
         }
         fmt_table t;
-        rc = ds_table(ds, c, tbuf, ds->tables.scratch, &t); /* version 2: checks the table */
+        ds_table_recheck(ds, c); /* version 2: checks the table whole, as on a first read */
+        rc = ds_table(ds, c, tbuf, ds->tables.scratch, &t);
         if (rc != HDMLP_OK) {
             break;
         }

@@ -54,6 +54,10 @@ int ds_table(const hdmlp_dataset *ds, uint64_t c, void *buf, size_t cap, fmt_tab
  * chunk), HDMLP_E_NOMEM. Thread-safe. */
 int ds_tables_hold(hdmlp_dataset *ds, fmt_tables *out);
 
+/* Makes the next read of chunk c's version-2 table check it whole again (checksum, every
+ * value record), as its first read after open did (verify). No-op for version 1. */
+void ds_table_recheck(const hdmlp_dataset *ds, uint64_t c);
+
 /* Sample index's record through its chunk's table (a buffer of the source's scratch size is
  * allocated when it needs one). HDMLP_E_RANGE for index ≥ N, HDMLP_E_NOMEM, ds_table's
  * errors. Thread-safe. */

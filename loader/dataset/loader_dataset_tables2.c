@@ -316,3 +316,11 @@ int ds_tables_hold(hdmlp_dataset *ds, fmt_tables *out)
     }
     return rc;
 }
+
+void ds_table_recheck(const hdmlp_dataset *ds, uint64_t c)
+{
+    const ds_private *p = ds_priv(ds);
+    if (p->table_ok != NULL && c < ds->ix.h.n_chunks) {
+        atomic_store_explicit(&p->table_ok[c], 0, memory_order_relaxed);
+    }
+}

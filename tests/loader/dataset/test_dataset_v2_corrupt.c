@@ -339,3 +339,20 @@ Test(dataset, v2_two_stored_fields_unsupported)
     cr_assert_null(ds);
     assert_error_has("2 fields, 2 of them stored", g_dir);
 }
+
+/* A table is checked whole on its first read after open, later reads check only its sums:
+ * verify checks every table whole again, so a byte that changes after the first read and
+ * only the table's checksum catches (a value's checksum) is still found by verify. */
+Test(dataset, v2_verify_rechecks_tables_already_read)
+{
+    cr_assert_eq(testds_write(g_dir, &spec2), HDMLP_OK, "%s", hdmlp_last_error());
+    const fmt_chunk ch = chunk_of(2);
+    hdmlp_dataset *ds = open_ok();
+    check_all_samples(ds, &spec2);                    /* every table read and checked once */
+    flip(FMT_TABLES_NAME, ch.table_offset + 8, 0x01); /* sample 16's value checksum */
+    fmt_sample s;
+    cr_assert_eq(ds_sample_record(ds, 17, &s), HDMLP_OK, "%s", hdmlp_last_error());
+    cr_assert_eq(hdmlp_dataset_verify(ds, NULL, NULL), HDMLP_E_CORRUPT);
+    assert_error_has("sample table of chunk 2: checksum mismatch", NULL);
+    hdmlp_dataset_close(ds);
+}
