@@ -824,9 +824,10 @@ typedef struct hdmlp_stats {
      * are not. 0 in a forecast. */
     uint64_t metadata_bytes;
     uint64_t index_bytes;
-    /* the budget's share holding a format-2 dataset's sample records (48 bytes a sample,
-     * held when they fit a sixteenth of the budget, so planning reads no file; else 0 and
-     * each miss reads its chunk's table); with the budget_* fields above, the budget */
+    /* the budget's share holding a format-2 dataset's sample tables (DIR/tables: 32 bytes
+     * a sample of a classification dataset), held when they fit a sixteenth of the budget,
+     * so planning reads no file; else 0 and each miss reads its chunk's table; with the
+     * budget_* fields above, the budget */
     uint64_t budget_sample_tables;
 } hdmlp_stats;
 

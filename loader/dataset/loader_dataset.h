@@ -46,12 +46,12 @@ int ds_read(hdmlp_dataset *ds, uint32_t s, void *buf, uint64_t len, uint64_t off
  * for c ≥ C, a table source's read and checksum errors. Thread-safe. */
 int ds_table(const hdmlp_dataset *ds, uint64_t c, void *buf, size_t cap, fmt_table *out);
 
-/* A source over the dataset's sample records held in memory, for a loader that charges them
- * to its budget (loader_sizing.h: sample_tables) so that planning reads no file and expands
- * no table: version 2's tables read, checked and expanded once on the first call into N
- * records (N × FMT_SAMPLE_REC_LEN bytes, kept until close; gets are views, scratch 0);
- * version 1's are the index's. The tables' errors (HDMLP_E_IO/E_CORRUPT naming file and
- * chunk), HDMLP_E_NOMEM. Thread-safe. */
+/* A source over the dataset's sample tables held in memory, for a loader that charges them
+ * to its budget (loader_sizing.h: sample_tables) so that planning reads no file: version
+ * 2's DIR/tables read whole and each table checked on the first call (kept until close; a
+ * remote dataset's are held from open; gets are views, their offsets in a buffer of K × 8
+ * bytes); version 1's are the index's. The tables' errors (HDMLP_E_IO/E_CORRUPT naming file
+ * and chunk), HDMLP_E_NOMEM. Thread-safe. */
 int ds_tables_hold(hdmlp_dataset *ds, fmt_tables *out);
 
 /* Makes the next read of chunk c's version-2 table check it whole again (checksum, every

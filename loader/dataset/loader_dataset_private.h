@@ -31,10 +31,7 @@ typedef struct ds_private {
     /* Version 2 (all unused in version 1). The sample tables: DIR/tables read per get from
      * tables_fd (local), or held whole in tables_held (remote). */
     int tables_fd;        /* -1 when not open */
-    uint8_t *tables_held; /* hd_free */
-    /* Every chunk's table checked and expanded (N sample records, chunk c's at c × K), for
-     * loaders that hold them in their budget (ds_tables_hold): gets are views. */
-    uint8_t *records_held; /* hd_free */
+    uint8_t *tables_held; /* hd_free; also a local file a loader holds (ds_tables_hold) */
     /* Per chunk: 1 once its table passed fmt_table2_view's whole check (later gets check
      * only its sums): a bit of state a chunk, like keys_ok. */
     atomic_uchar *table_ok;

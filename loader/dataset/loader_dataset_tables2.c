@@ -16,17 +16,24 @@
 #include <unistd.h>
 
 /* Chunk c in range and a buffer of the source's size. */
-static int t2_check_args(const ds_private *p, uint64_t c, const void *buf, size_t cap)
+/* A held table's get needs a buffer for its offsets only. */
+static size_t t2_held_scratch(const fmt_index *ix)
+{
+    return (size_t)ix->h.chunk_size * sizeof(uint64_t);
+}
+
+static int t2_check_args(const ds_private *p, uint64_t c, const void *buf, size_t cap,
+                         size_t need)
 {
     const fmt_index *ix = &p->pub.ix;
     if (c >= ix->h.n_chunks) {
         return hd_err(HDMLP_E_RANGE, "sample table of chunk %llu: out of range (%llu chunks)",
                       (ull)c, (ull)ix->h.n_chunks);
     }
-    if (buf == NULL || cap < p->pub.tables.scratch) {
+    if (buf == NULL || cap < need) {
         return hd_err(HDMLP_E_INVAL,
                       "sample table of chunk %llu: a buffer of %zu bytes, the source needs %zu",
-                      (ull)c, buf == NULL ? (size_t)0 : cap, p->pub.tables.scratch);
+                      (ull)c, buf == NULL ? (size_t)0 : cap, need);
     }
     return HDMLP_OK;
 }
@@ -84,7 +91,7 @@ static int t2_pread(const ds_private *p, uint8_t *buf, uint64_t len, uint64_t of
 static int t2_get_local(void *ctx, uint64_t c, void *buf, size_t cap, fmt_table *out)
 {
     const ds_private *p = ctx;
-    int rc = t2_check_args(p, c, buf, cap);
+    int rc = t2_check_args(p, c, buf, cap, p->pub.tables.scratch);
     if (rc != HDMLP_OK) {
         return rc;
     }
@@ -105,11 +112,12 @@ static int t2_get_local(void *ctx, uint64_t c, void *buf, size_t cap, fmt_table 
     return t2_view(p, c, raw, off, out);
 }
 
-/* A remote dataset's get: a view into the object held, its offsets in buf. */
+/* A get of tables held whole (a remote dataset's object, or a local file a loader holds):
+ * a view into them, its offsets in buf (t2_held_scratch bytes). */
 static int t2_get_held(void *ctx, uint64_t c, void *buf, size_t cap, fmt_table *out)
 {
     const ds_private *p = ctx;
-    const int rc = t2_check_args(p, c, buf, cap);
+    const int rc = t2_check_args(p, c, buf, cap, t2_held_scratch(&p->pub.ix));
     if (rc != HDMLP_OK) {
         return rc;
     }
@@ -216,7 +224,8 @@ int ds_tables2_open(ds_private *p)
     ds->tables = (fmt_tables){.get = ds->store != NULL ? t2_get_held : t2_get_local,
                               .raw_top_sum = t2_raw_top_sum,
                               .ctx = p,
-                              .scratch = fmt_table2_scratch(ix)};
+                              .scratch = ds->store != NULL ? t2_held_scratch(ix)
+                                                           : fmt_table2_scratch(ix)};
     return HDMLP_OK;
 }
 
@@ -228,8 +237,6 @@ void ds_tables2_close(ds_private *p)
     }
     hd_free(p->tables_held);
     p->tables_held = NULL;
-    hd_free(p->records_held);
-    p->records_held = NULL;
     hd_free(p->table_ok);
     p->table_ok = NULL;
     hd_free(p->rec_buf);
@@ -237,82 +244,44 @@ void ds_tables2_close(ds_private *p)
     ds_keys2_close(p);
 }
 
-/* The get of tables held expanded (ds_tables_hold): a view, checked when they were read. */
-static int t2_get_records(void *ctx, uint64_t c, void *buf, size_t cap, fmt_table *out)
-{
-    (void)buf;
-    (void)cap;
-    const ds_private *p = ctx;
-    const fmt_index *ix = &p->pub.ix;
-    if (c >= ix->h.n_chunks) {
-        return hd_err(HDMLP_E_RANGE, "sample table of chunk %llu: out of range (%llu chunks)",
-                      (ull)c, (ull)ix->h.n_chunks);
-    }
-    const uint64_t first = c * ix->h.chunk_size;
-    const uint64_t left = ix->h.n_samples - first;
-    *out = (fmt_table){.rec = p->records_held + first * FMT_SAMPLE_REC_LEN,
-                       .chunk = c,
-                       .first = first,
-                       .n = left < ix->h.chunk_size ? (uint32_t)left : ix->h.chunk_size};
-    return HDMLP_OK;
-}
-
-/* Every chunk's table through the dataset's source into records (N × FMT_SAMPLE_REC_LEN):
- * each read and checked once. */
-static int t2_expand_all(hdmlp_dataset *ds, uint8_t *records)
-{
-    const fmt_index *ix = &ds->ix;
-    const size_t scratch = ds->tables.scratch;
-    uint8_t *buf = hd_malloc(scratch);
-    if (buf == NULL) {
-        return hd_err(HDMLP_E_NOMEM, "out of memory for a sample table");
-    }
-    int rc = HDMLP_OK;
-    for (uint64_t c = 0; rc == HDMLP_OK && c < ix->h.n_chunks; c++) {
-        fmt_table t;
-        rc = fmt_tables_get(&ds->tables, c, buf, scratch, &t);
-        for (uint32_t slot = 0; rc == HDMLP_OK && slot < t.n; slot++) {
-            uint8_t *const dst = records + (t.first + slot) * FMT_SAMPLE_REC_LEN;
-            memmove(dst, fmt_table_record(&t, slot, dst), FMT_SAMPLE_REC_LEN);
-        }
-    }
-    hd_free(buf);
-    return rc;
-}
-
 int ds_tables_hold(hdmlp_dataset *ds, fmt_tables *out)
 {
     ds_private *const p = ds_priv(ds);
-    if (ds->ix.h.major != 2) {
+    const fmt_index *ix = &ds->ix;
+    if (ix->h.major != 2) {
         *out = ds->tables;
         return HDMLP_OK;
     }
-    const uint64_t n = ds->ix.h.n_samples;
+    const uint64_t len = ix->h.tables_bytes;
     int rc = HDMLP_OK;
     pthread_mutex_lock(&ds->fd_lock);
-    if (p->records_held == NULL) {
-        uint8_t *records = n <= SIZE_MAX / FMT_SAMPLE_REC_LEN
-                               ? hd_malloc((size_t)n * FMT_SAMPLE_REC_LEN)
-                               : NULL;
-        rc = records != NULL
-                 ? HDMLP_OK
-                 : hd_err(HDMLP_E_NOMEM, "%s: cannot hold the sample records of %llu samples",
-                          ds->path, (ull)n);
-        pthread_mutex_unlock(&ds->fd_lock); /* the gets below take it for a remote source */
-        if (rc == HDMLP_OK) {
-            rc = t2_expand_all(ds, records);
+    if (p->tables_held == NULL) {
+        /* The whole file in one read, each table then checked once from memory. */
+        uint8_t *whole = len <= SIZE_MAX ? hd_malloc((size_t)len) : NULL;
+        uint64_t *off = hd_malloc((size_t)ix->h.chunk_size * sizeof(uint64_t));
+        rc = whole != NULL && off != NULL
+                 ? t2_pread(p, whole, len, 0, "the sample tables, read whole")
+                 : hd_err(HDMLP_E_NOMEM, "%s: cannot hold %llu bytes of sample tables",
+                          ds->path, (ull)len);
+        for (uint64_t c = 0; rc == HDMLP_OK && c < ix->h.n_chunks; c++) {
+            fmt_chunk ch;
+            fmt_index_chunk(ix, c, &ch);
+            fmt_table t;
+            rc = t2_view(p, c, whole + ch.table_offset, off, &t);
         }
-        pthread_mutex_lock(&ds->fd_lock);
-        if (rc == HDMLP_OK && p->records_held == NULL) {
-            p->records_held = records;
+        hd_free(off);
+        if (rc == HDMLP_OK) {
+            p->tables_held = whole;
         } else {
-            hd_free(records); /* failed, or another thread held them first */
+            hd_free(whole);
         }
     }
     pthread_mutex_unlock(&ds->fd_lock);
     if (rc == HDMLP_OK) {
-        *out = (fmt_tables){
-            .get = t2_get_records, .raw_top_sum = t2_raw_top_sum, .ctx = p, .scratch = 0};
+        *out = (fmt_tables){.get = t2_get_held,
+                            .raw_top_sum = t2_raw_top_sum,
+                            .ctx = p,
+                            .scratch = t2_held_scratch(ix)};
     }
     return rc;
 }

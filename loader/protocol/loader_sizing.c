@@ -166,16 +166,17 @@ static void size_parts_of(const fmt_index *ix, const struct hdmlp_config *cfg, u
      * part of the budget with the lookahead: at least an eighth of what the fixed parts
      * leave, and at least the worst case of what is held, so the consumer always
      * progresses, and lookahead uses what the batches do not. */
-    /* A version-2 dataset's sample records, when they fit a sixteenth of the budget, are held
-     * (its tables read, checked and expanded once: N records) so that planning reads no file
-     * and expands no table (the index itself is O(chunks)). */
-    const uint64_t records =
-        n <= UINT64_MAX / FMT_SAMPLE_REC_LEN ? n * FMT_SAMPLE_REC_LEN : UINT64_MAX;
-    p->sample_tables =
-        ix->h.major == 2 && records <= memory / LOADER_TABLES_SHARE ? records : 0;
-    /* Otherwise the scheduler keeps each owned group's last table (a buffer of the source's
-     * scratch bytes): charged with the slot tables, an owned abstract chunk at a time. */
-    p->slot_tables += p->sample_tables == 0 ? scratch : 0;
+    /* A version-2 dataset's sample tables, when they fit a sixteenth of the budget, are held
+     * (read whole and checked once) so that planning reads no file (the index itself is
+     * O(chunks)). The scheduler keeps each owned group's last table: a view's offsets (K of
+     * them) when held, else the table as read too (the source's scratch bytes), charged with
+     * the slot tables, an owned abstract chunk at a time. */
+    p->sample_tables = ix->h.major == 2 && ix->h.tables_bytes <= memory / LOADER_TABLES_SHARE
+                           ? ix->h.tables_bytes
+                           : 0;
+    p->slot_tables += ix->h.major != 2        ? 0
+                      : p->sample_tables != 0 ? (uint64_t)k * sizeof(uint64_t)
+                                              : scratch;
     p->fixed = p->io + p->remote_cap + p->ram + p->images + p->sample_tables;
     p->hold = p->batches + p->answers;
     /* The shared part is max(hold, flex / 8); the thread count never changes it (nor A, nor

@@ -16,9 +16,9 @@ typedef struct loader_sizing {
                                * valid slots */
     uint64_t slot_tables;     /* the schedulers' and runtime's per-slot state (A × K ×
                                * LOADER_SLOT_META): a fixed share, held from create */
-    uint64_t sample_tables;   /* the dataset's sample records held for planning (version 2,
-                               * N × FMT_SAMPLE_REC_LEN when they fit LOADER_TABLES_SHARE of
-                               * the budget), else 0: planning then reads each miss's table */
+    uint64_t sample_tables;   /* the dataset's sample tables held for planning (version 2,
+                               * DIR/tables' bytes when they fit LOADER_TABLES_SHARE of the
+                               * budget), else 0: planning then reads each miss's table */
     uint64_t remote_cap;      /* cap on samples received ahead of need */
     uint64_t ram_cache;       /* RAM chunk cache bytes (resolved from AUTO) */
     uint64_t extra_io;        /* read buffers of I/O threads beyond two (charged per job) */

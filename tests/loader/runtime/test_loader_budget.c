@@ -271,8 +271,8 @@ Test(loader_api, sample_tables_are_held_in_the_budget_when_they_fit_a_sixteenth,
     testds_spec spec = small_spec();
     char dir[512];
     hdmlp_dataset *ds = make_dataset(&spec, dir, sizeof(dir));
-    /* held as one 48-byte sample record a sample (FMT_SAMPLE_REC_LEN) */
-    const uint64_t tables = spec.n_samples * 48;
+    /* DIR/tables: a 16-byte header, then two 16-byte value records (bytes, label) a sample */
+    const uint64_t tables = 16 + spec.n_samples * 2 * 16;
     struct {
         uint64_t memory, held;
     } cases[] = {{ROOMY, tables}, {16 * tables - 1, 0}};
