@@ -122,7 +122,7 @@ typedef struct size_parts {
 } size_parts;
 
 static void size_parts_of(const fmt_index *ix, const struct hdmlp_config *cfg, uint64_t memory,
-                          uint64_t one_batch, size_t scratch, size_parts *p)
+                          uint64_t one_batch, size_parts *p)
 {
     const uint64_t n = ix->h.n_samples;
     const uint32_t k = ix->h.chunk_size;
@@ -174,9 +174,14 @@ static void size_parts_of(const fmt_index *ix, const struct hdmlp_config *cfg, u
     p->sample_tables = ix->h.major == 2 && ix->h.tables_bytes <= memory / LOADER_TABLES_SHARE
                            ? ix->h.tables_bytes
                            : 0;
-    p->slot_tables += ix->h.major != 2        ? 0
-                      : p->sample_tables != 0 ? (uint64_t)k * sizeof(uint64_t)
-                                              : scratch;
+    /* (From the index, not the source's buffer size, so that a remote copy, whose source
+     * holds its tables whole, gets the same A, and so the same order, as the local one.) */
+    p->slot_tables +=
+        ix->h.major != 2
+            ? 0
+            : (uint64_t)k * sizeof(uint64_t) +
+                  (p->sample_tables != 0 ? 0
+                                         : (uint64_t)k * ix->h.n_fields * FMT_VALUE_REC_LEN);
     p->fixed = p->io + p->remote_cap + p->ram + p->images + p->sample_tables;
     p->hold = p->batches + p->answers;
     /* The shared part is max(hold, flex / 8); the thread count never changes it (nor A, nor
@@ -193,12 +198,12 @@ static void size_parts_of(const fmt_index *ix, const struct hdmlp_config *cfg, u
  * with the budget through the remote cap's 10 % and the RAM cache's AUTO rule); UINT64_MAX
  * when none does. */
 static uint64_t raised_budget(const fmt_index *ix, const struct hdmlp_config *cfg,
-                              size_t scratch, uint64_t memory, uint64_t one_batch)
+                              uint64_t memory, uint64_t one_batch)
 {
     /* The remote cap's 10 % shrinks the gap tenfold a step: 64 steps reach any fixed point. */
     for (int i = 0; i < 64; i++) {
         size_parts p;
-        size_parts_of(ix, cfg, memory, one_batch, scratch, &p);
+        size_parts_of(ix, cfg, memory, one_batch, &p);
         if (p.overflow) {
             return UINT64_MAX;
         }
@@ -227,19 +232,18 @@ int loader_size(const fmt_index *ix, const fmt_tables *tables, const struct hdml
     }
     uint64_t memory = cfg->memory;
     size_parts p;
-    size_parts_of(ix, cfg, memory, one_batch, tables->scratch, &p);
+    size_parts_of(ix, cfg, memory, one_batch, &p);
     if (!p.overflow && memory < p.minimum && cfg->memory_raise) {
         /* A budget given as a share of the dataset is raised to the least that works. */
-        const uint64_t raised = raised_budget(ix, cfg, tables->scratch, memory, one_batch);
+        const uint64_t raised = raised_budget(ix, cfg, memory, one_batch);
         if (raised != UINT64_MAX) {
             memory = raised;
-            size_parts_of(ix, cfg, memory, one_batch, tables->scratch, &p);
+            size_parts_of(ix, cfg, memory, one_batch, &p);
         }
     }
     if (p.overflow || memory < p.minimum) {
         const uint64_t minimum =
-            p.overflow ? UINT64_MAX
-                       : raised_budget(ix, cfg, tables->scratch, memory, one_batch);
+            p.overflow ? UINT64_MAX : raised_budget(ix, cfg, memory, one_batch);
         char have[32], need[32];
         fmt_bytes(have, sizeof(have), cfg->memory);
         fmt_bytes(need, sizeof(need), minimum);
