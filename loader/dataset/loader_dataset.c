@@ -58,36 +58,9 @@ static int ds_pread_full(hdmlp_dataset *ds, uint32_t s, void *buf, uint64_t len,
     if (fd < 0) {
         return fd;
     }
-    uint8_t *p = buf;
-    uint64_t done = 0;
-    while (done < len) {
-        uint64_t want = len - done;
-        if (want > (uint64_t)1 << 30) {
-            want = (uint64_t)1 << 30;
-        }
-        const ssize_t r = pread(fd, p + done, (size_t)want, (off_t)(off + done));
-        if (r < 0) {
-            if (errno == EINTR) {
-                continue;
-            }
-            const int err = errno;
-            char path[DS_PATH_MAX];
-            ds_segment_path(ds, s, path, sizeof(path));
-            return hd_err(hd_errno_code(err),
-                          "%s: read of %llu bytes at offset %llu failed: %s", path, (ull)len,
-                          (ull)off, strerror(err));
-        }
-        if (r == 0) {
-            char path[DS_PATH_MAX];
-            ds_segment_path(ds, s, path, sizeof(path));
-            return hd_err(HDMLP_E_CORRUPT,
-                          "%s: unexpected end of file at offset %llu (segment truncated after "
-                          "open?)",
-                          path, (ull)(off + done));
-        }
-        done += (uint64_t)r;
-    }
-    return HDMLP_OK;
+    char path[DS_PATH_MAX];
+    ds_segment_path(ds, s, path, sizeof(path));
+    return ds_fd_read(fd, buf, len, off, path, "segment");
 }
 
 int ds_read(hdmlp_dataset *ds, uint32_t s, void *buf, uint64_t len, uint64_t off)

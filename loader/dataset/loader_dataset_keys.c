@@ -78,21 +78,10 @@ static int keys_read(int fd, const char *path, size_t size, uint8_t **out)
     if (buf == NULL) {
         return hd_err(HDMLP_E_NOMEM, "%s: cannot allocate %zu bytes for the keys", path, size);
     }
-    size_t done = 0;
-    while (done < size) {
-        const ssize_t r = pread(fd, buf + done, size - done, (off_t)done);
-        if (r < 0 && errno == EINTR) {
-            continue;
-        }
-        if (r <= 0) {
-            const int err = r < 0 ? errno : 0;
-            hd_free(buf);
-            if (r == 0) {
-                return hd_err(HDMLP_E_CORRUPT, "%s: keys file shrank while being read", path);
-            }
-            return hd_err(HDMLP_E_IO, "%s: read: %s", path, strerror(err));
-        }
-        done += (size_t)r;
+    const int rc = ds_fd_read(fd, buf, size, 0, path, "keys file");
+    if (rc != HDMLP_OK) {
+        hd_free(buf);
+        return rc;
     }
     *out = buf;
     return HDMLP_OK;

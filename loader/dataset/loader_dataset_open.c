@@ -60,22 +60,11 @@ static int ds_load_index(ds_private *p, const char *path)
         close(fd);
         return hd_err(HDMLP_E_NOMEM, "%s: cannot allocate %zu bytes for the index", path, size);
     }
-    size_t done = 0;
-    while (done < size) {
-        const ssize_t r = pread(fd, buf + done, size - done, (off_t)done);
-        if (r < 0 && errno == EINTR) {
-            continue;
-        }
-        if (r <= 0) {
-            const int err = r < 0 ? errno : 0;
-            close(fd);
-            hd_free(buf);
-            if (r == 0) {
-                return hd_err(HDMLP_E_CORRUPT, "%s: shrank while being read", path);
-            }
-            return hd_err(hd_errno_code(err), "%s: read: %s", path, strerror(err));
-        }
-        done += (size_t)r;
+    const int rc = ds_fd_read(fd, buf, size, 0, path, "index");
+    if (rc != HDMLP_OK) {
+        close(fd);
+        hd_free(buf);
+        return rc;
     }
     close(fd);
     p->pub.index_map = buf;

@@ -48,6 +48,11 @@ typedef struct ds_private {
     fmt_table rec_tab;
 } ds_private;
 
+/* Reads exactly len bytes of fd at off into buf (EINTR and short reads retried): errors name
+ * path and what is read, HDMLP_E_CORRUPT at an early end of file. */
+int ds_fd_read(int fd, void *buf, uint64_t len, uint64_t off, const char *path,
+               const char *what);
+
 static inline ds_private *ds_priv(const hdmlp_dataset *ds)
 {
     return (ds_private *)(uintptr_t)ds;

@@ -61,29 +61,9 @@ static int t2_view(const ds_private *p, uint64_t c, const uint8_t *raw, uint64_t
 static int t2_pread(const ds_private *p, uint8_t *buf, uint64_t len, uint64_t off,
                     const char *what)
 {
-    for (uint64_t done = 0; done < len;) {
-        const ssize_t r =
-            pread(p->tables_fd, buf + done, (size_t)(len - done), (off_t)(off + done));
-        if (r < 0 && errno == EINTR) {
-            continue;
-        }
-        if (r <= 0) {
-            const int err = r < 0 ? errno : 0;
-            char path[DS_PATH_MAX];
-            ds_file_path(&p->pub, FMT_TABLES_NAME, path, sizeof(path));
-            if (r == 0) {
-                return hd_err(HDMLP_E_CORRUPT,
-                              "%s: %s: unexpected end of file at offset %llu (truncated after "
-                              "open?)",
-                              path, what, (ull)(off + done));
-            }
-            return hd_err(hd_errno_code(err),
-                          "%s: %s: read of %llu bytes at offset %llu failed: %s", path, what,
-                          (ull)len, (ull)off, strerror(err));
-        }
-        done += (uint64_t)r;
-    }
-    return HDMLP_OK;
+    char path[DS_PATH_MAX];
+    ds_file_path(&p->pub, FMT_TABLES_NAME, path, sizeof(path));
+    return ds_fd_read(p->tables_fd, buf, len, off, path, what);
 }
 
 /* A local dataset's get: the table preads into buf's start, its offsets after it
