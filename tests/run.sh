@@ -53,6 +53,17 @@ if [ "${FAST:-0}" != 1 ]; then
     # An empty log holds no report (a process was killed between opening it and writing, as
     # seen once in CI with every test passing): named, not counted.
     find "$logs" -type f -empty -printf 'sanitizer: empty log %f ignored\n' -delete >&2
+    # LeakSanitizer's "Unable to get registers from thread N" is a note, not a finding: a
+    # thread was leaving while the exit-time leak check stopped the world, and its
+    # whole stack was then scanned as reachable. A log holding nothing else is shown, not
+    # counted; any other line in it still fails the pass.
+    for f in "$logs"/*; do
+        [ -e "$f" ] || continue
+        if ! grep -qv -E '^==[0-9]+==Unable to get registers from thread [0-9]+\.$' "$f"; then
+            echo "sanitizer: note only in $(basename "$f"): $(tr '\n' ' ' < "$f")" >&2
+            rm -f "$f"
+        fi
+    done
     if [ -n "$(ls "$logs")" ]; then
         cat "$logs"/*
         echo "sanitizer reports: $(ls "$logs" | wc -l) (in $logs)" >&2
