@@ -79,5 +79,5 @@ static uint64_t index_top(void *ctx, uint64_t m) { return fmt_index_raw_top_sum(
 
 fmt_tables fmt_index_tables(const fmt_index *ix)
 {
-    return (fmt_tables){index_get, index_top, (void *)(uintptr_t)ix, 0};
+    return (fmt_tables){index_get, index_top, (void *)(uintptr_t)ix, 0, NULL};
 }

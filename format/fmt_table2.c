@@ -137,21 +137,18 @@ int fmt_table2_view(const fmt_index *ix, uint64_t c, const uint8_t *raw, uint64_
         }
     }
     /* The offsets, and the sizes the chunk record states, every time: what bounds every
-     * sample's range inside its chunk. An inline or absent value's length bytes are 0 or
-     * hold its value: only stored values count. */
+     * sample's range inside its chunk. The data field is the one field whose values can be
+     * stored (fmt_index2: data_field); the others are scalars, inline or absent (checked
+     * above the first time), so only its records are summed: one load, no branch, a
+     * sample. An absent value's length bytes are 0. */
     uint64_t pos = FMT_CHUNK_HEADER_LEN, raw_sum = 0, max_raw = 0;
-    const uint8_t *r = raw;
-    const uint32_t data = ix->data_field;
-    for (uint32_t t = 0; t < ch.n_samples; t++) {
-        uint64_t sample_raw = 0;
-        for (uint32_t f = 0; f < nf; f++, r += FMT_VALUE_REC_LEN) {
-            const int stored = r[13] == FMT_VALUE_STORED;
-            if (f == data) {
-                off[t] = pos;
-            }
-            pos += stored ? fmt_ld32(r) : 0;
-            sample_raw += stored ? fmt_ld32(r + 4) : 0;
-        }
+    const uint32_t stride = nf * FMT_VALUE_REC_LEN;
+    const uint8_t *r = raw + (size_t)ix->data_field * FMT_VALUE_REC_LEN;
+    for (uint32_t t = 0; t < ch.n_samples; t++, r += stride) {
+        const uint64_t stored = r[13] == FMT_VALUE_STORED;
+        off[t] = pos;
+        pos += stored * fmt_ld32(r);
+        const uint64_t sample_raw = stored * fmt_ld32(r + 4);
         raw_sum += sample_raw;
         max_raw = sample_raw > max_raw ? sample_raw : max_raw;
     }
@@ -168,8 +165,8 @@ int fmt_table2_view(const fmt_index *ix, uint64_t c, const uint8_t *raw, uint64_
                        .n = ch.n_samples,
                        .val = raw,
                        .off = off,
-                       .stride = nf * FMT_VALUE_REC_LEN,
-                       .data_at = data * FMT_VALUE_REC_LEN,
+                       .stride = stride,
+                       .data_at = ix->data_field * FMT_VALUE_REC_LEN,
                        .label_at = ix->h.label_field == FMT_NO_FIELD
                                        ? UINT32_MAX
                                        : ix->h.label_field * FMT_VALUE_REC_LEN};

@@ -318,6 +318,9 @@ typedef struct fmt_tables {
     uint64_t (*raw_top_sum)(void *ctx, uint64_t m);
     void *ctx;
     size_t scratch; /* bytes of buffer a get needs: 0 when views point into memory held */
+    /* Optional (NULL: nothing to do): the caller is done with the view its buffer `buf`
+     * holds, before freeing buf (a source that maps tables lets their pages go). */
+    void (*drop)(void *ctx, void *buf);
 } fmt_tables;
 
 /* Version 1: views into ix's samples section (zero-copy, scratch 0; buf is not used). The

@@ -54,6 +54,14 @@ int ds_table(const hdmlp_dataset *ds, uint64_t c, void *buf, size_t cap, fmt_tab
  * and chunk), HDMLP_E_NOMEM. Thread-safe. */
 int ds_tables_hold(hdmlp_dataset *ds, fmt_tables *out);
 
+/* A source for a loader's planning over a local version-2 dataset's tables that do not fit
+ * its budget's share (else ds->tables, as for any other reader): each get maps the chunk's
+ * table alone and views it in place (no copy; a mapping error names the file and chunk),
+ * its buffer (24 bytes and K offsets) keeping the mapping until it views another table or
+ * is dropped (fmt_tables.drop, before the buffer is freed): what is resident is what a
+ * cache of as many tables read into buffers would hold, and two end pages each. */
+fmt_tables ds_tables_mapped(const hdmlp_dataset *ds);
+
 /* Makes the next read of chunk c's version-2 table check it whole again (checksum, every
  * value record), as its first read after open did (verify). No-op for version 1. */
 void ds_table_recheck(const hdmlp_dataset *ds, uint64_t c);

@@ -1,10 +1,11 @@
 /*
  * Version 2's table source (format.h: fmt_tables), chosen at open by the index's version: a
- * chunk's sample table is read from DIR/tables into the caller's buffer, checked and
- * expanded into the sample records every reader of the dataset uses (fmt_table2_expand),
- * one chunk at a time. A local dataset preads the file (one fd shared by every thread:
- * pread keeps no file position, so gets run concurrently); a remote one holds the tables
- * object whole, fetched at open, and expands from it.
+ * get gives chunk c's sample table as a view (fmt_table2_view: checked whole the first
+ * time, its sums every time) with its offsets in the caller's buffer. A local dataset
+ * preads the table into the caller's buffer (one fd shared by every thread); for a
+ * loader's planning, which reads a table a miss, it maps each table alone and views it in
+ * place (ds_tables_mapped: no copy; a buffer keeps only its own table's pages mapped).
+ * A remote dataset holds the tables object whole, fetched at open.
  */
 #include "loader_dataset_private.h"
 
@@ -12,6 +13,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -92,6 +94,75 @@ static int t2_get_local(void *ctx, uint64_t c, void *buf, size_t cap, fmt_table 
     return t2_view(p, c, raw, off, out);
 }
 
+static uint64_t t2_raw_top_sum(void *ctx, uint64_t m)
+{
+    const ds_private *p = ctx;
+    return fmt_index2_raw_top_sum(&p->pub.ix, m);
+}
+
+/* A mapped get's buffer: this header (a tag that marks it as written, then the mapping of
+ * the table it views: address and length), then the view's offsets. */
+#define T2_MAP_TAG 0x50414d3254444d48ull /* "HMDT2MAP" */
+#define T2_MAP_HEAD 24u
+
+static size_t t2_map_scratch(const fmt_index *ix) { return T2_MAP_HEAD + t2_held_scratch(ix); }
+
+/* Unmaps the table buf views, if it views one. */
+static void t2_map_drop(void *ctx, void *buf)
+{
+    (void)ctx;
+    uint64_t head[3];
+    memcpy(head, buf, sizeof(head));
+    if (head[0] == T2_MAP_TAG) {
+        munmap((void *)(uintptr_t)head[1], (size_t)head[2]);
+        memset(buf, 0, sizeof(head));
+    }
+}
+
+/* A mapped get: the table buf viewed before is unmapped, chunk c's table mapped alone (its
+ * pages and no neighbour's: the kernel maps a few pages around each fault, but only within
+ * a mapping) and viewed in place, its offsets after buf's header. */
+static int t2_get_mapped(void *ctx, uint64_t c, void *buf, size_t cap, fmt_table *out)
+{
+    const ds_private *p = ctx;
+    const fmt_index *ix = &p->pub.ix;
+    const int rc = t2_check_args(p, c, buf, cap, t2_map_scratch(ix));
+    if (rc != HDMLP_OK) {
+        return rc;
+    }
+    t2_map_drop(ctx, buf);
+    fmt_chunk ch;
+    fmt_index_chunk(ix, c, &ch);
+    const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    const uint64_t start = ch.table_offset / page * page;
+    const uint64_t len = ch.table_offset - start + fmt_table2_len(ix, &ch);
+    void *map = mmap(NULL, (size_t)len, PROT_READ, MAP_SHARED, p->tables_fd, (off_t)start);
+    if (map == MAP_FAILED) {
+        const int err = errno;
+        char path[DS_PATH_MAX];
+        ds_file_path(&p->pub, FMT_TABLES_NAME, path, sizeof(path));
+        return hd_err(hd_errno_code(err), "%s: mapping the sample table of chunk %llu: %s",
+                      path, (ull)c, strerror(err));
+    }
+    const uint64_t head[3] = {T2_MAP_TAG, (uint64_t)(uintptr_t)map, len};
+    memcpy(buf, head, sizeof(head));
+    return t2_view(p, c, (const uint8_t *)map + (ch.table_offset - start),
+                   (uint64_t *)(void *)((uint8_t *)buf + T2_MAP_HEAD), out);
+}
+
+fmt_tables ds_tables_mapped(const hdmlp_dataset *ds)
+{
+    const ds_private *p = ds_priv(ds);
+    if (ds->ix.h.major != 2 || p->tables_fd < 0) {
+        return ds->tables;
+    }
+    return (fmt_tables){.get = t2_get_mapped,
+                        .raw_top_sum = t2_raw_top_sum,
+                        .ctx = (void *)(uintptr_t)p,
+                        .scratch = t2_map_scratch(&ds->ix),
+                        .drop = t2_map_drop};
+}
+
 /* A get of tables held whole (a remote dataset's object, or a local file a loader holds):
  * a view into them, its offsets in buf (t2_held_scratch bytes). */
 static int t2_get_held(void *ctx, uint64_t c, void *buf, size_t cap, fmt_table *out)
@@ -104,12 +175,6 @@ static int t2_get_held(void *ctx, uint64_t c, void *buf, size_t cap, fmt_table *
     fmt_chunk ch;
     fmt_index_chunk(&p->pub.ix, c, &ch);
     return t2_view(p, c, p->tables_held + ch.table_offset, buf, out);
-}
-
-static uint64_t t2_raw_top_sum(void *ctx, uint64_t m)
-{
-    const ds_private *p = ctx;
-    return fmt_index2_raw_top_sum(&p->pub.ix, m);
 }
 
 /* Opens DIR/tables of a local dataset into p->tables_fd and checks its size. */

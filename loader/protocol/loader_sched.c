@@ -72,7 +72,7 @@ int sched_create(const fmt_index *ix, const sched_params *p, sched **out)
     const uint32_t world = p->world > 1 ? p->world : 1, rank = p->world > 1 ? p->rank : 0;
     const uint64_t owned = (s->a + world - 1 - rank) / world;
     s->n_tabs = p->tables.scratch != 0 ? (uint32_t)(owned > 0 ? owned : 1) : 0;
-    s->tab_buf = s->n_tabs ? sched_alloc(s, s->n_tabs, p->tables.scratch, 0) : NULL;
+    s->tab_buf = s->n_tabs ? sched_alloc(s, s->n_tabs, p->tables.scratch, 1) : NULL;
     s->tab_of = s->n_tabs ? sched_alloc(s, s->n_tabs, sizeof(fmt_table), 0) : NULL;
     s->tab_chunk = s->n_tabs ? sched_alloc(s, s->n_tabs, sizeof(uint64_t), 0) : NULL;
     s->tab_used = s->n_tabs ? sched_alloc(s, s->n_tabs, sizeof(uint64_t), 1) : NULL;
@@ -139,6 +139,9 @@ void sched_free(sched *s)
     hd_free(s->fill);
     hd_free(s->load);
     hd_free(s->place);
+    for (uint32_t i = 0; s->tab_buf != NULL && s->p.tables.drop != NULL && i < s->n_tabs; i++) {
+        s->p.tables.drop(s->p.tables.ctx, s->tab_buf + (size_t)i * s->p.tables.scratch);
+    }
     hd_free(s->tab_buf);
     hd_free(s->tab_of);
     hd_free(s->tab_chunk);

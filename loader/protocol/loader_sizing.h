@@ -37,6 +37,10 @@ typedef struct loader_sizing {
 /* A version-2 dataset's sample tables are held (and charged) when they take at most this
  * share of the budget (1/16). */
 #define LOADER_TABLES_SHARE 16u
+/* A table a miss reads (not held): its mapped buffer's header (ds_tables_mapped) and its two
+ * end pages, partly covered, mapped whole (4 KiB pages). */
+#define LOADER_TABLE_HEAD 24u
+#define LOADER_TABLE_PAGES (2u * 4096u)
 
 /* The dataset's stored chunk bytes, each chunk rounded up to the 4 KiB alignment. */
 uint64_t loader_aligned_chunk_bytes(const fmt_index *ix);

@@ -206,8 +206,8 @@ int loader_create_with(hdmlp_dataset *ds, const hdmlp_config *cfg,
         ld->io_pooled = ds->store != NULL;
         ld->st.peak_memory_bytes = ld->charged;
         /* Planning reads sample tables from memory when sizing held them (their share),
-         * else from the dataset's file a miss at a time. */
-        ld->tables = ds->tables;
+         * else from the dataset's file a miss at a time, mapped where it can be. */
+        ld->tables = ds_tables_mapped(ds);
         if (sz.sample_tables != 0) {
             rc = ds_tables_hold(ds, &ld->tables);
         }

@@ -285,6 +285,69 @@ static void *reader(void *arg)
 
 /* Four threads read samples, infos and keys from one handle at once, the keys file loaded
  * by whichever asks first. */
+/* Mappings of DIR/tables in this process (lines of /proc/self/maps naming it). */
+static int tables_mappings(const char *path)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    cr_assert_not_null(f);
+    char line[4096];
+    int n = 0;
+    while (fgets(line, sizeof(line), f) != NULL) {
+        n += strstr(line, path) != NULL;
+    }
+    fclose(f);
+    return n;
+}
+
+/* The planning source (ds_tables_mapped): the same records as the read one, each buffer
+ * mapping only the table it views (a new get unmaps the last, drop unmaps it), and a
+ * damaged table's error naming the file and chunk. */
+Test(dataset, v2_mapped_tables_match_and_unmap)
+{
+    const testds_spec spec = {.n_samples = 70,
+                              .chunk_size = 8,
+                              .seed = 211,
+                              .min_size = 0,
+                              .max_size = 300,
+                              .compress = 1,
+                              .n_labels = 4};
+    hdmlp_dataset *ds = write_open_v2(&spec);
+    const fmt_index *ix = &ds->ix;
+    const fmt_tables m = ds_tables_mapped(ds);
+    cr_assert_not_null(m.drop, "a local version-2 dataset's planning maps its tables");
+    char path[PATH_CAP];
+    path_of(path, FMT_TABLES_NAME);
+    uint8_t *a = calloc(1, m.scratch), *b = calloc(1, m.scratch);
+    uint8_t *rd = malloc(ds->tables.scratch);
+    for (uint64_t c = 0; c < ix->h.n_chunks; c++) {
+        fmt_table t, r;
+        cr_assert_eq(fmt_tables_get(&m, c, c % 2 ? a : b, m.scratch, &t), HDMLP_OK, "%s",
+                     hdmlp_last_error());
+        cr_assert_eq(ds_table(ds, c, rd, ds->tables.scratch, &r), HDMLP_OK);
+        cr_assert_eq(t.n, r.n);
+        for (uint32_t j = 0; j < t.n; j++) {
+            uint8_t x[FMT_SAMPLE_REC_LEN], y[FMT_SAMPLE_REC_LEN];
+            cr_assert_eq(memcmp(fmt_table_record(&t, j, x), fmt_table_record(&r, j, y),
+                                FMT_SAMPLE_REC_LEN),
+                         0, "chunk %llu slot %u", (unsigned long long)c, j);
+        }
+        cr_assert_eq(tables_mappings(path), c == 0 ? 1 : 2, "chunk %llu",
+                     (unsigned long long)c);
+    }
+    m.drop(m.ctx, a);
+    cr_assert_eq(tables_mappings(path), 1);
+    m.drop(m.ctx, a); /* twice: nothing left to drop */
+    m.drop(m.ctx, b);
+    cr_assert_eq(tables_mappings(path), 0);
+    fmt_table t;
+    cr_assert_eq(fmt_tables_get(&m, ix->h.n_chunks, a, m.scratch, &t), HDMLP_E_RANGE);
+    cr_assert_eq(fmt_tables_get(&m, 0, a, m.scratch - 1, &t), HDMLP_E_INVAL);
+    free(a);
+    free(b);
+    free(rd);
+    hdmlp_dataset_close(ds);
+}
+
 Test(dataset, v2_threads_share_one_handle, .timeout = 60)
 {
     const testds_spec spec = {.n_samples = 200,

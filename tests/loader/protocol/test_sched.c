@@ -632,7 +632,7 @@ static uint64_t copy_top(void *ctx, uint64_t m)
 static fmt_tables copying(copy_tables *ct)
 {
     return (fmt_tables){copy_get, copy_top, ct,
-                        (size_t)ct->ix->h.chunk_size * FMT_SAMPLE_REC_LEN};
+                        (size_t)ct->ix->h.chunk_size * FMT_SAMPLE_REC_LEN, NULL};
 }
 
 static sched_params table_params(const fmt_index *ix, hdmlp_policy pol, int pool)
