@@ -2,6 +2,7 @@
  * bench_scale — what a loader costs at a large sample count (issue 27, scale_bench.sh).
  *
  *   bench_scale DIR [--memory BYTES] [--batch B] [--threads T] [--seed S] [--every N]
+ *               [--samples M]
  *
  * Opens DIR (timed), creates a loader with a budget of BYTES (default 32 MiB; a budget
  * below the dataset's least is refused, not raised), takes the first batch (timed), then
@@ -16,7 +17,9 @@
  *   (the largest sampled values), vm_hwm_kib, smaps_rollup (KiB: Rss, Anonymous,
  *   Private_Clean, Private_Dirty, Shared_Clean, Shared_Dirty) and the loader's stats
  *   (budget, accounted peak, direct I/O, chunk loads, bytes read).
- * Uses only the public header. Exit status: 0, 1 failure, 2 usage.
+ * --samples M stops after the batch that reaches M samples (of a count too large for a
+ * whole epoch here): "samples_taken" says how many, "partial" is true, and the rates count
+ * what was taken. Uses only the public header. Exit status: 0, 1 failure, 2 usage.
  */
 #include "hdmlp.h"
 
@@ -82,7 +85,7 @@ static int fail(const char *what, int rc)
 static int usage(void)
 {
     fprintf(stderr, "usage: bench_scale DIR [--memory BYTES] [--batch B] [--threads T] "
-                    "[--seed S] [--every N]\n");
+                    "[--seed S] [--every N] [--samples M]\n");
     return 2;
 }
 
@@ -91,6 +94,7 @@ int main(int argc, char **argv)
     const char *dir = NULL;
     unsigned long long memory = 32ull << 20, seed = 0;
     unsigned long batch = 32, threads = 2, every = 64;
+    uint64_t stop = 0; /* --samples: 0 for the whole epoch */
     for (int i = 1; i < argc; i++) {
         const char *const a = argv[i];
         const int more = i + 1 < argc;
@@ -102,6 +106,8 @@ int main(int argc, char **argv)
             threads = strtoul(argv[++i], NULL, 10);
         } else if (strcmp(a, "--seed") == 0 && more) {
             seed = strtoull(argv[++i], NULL, 10);
+        } else if (strcmp(a, "--samples") == 0 && more) {
+            stop = strtoull(argv[++i], NULL, 10);
         } else if (strcmp(a, "--every") == 0 && more) {
             every = strtoul(argv[++i], NULL, 10);
         } else if (a[0] != '-' && dir == NULL) {
@@ -176,6 +182,10 @@ int main(int argc, char **argv)
             peak.anon = r.anon > peak.anon ? r.anon : peak.anon;
             peak.file = r.file > peak.file ? r.file : peak.file;
         }
+        if (stop != 0 && samples >= stop) {
+            rc = HDMLP_END;
+            break;
+        }
     }
     const double t_end = now();
     if (rc != HDMLP_END) {
@@ -202,19 +212,22 @@ int main(int argc, char **argv)
     r_freed = rss_now(NULL);
     hdmlp_dataset_close(ds);
 
-    if (samples != n) {
+    const int partial = stop != 0 && samples < n;
+    if (samples != n && !partial) {
         fprintf(stderr, "bench_scale: %" PRIu64 " samples delivered of %" PRIu64 "\n", samples,
                 n);
         return 1;
     }
     const double epoch = t_end - t_c0;
-    printf("{\"dir\": \"%s\", \"samples\": %" PRIu64 ", \"chunk_size\": %u, \"memory\": %llu, "
+    printf("{\"dir\": \"%s\", \"samples\": %" PRIu64 ", \"samples_taken\": %" PRIu64
+           ", \"partial\": %s, \"chunk_size\": %u, \"memory\": %llu, "
            "\"batch\": %lu, \"threads\": %lu, \"seed\": %llu, ",
-           dir, n, k, memory, batch, threads, seed);
+           dir, n, samples, partial ? "true" : "false", k, memory, batch, threads, seed);
     printf("\"open_s\": %.6f, \"create_s\": %.6f, \"first_batch_s\": %.6f, \"ttfb_s\": %.6f, "
            "\"epoch_s\": %.6f, \"samples_per_s\": %.1f, \"samples_per_s_steady\": %.1f, ",
-           t_open - t0, t_c1 - t_c0, t_first - t_c1, t_first - t0, epoch, (double)n / epoch,
-           t_end > t_first ? (double)(n - first_n) / (t_end - t_first) : 0.0);
+           t_open - t0, t_c1 - t_c0, t_first - t_c1, t_first - t0, epoch,
+           (double)samples / epoch,
+           t_end > t_first ? (double)(samples - first_n) / (t_end - t_first) : 0.0);
     printf("\"rss\": {");
     const rss *const phase[] = {&r_start, &r_open, &r_create, &r_first, &r_end, &r_freed};
     static const char *const phase_name[] = {"start", "open", "create",

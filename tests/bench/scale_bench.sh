@@ -29,13 +29,16 @@
 #                              [--plan-epochs 90] [--plan-max SECONDS] [--json FILE]
 #
 # Defaults: COUNTS "1000000 4000000", MEMORY 33554432 (32 MiB), PLAN_EPOCHS 90, PLAN_MAX
-# 600. --small: COUNTS "100000 200000", PLAN_EPOCHS 9 (a smoke run, seconds). Counts of 10 M
-# and more are allowed after a check: each N needs about 400 B a sample of disk in WORK
-# (.tar.zst ~65, spill ~64, segments 128 (a chunk of 64 samples of 64 B is 4,160 B, stored
-# in 8 KiB), index ~70; + 1 GiB) and about 250 B a sample of memory (the packer's ~140 B
-# measured at 1-10 M, with room); a count is refused with a message when WORK's file system
-# would have less than max(10 GiB, 15 % of its size) left, or MemAvailable is below that
-# memory plus a quarter of MemTotal (kept for the machine's other users). No root needed;
+# 600. --small: COUNTS "100000 200000", PLAN_EPOCHS 9 (a smoke run, seconds).
+# --loader-samples M (for counts too large for an epoch here, such as 100 M): the loader
+# runs stop after M samples (rates over what was taken), and the half-budget run,
+# hdmlp-bench and the forecast are left out (null in the JSON, "–" in the table).
+# Counts of 10 M and more are allowed after a check: each N needs about 350 B a sample of
+# disk in WORK (format 2: .tar.zst ~65, the packer's spill files ~150, segments ~65,
+# tables 32, keys ~25; + 1 GiB) and about 20 B a sample of memory (the packer's 5 B
+# measured at 1-10 M, with room); a count is refused with a message when WORK's file
+# system would have less than max(10 GiB, 10 % of its size) left, or MemAvailable is below
+# that memory plus a quarter of MemTotal (kept for the machine's other users). No root needed;
 # caches are not dropped (the loader runs warm, right after the pack). Needs /usr/bin/time,
 # zstd, python3 and the built hdmlp-pack, hdmlp-bench and bench_scale (--build, default
 # build/). Output: OUT/runs.jsonl (one line per N), OUT/table.txt, OUT/logs/, and the JSON
@@ -58,6 +61,7 @@ JSON_OUT=
 SAMPLE_SIZE=64
 CLASSES=100
 K=auto
+LOADER_SAMPLES=0
 
 while [ $# -gt 0 ]; do
     case $1 in
@@ -66,6 +70,7 @@ while [ $# -gt 0 ]; do
     --memory) MEMORY=${2:?}; shift 2 ;;
     --plan-epochs) PLAN_EPOCHS=${2:?}; shift 2 ;;
     --plan-max) PLAN_MAX=${2:?}; shift 2 ;;
+    --loader-samples) LOADER_SAMPLES=${2:?}; shift 2 ;;
     --json) JSON_OUT=${2:?}; shift 2 ;;
     *) bench_option "$@"; shift "$BENCH_SHIFT" ;;
     esac
@@ -99,15 +104,15 @@ check_room() {
     local n=$1 avail size keep need mem_avail mem_total mem_need
     avail=$(df -B1 --output=avail "$WORK" | tail -1 | tr -d ' ')
     size=$(df -B1 --output=size "$WORK" | tail -1 | tr -d ' ')
-    keep=$((size * 15 / 100))
+    keep=$((size * 10 / 100))
     [ "$keep" -gt $((10 << 30)) ] || keep=$((10 << 30))
-    need=$((n * 400 + (1 << 30)))
+    need=$((n * 350 + (1 << 30)))
     if [ $((avail - need)) -lt "$keep" ]; then
-        die "refusing N = $n: it needs ~$((need >> 30)) GiB in $WORK, which has $((avail >> 30)) GiB free, and $((keep >> 30)) GiB must stay free (max(10 GiB, 15 % of the file system)); pass a smaller --counts or a --work with more room"
+        die "refusing N = $n: it needs ~$((need >> 30)) GiB in $WORK, which has $((avail >> 30)) GiB free, and $((keep >> 30)) GiB must stay free (max(10 GiB, 10 % of the file system)); pass a smaller --counts or a --work with more room"
     fi
     mem_avail=$(awk '$1 == "MemAvailable:" { printf "%.0f", $2 * 1024 }' /proc/meminfo)
     mem_total=$(awk '$1 == "MemTotal:" { printf "%.0f", $2 * 1024 }' /proc/meminfo)
-    mem_need=$((n * 250))
+    mem_need=$((n * 20))
     if [ $((mem_avail - mem_need)) -lt $((mem_total / 4)) ]; then
         die "refusing N = $n: the packer and loader need ~$((mem_need >> 20)) MiB, MemAvailable is $((mem_avail >> 20)) MiB and a quarter of MemTotal ($((mem_total >> 22)) MiB) stays for others"
     fi
@@ -168,36 +173,45 @@ for n in $COUNTS; do
 
     log "N = $n: loader, one epoch (bench_scale, load $(loadavg))"
     load_loader=$(loadavg)
-    "$SCALE" "$ds" --memory "$MEMORY" >"$OUT/logs/scale-$n.out" 2>"$OUT/logs/scale-$n.err" ||
+    limit=()
+    [ "$LOADER_SAMPLES" = 0 ] || limit=(--samples "$LOADER_SAMPLES")
+    "$SCALE" "$ds" --memory "$MEMORY" "${limit[@]}" >"$OUT/logs/scale-$n.out" 2>"$OUT/logs/scale-$n.err" ||
         die "bench_scale failed for N = $n: $(tail -3 "$OUT/logs/scale-$n.err")"
     loader=$(last_json "$OUT/logs/scale-$n.out")
-    # the same at half the budget: what of the loader's memory follows the budget
-    "$SCALE" "$ds" --memory $((MEMORY / 2)) >"$OUT/logs/scale-half-$n.out" 2>"$OUT/logs/scale-half-$n.err" ||
-        die "bench_scale (half budget) failed for N = $n: $(tail -3 "$OUT/logs/scale-half-$n.err")"
-    loader_half=$(last_json "$OUT/logs/scale-half-$n.out")
+    loader_half=null
+    bench='"bench_samples_per_s": null, "bench_peak_rss_bytes": null, "bench_wall_s": null'
+    plan='"plan_probe_s": null, "plan_epochs_run": null, "plan_s": null, "plan_wall_s": null,'
+    plan+=' "plan_cpu_s": null, "plan_rss_kib": null, "plan_extrapolated": false'
+    load_plan="-"
+    if [ "$LOADER_SAMPLES" = 0 ]; then
+        # the same at half the budget: what of the loader's memory follows the budget
+        "$SCALE" "$ds" --memory $((MEMORY / 2)) >"$OUT/logs/scale-half-$n.out" 2>"$OUT/logs/scale-half-$n.err" ||
+            die "bench_scale (half budget) failed for N = $n: $(tail -3 "$OUT/logs/scale-half-$n.err")"
+        loader_half=$(last_json "$OUT/logs/scale-half-$n.out")
 
-    log "N = $n: hdmlp-bench, one epoch"
-    timed "$OUT/logs/bench-$n" "$BENCH" "$ds" --memory "$MEMORY" --epochs 1 --json --quiet ||
-        die "hdmlp-bench failed for N = $n: $(tail -3 "$OUT/logs/bench-$n.err")"
-    bench="\"bench_samples_per_s\": $(json_get "$OUT/logs/bench-$n.out" samples_per_s),"
-    bench+=" \"bench_peak_rss_bytes\": $(json_get "$OUT/logs/bench-$n.out" peak_rss_bytes),"
-    bench+=" \"bench_wall_s\": $T_WALL"
+        log "N = $n: hdmlp-bench, one epoch"
+        timed "$OUT/logs/bench-$n" "$BENCH" "$ds" --memory "$MEMORY" --epochs 1 --json --quiet ||
+            die "hdmlp-bench failed for N = $n: $(tail -3 "$OUT/logs/bench-$n.err")"
+        bench="\"bench_samples_per_s\": $(json_get "$OUT/logs/bench-$n.out" samples_per_s),"
+        bench+=" \"bench_peak_rss_bytes\": $(json_get "$OUT/logs/bench-$n.out" peak_rss_bytes),"
+        bench+=" \"bench_wall_s\": $T_WALL"
 
-    log "N = $n: forecast, probe of 2 epochs (load $(loadavg))"
-    plan_run "$n" "$ds" 2
-    probe_s=$PLAN_S
-    est=$(awk -v s="$probe_s" -v e="$PLAN_EPOCHS" 'BEGIN { printf "%.0f", s / 2 * e }')
-    if [ "$est" -le "$PLAN_MAX" ]; then
-        epochs=$PLAN_EPOCHS
-    else
-        epochs=$(awk -v s="$probe_s" -v m="$PLAN_MAX" 'BEGIN { e = int(m / 2 / (s / 2)); print e < 2 ? 2 : e }')
+        log "N = $n: forecast, probe of 2 epochs (load $(loadavg))"
+        plan_run "$n" "$ds" 2
+        probe_s=$PLAN_S
+        est=$(awk -v s="$probe_s" -v e="$PLAN_EPOCHS" 'BEGIN { printf "%.0f", s / 2 * e }')
+        if [ "$est" -le "$PLAN_MAX" ]; then
+            epochs=$PLAN_EPOCHS
+        else
+            epochs=$(awk -v s="$probe_s" -v m="$PLAN_MAX" 'BEGIN { e = int(m / 2 / (s / 2)); print e < 2 ? 2 : e }')
+        fi
+        log "N = $n: forecast of $epochs epochs (~${est} s for $PLAN_EPOCHS at the probe's rate, load $(loadavg))"
+        load_plan=$(loadavg)
+        plan_run "$n" "$ds" "$epochs"
+        plan="\"plan_probe_s\": $probe_s, \"plan_epochs_run\": $epochs, \"plan_s\": $PLAN_S,"
+        plan+=" \"plan_wall_s\": $T_WALL, \"plan_cpu_s\": $(awk -v u="$T_USER" -v s="$T_SYS" 'BEGIN { print u + s }'),"
+        plan+=" \"plan_rss_kib\": $T_RSS_KIB, \"plan_extrapolated\": $([ "$epochs" = "$PLAN_EPOCHS" ] && echo false || echo true)"
     fi
-    log "N = $n: forecast of $epochs epochs (~${est} s for $PLAN_EPOCHS at the probe's rate, load $(loadavg))"
-    load_plan=$(loadavg)
-    plan_run "$n" "$ds" "$epochs"
-    plan="\"plan_probe_s\": $probe_s, \"plan_epochs_run\": $epochs, \"plan_s\": $PLAN_S,"
-    plan+=" \"plan_wall_s\": $T_WALL, \"plan_cpu_s\": $(awk -v u="$T_USER" -v s="$T_SYS" 'BEGIN { print u + s }'),"
-    plan+=" \"plan_rss_kib\": $T_RSS_KIB, \"plan_extrapolated\": $([ "$epochs" = "$PLAN_EPOCHS" ] && echo false || echo true)"
 
     echo "{\"samples\": $n, \"sample_size\": $SAMPLE_SIZE, \"classes\": $CLASSES, \"chunk_size\": $k_used," \
         "\"tables_bytes\": $tables_bytes, \"keys_bytes\": $keys_bytes," \

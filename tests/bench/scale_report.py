@@ -25,7 +25,8 @@ def derive(r):
     rss0 = ld["rss"]["start"]
     anon = (ld["peak_anon_kib"] - rss0["anon_kib"]) * 1024
     mapped = (ld["peak_file_kib"] - rss0["file_kib"]) * 1024
-    scale = r["plan_epochs_target"] / r["plan_epochs_run"]
+    planned = r.get("plan_s") is not None  # left out with --loader-samples
+    scale = r["plan_epochs_target"] / r["plan_epochs_run"] if planned else None
     half = r.get("loader_half_budget")
     per_budget = None
     if half is not None:
@@ -41,7 +42,7 @@ def derive(r):
         "open_s": ld["open_s"],
         "create_s": ld["create_s"],
         "ttfb_s": ld["ttfb_s"],
-        "epoch_s": ld["epoch_s"],
+        "epoch_s": None if ld.get("partial") else ld["epoch_s"],  # a partial run's is not one
         "samples_per_s": ld["samples_per_s"],
         "anon_bytes": anon,
         "mapped_bytes": mapped,
@@ -51,9 +52,9 @@ def derive(r):
         "data_fits_budget": n * r["sample_size"] <= r["memory"],
         "bench_peak_rss_bytes": r["bench_peak_rss_bytes"],
         "bench_samples_per_s": r["bench_samples_per_s"],
-        "plan_s": r["plan_s"] * scale,
-        "plan_cpu_s": r["plan_cpu_s"] * scale,
-        "plan_rss_bytes": r["plan_rss_kib"] * 1024,
+        "plan_s": r["plan_s"] * scale if planned else None,
+        "plan_cpu_s": r["plan_cpu_s"] * scale if planned else None,
+        "plan_rss_bytes": r["plan_rss_kib"] * 1024 if planned else None,
     }
 
 
@@ -153,16 +154,20 @@ def main():
     out.write(head + "\n|" + "---:|" * (head.count("|") - 2) + "---|\n")
     for r, x in zip(runs, d):
         n = x["samples"]
-        plan = "%.1f (%.1f)" % (x["plan_s"], x["plan_cpu_s"])
+        plan = "%.1f (%.1f)" % (x["plan_s"], x["plan_cpu_s"]) if x["plan_s"] is not None else "–"
+        if r["loader"].get("partial"):
+            plan += "; loader: first %s samples" % "{:,}".format(r["loader"]["samples_taken"])
         if r["plan_extrapolated"]:
             plan += ", %d ep × %.1f" % (r["plan_epochs_run"], target / r["plan_epochs_run"])
+        bench_rss = x["bench_peak_rss_bytes"]
         out.write("| %s | %.1f (%.1f) | %.0f | %.1f | %.1f | %.3f | %.3f | %s | %.0f | %.1f | %.0f | %.1f "
-                  "| %.0f | %s | %s / %s / %s |\n" % (
+                  "| %s | %s | %s / %s / %s |\n" % (
                       "{:,}".format(n), x["pack_s"], x["pack_cpu_s"], x["pack_rss_bytes"] / MIB,
                       x["index_bytes"] / 1e6, x["index_bytes"] / n, x["open_s"], x["ttfb_s"],
                       "{:,.0f}".format(x["samples_per_s"]), x["anon_bytes"] / MIB,
                       x["anon_outside_budget_bytes"] / n, x["mapped_bytes"] / MIB,
-                      x["mapped_bytes"] / n, x["bench_peak_rss_bytes"] / MIB, plan,
+                      x["mapped_bytes"] / n,
+                      "%.0f" % (bench_rss / MIB) if bench_rss is not None else "–", plan,
                       r["load"]["pack"].split()[0], r["load"]["loader"].split()[0],
                       r["load"]["plan"].split()[0]))
 
@@ -177,9 +182,12 @@ def main():
     out.write(head + "\n|---|" + "---:|" * (head.count("|") - 2) + "\n")
     steeper = []
     for key, (label, unit) in FITTED.items():
-        ys = [x[key] for x in d]
-        a0, b = fit(xs, ys)
-        p = exponent(xs, ys)
+        pts = [(x["samples"], x[key]) for x in d if x[key] is not None]
+        if not pts:
+            continue
+        kx, ys = [p[0] for p in pts], [p[1] for p in pts]
+        a0, b = fit(kx, ys)
+        p = exponent(kx, ys)
         fits[key] = {"slope_per_sample": b, "intercept": a0, "exponent": p}
         show = fmt_secs if unit == "s" else fmt_bytes
         slope = ("%.3g µs" % (b * 1e6)) if unit == "s" else ("%.3g B" % b)
@@ -193,7 +201,7 @@ def main():
                                                    " | ".join(vals)))
         if p is not None and p > 1.1:
             # y = c N^p through the largest count
-            c = ys[-1] / xs[-1] ** p
+            c = ys[-1] / kx[-1] ** p
             steeper.append("%s grows as N^%.2f: at %s" % (label, p, ", ".join(
                 "%s %s" % (fmt_n(t), show(c * t ** p)) for t in tos)))
             for t in tos:
@@ -204,7 +212,7 @@ def main():
                   "count):\n" + "".join("- %s\n" % t for t in steeper))
     for t in tos:
         e = extra[str(t)]
-        e["samples_per_s"] = t / e["epoch_s"] if e["epoch_s"] > 0 else None
+        e["samples_per_s"] = t / e["epoch_s"] if e.get("epoch_s", 0) > 0 else None
     out.write("\nsamples/s over one epoch, extrapolated: %s\n" % ", ".join(
         "%s: %s" % (fmt_n(t), "{:,.0f}".format(extra[str(t)]["samples_per_s"] or 0)) for t in tos))
 
