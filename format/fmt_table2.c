@@ -95,6 +95,25 @@ static int check_value(const fmt_index *ix, uint64_t c, uint64_t i, uint32_t f,
     return HDMLP_OK;
 }
 
+void fmt_table2_view_of(const fmt_index *ix, uint64_t c, const uint8_t *raw, const uint64_t *off,
+                        fmt_table *out)
+{
+    fmt_chunk ch;
+    fmt_index_chunk(ix, c, &ch);
+    const uint32_t nf = ix->h.n_fields;
+    *out = (fmt_table){.rec = NULL,
+                       .chunk = c,
+                       .first = c * ix->h.chunk_size,
+                       .n = ch.n_samples,
+                       .val = raw,
+                       .off = off,
+                       .stride = nf * FMT_VALUE_REC_LEN,
+                       .data_at = ix->data_field * FMT_VALUE_REC_LEN,
+                       .label_at = ix->h.label_field == FMT_NO_FIELD
+                                       ? UINT32_MAX
+                                       : ix->h.label_field * FMT_VALUE_REC_LEN};
+}
+
 int fmt_table2_view(const fmt_index *ix, uint64_t c, const uint8_t *raw, uint64_t *off,
                     int checked, fmt_table *out)
 {
@@ -159,17 +178,7 @@ int fmt_table2_view(const fmt_index *ix, uint64_t c, const uint8_t *raw, uint64_
                       (ull)c, (ull)pos, (ull)raw_sum, (ull)max_raw, (ull)ch.length,
                       (ull)ch.raw_bytes, (ull)ch.max_raw);
     }
-    *out = (fmt_table){.rec = NULL,
-                       .chunk = c,
-                       .first = first,
-                       .n = ch.n_samples,
-                       .val = raw,
-                       .off = off,
-                       .stride = stride,
-                       .data_at = ix->data_field * FMT_VALUE_REC_LEN,
-                       .label_at = ix->h.label_field == FMT_NO_FIELD
-                                       ? UINT32_MAX
-                                       : ix->h.label_field * FMT_VALUE_REC_LEN};
+    fmt_table2_view_of(ix, c, raw, off, out);
     return HDMLP_OK;
 }
 

@@ -53,6 +53,10 @@ int ds_table(const hdmlp_dataset *ds, uint64_t c, void *buf, size_t cap, fmt_tab
  * bytes); version 1's are the index's. The tables' errors (HDMLP_E_IO/E_CORRUPT naming file
  * and chunk), HDMLP_E_NOMEM. Thread-safe. */
 int ds_tables_hold(hdmlp_dataset *ds, fmt_tables *out);
+/* As ds_tables_hold, and every sample's offset summed once and held too (8 bytes a sample,
+ * until close): gets are views with nothing to sum or check (scratch 0), for a forecast,
+ * which replays every epoch's misses outside any budget. Version 1: ds->tables. */
+int ds_tables_hold_offsets(hdmlp_dataset *ds, fmt_tables *out);
 
 /* A source for a loader's planning over a local version-2 dataset's tables that do not fit
  * its budget's share (else ds->tables, as for any other reader): each get maps the chunk's

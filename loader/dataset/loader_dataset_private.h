@@ -32,6 +32,7 @@ typedef struct ds_private {
      * tables_fd (local), or held whole in tables_held (remote). */
     int tables_fd;        /* -1 when not open */
     uint8_t *tables_held; /* hd_free; also a local file a loader holds (ds_tables_hold) */
+    uint64_t *offsets_held; /* N offsets of the held tables' samples (a forecast's hold) */
     /* Per chunk: 1 once its table passed fmt_table2_view's whole check (later gets check
      * only its sums): a bit of state a chunk, like keys_ok. */
     atomic_uchar *table_ok;

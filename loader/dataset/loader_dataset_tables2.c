@@ -282,6 +282,8 @@ void ds_tables2_close(ds_private *p)
     }
     hd_free(p->tables_held);
     p->tables_held = NULL;
+    hd_free(p->offsets_held);
+    p->offsets_held = NULL;
     hd_free(p->table_ok);
     p->table_ok = NULL;
     hd_free(p->rec_buf);
@@ -327,6 +329,64 @@ int ds_tables_hold(hdmlp_dataset *ds, fmt_tables *out)
                             .raw_top_sum = t2_raw_top_sum,
                             .ctx = p,
                             .scratch = t2_held_scratch(ix)};
+    }
+    return rc;
+}
+
+/* A get of held tables with held offsets: a view, nothing to sum (buf unused). */
+static int t2_get_held_offsets(void *ctx, uint64_t c, void *buf, size_t cap, fmt_table *out)
+{
+    (void)buf;
+    (void)cap;
+    const ds_private *p = ctx;
+    const fmt_index *ix = &p->pub.ix;
+    if (c >= ix->h.n_chunks) {
+        return hd_err(HDMLP_E_RANGE, "sample table of chunk %llu: out of range (%llu chunks)",
+                      (ull)c, (ull)ix->h.n_chunks);
+    }
+    fmt_chunk ch;
+    fmt_index_chunk(ix, c, &ch);
+    fmt_table2_view_of(ix, c, p->tables_held + ch.table_offset,
+                       p->offsets_held + c * ix->h.chunk_size, out);
+    return HDMLP_OK;
+}
+
+int ds_tables_hold_offsets(hdmlp_dataset *ds, fmt_tables *out)
+{
+    ds_private *const p = ds_priv(ds);
+    const fmt_index *ix = &ds->ix;
+    int rc = ds_tables_hold(ds, out);
+    if (rc != HDMLP_OK || ix->h.major != 2) {
+        return rc;
+    }
+    pthread_mutex_lock(&ds->fd_lock);
+    if (p->offsets_held == NULL) {
+        const uint64_t n = ix->h.n_samples;
+        uint64_t *off = n <= SIZE_MAX / sizeof(uint64_t)
+                            ? hd_malloc((size_t)(n ? n : 1) * sizeof(uint64_t))
+                            : NULL;
+        rc = off != NULL ? HDMLP_OK
+                         : hd_err(HDMLP_E_NOMEM, "%s: cannot hold the offsets of %llu samples",
+                                  ds->path, (ull)n);
+        for (uint64_t c = 0; rc == HDMLP_OK && c < ix->h.n_chunks; c++) {
+            fmt_chunk ch;
+            fmt_index_chunk(ix, c, &ch);
+            fmt_table t;
+            rc = t2_view(p, c, p->tables_held + ch.table_offset, off + c * ix->h.chunk_size,
+                         &t);
+        }
+        if (rc == HDMLP_OK) {
+            p->offsets_held = off;
+        } else {
+            hd_free(off);
+        }
+    }
+    pthread_mutex_unlock(&ds->fd_lock);
+    if (rc == HDMLP_OK) {
+        *out = (fmt_tables){.get = t2_get_held_offsets,
+                            .raw_top_sum = t2_raw_top_sum,
+                            .ctx = p,
+                            .scratch = 0};
     }
     return rc;
 }

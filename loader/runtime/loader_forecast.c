@@ -404,10 +404,11 @@ static int forecast_stats(hdmlp_dataset *ds, const hdmlp_config *given, hdmlp_st
     const fmt_tables *tables = &held;
     rc = loader_size(ix, tables, cfg, &sz);
     if (rc == HDMLP_OK) {
-        /* A forecast replays every epoch's misses: it holds the sample tables whatever the
-         * budget (a loader holds them only within its share), so no miss reads a file; its
-         * decisions do not depend on where tables are read from. */
-        rc = ds_tables_hold(ds, &held);
+        /* A forecast replays every epoch's misses: it holds the sample tables and their
+         * offsets whatever the budget (a loader holds tables only within its share), so no
+         * miss reads a file or sums a table; its decisions do not depend on where tables
+         * are read from. */
+        rc = ds_tables_hold_offsets(ds, &held);
     }
     if (rc != HDMLP_OK) {
         return rc;
