@@ -48,9 +48,9 @@ int ds_table(const hdmlp_dataset *ds, uint64_t c, void *buf, size_t cap, fmt_tab
 
 /* A source over the dataset's sample tables held in memory, for a loader that charges them
  * to its budget (loader_sizing.h: sample_tables) so that planning reads no file: version
- * 2's DIR/tables read whole and each table checked on the first call (kept until close; a
- * remote dataset's are held from open; gets are views, their offsets in a buffer of K × 8
- * bytes); version 1's are the index's. The tables' errors (HDMLP_E_IO/E_CORRUPT naming file
+ * 2's DIR/tables (a file or a remote object) read whole and each table checked on the first
+ * call (kept until close; gets are views, their offsets in a buffer of K × 8 bytes);
+ * version 1's are the index's. The tables' errors (HDMLP_E_IO/E_CORRUPT naming file
  * and chunk), HDMLP_E_NOMEM. Thread-safe. */
 int ds_tables_hold(hdmlp_dataset *ds, fmt_tables *out);
 /* As ds_tables_hold, and every sample's offset summed once and held too (8 bytes a sample,
@@ -80,6 +80,9 @@ int ds_sample_record(const hdmlp_dataset *ds, uint64_t index, fmt_sample *out);
 int ds_remote_load(hdmlp_dataset *ds, const char *url, const hdmlp_source_config *cfg);
 int ds_remote_check_segments(hdmlp_dataset *ds);
 int ds_remote_read(hdmlp_dataset *ds, uint32_t s, void *buf, uint64_t len, uint64_t off);
+/* Reads len bytes at off of the dataset's object `name` (DIR/name), errors naming its URL. */
+int ds_remote_read_object(hdmlp_dataset *ds, const char *name, void *buf, uint64_t len,
+                          uint64_t off);
 void ds_remote_close(hdmlp_dataset *ds);
 /* Version 2's objects (tables, keys): n objects' sizes against want[] (HEAD requests in
  * flight together; HDMLP_E_NOTFOUND naming a missing object, HDMLP_E_CORRUPT naming one of

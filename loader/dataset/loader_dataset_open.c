@@ -240,6 +240,13 @@ static int ds_open(const char *path, int remote, const hdmlp_source_config *cfg,
         hd_free(p);
         return hd_err(HDMLP_E_NOMEM, "dataset open: cannot create a mutex");
     }
+    if (pthread_mutex_init(&p->hold_lock, NULL) != 0) {
+        pthread_mutex_destroy(&p->rec_lock);
+        pthread_mutex_destroy(&p->pool_lock);
+        pthread_mutex_destroy(&p->pub.fd_lock);
+        hd_free(p);
+        return hd_err(HDMLP_E_NOMEM, "dataset open: cannot create a mutex");
+    }
     p->tables_fd = -1;
     p->rec_chunk = UINT64_MAX;
     const int rc = ds_open_checked(p, path, remote, cfg);
@@ -323,6 +330,7 @@ void hdmlp_dataset_close(hdmlp_dataset *ds)
     hd_free(p->label_names);
     hd_free(p->label_pos);
     hd_free(ds->path);
+    pthread_mutex_destroy(&p->hold_lock);
     pthread_mutex_destroy(&p->rec_lock);
     pthread_mutex_destroy(&p->pool_lock);
     pthread_mutex_destroy(&ds->fd_lock);

@@ -147,15 +147,21 @@ int ds_remote_fetch(hdmlp_dataset *ds, const char *name, uint64_t want, uint8_t 
     return HDMLP_OK;
 }
 
-int ds_remote_read(hdmlp_dataset *ds, uint32_t s, void *buf, uint64_t len, uint64_t off)
+int ds_remote_read_object(hdmlp_dataset *ds, const char *name, void *buf, uint64_t len,
+                          uint64_t off)
 {
-    char name[32];
-    snprintf(name, sizeof(name), FMT_SEGMENT_NAME_FMT, s);
     const src_range r = {name, off, len, buf};
     pthread_mutex_lock(&ds->fd_lock);
     const int rc = src_conn_read(ds->conn, &r, 1);
     pthread_mutex_unlock(&ds->fd_lock);
     return rc;
+}
+
+int ds_remote_read(hdmlp_dataset *ds, uint32_t s, void *buf, uint64_t len, uint64_t off)
+{
+    char name[32];
+    snprintf(name, sizeof(name), FMT_SEGMENT_NAME_FMT, s);
+    return ds_remote_read_object(ds, name, buf, len, off);
 }
 
 void ds_remote_close(hdmlp_dataset *ds)

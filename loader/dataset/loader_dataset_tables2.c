@@ -5,7 +5,7 @@
  * preads the table into the caller's buffer (one fd shared by every thread); for a
  * loader's planning, which reads a table a miss, it maps each table alone and views it in
  * place (ds_tables_mapped: no copy; a buffer keeps only its own table's pages mapped).
- * A remote dataset holds the tables object whole, fetched at open.
+ * A remote dataset reads a table a get with a range read of the tables object.
  */
 #include "loader_dataset_private.h"
 
@@ -58,19 +58,26 @@ static int t2_view(const ds_private *p, uint64_t c, const uint8_t *raw, uint64_t
     return HDMLP_OK;
 }
 
-/* Reads len bytes of DIR/tables at off into buf (EINTR and short reads retried): an error
- * names the file and `what`, HDMLP_E_CORRUPT at an early end of file. */
+/* Reads len bytes of DIR/tables at off into buf: a local file's pread (EINTR and short reads
+ * retried; HDMLP_E_CORRUPT at an early end of file) or a remote object's range read; an
+ * error names the file or URL and `what`. */
 static int t2_pread(const ds_private *p, uint8_t *buf, uint64_t len, uint64_t off,
                     const char *what)
 {
     char path[DS_PATH_MAX];
     ds_file_path(&p->pub, FMT_TABLES_NAME, path, sizeof(path));
+    if (p->pub.store != NULL) {
+        hdmlp_dataset *ds = (hdmlp_dataset *)(uintptr_t)&p->pub;
+        const int rc = ds_remote_read_object(ds, FMT_TABLES_NAME, buf, len, off);
+        return rc == HDMLP_OK ? rc : hd_err_wrap(rc, "%s (%s): ", what, path);
+    }
     return ds_fd_read(p->tables_fd, buf, len, off, path, what);
 }
 
-/* A local dataset's get: the table preads into buf's start, its offsets after it
- * (fmt_table2_scratch's layout); the view points into buf. */
-static int t2_get_local(void *ctx, uint64_t c, void *buf, size_t cap, fmt_table *out)
+/* A get that reads the table (a local file's pread, a remote object's range read) into
+ * buf's start, its offsets after it (fmt_table2_scratch's layout); the view points into
+ * buf. */
+static int t2_get_read(void *ctx, uint64_t c, void *buf, size_t cap, fmt_table *out)
 {
     const ds_private *p = ctx;
     int rc = t2_check_args(p, c, buf, cap, p->pub.tables.scratch);
@@ -163,7 +170,7 @@ fmt_tables ds_tables_mapped(const hdmlp_dataset *ds)
                         .drop = t2_map_drop};
 }
 
-/* A get of tables held whole (a remote dataset's object, or a local file a loader holds):
+/* A get of tables held whole (for a loader's budget or a forecast: ds_tables_hold):
  * a view into them, its offsets in buf (t2_held_scratch bytes). */
 static int t2_get_held(void *ctx, uint64_t c, void *buf, size_t cap, fmt_table *out)
 {
@@ -244,18 +251,19 @@ int ds_tables2_open(ds_private *p)
     }
     int rc;
     if (ds->store != NULL) {
+        /* A remote copy's tables are read as a local file's are: a range a get (the
+         * object's size and header checked here), held whole only where a loader's budget
+         * or a forecast holds them (ds_tables_hold). */
         const char *const name = FMT_TABLES_NAME;
+        uint8_t hdr[FMT_FILE_HEADER_LEN];
         rc = ds_remote_check_sizes(ds, &name, &ix->h.tables_bytes, 1);
-        /* Remote tables are held whole for now: fetched once here, every get expands from
-         * memory (per-chunk range reads of the object are left for later). */
         if (rc == HDMLP_OK) {
-            rc = ds_remote_fetch(ds, FMT_TABLES_NAME, ix->h.tables_bytes, &p->tables_held);
+            rc = t2_pread(p, hdr, sizeof(hdr), 0, "its header");
         }
         if (rc == HDMLP_OK) {
             char url[DS_PATH_MAX];
             ds_file_path(ds, FMT_TABLES_NAME, url, sizeof(url));
-            rc = fmt_file_header_check(ix, url, FMT_TABLES_MAGIC, p->tables_held,
-                                       (size_t)ix->h.tables_bytes);
+            rc = fmt_file_header_check(ix, url, FMT_TABLES_MAGIC, hdr, sizeof(hdr));
         }
     } else {
         rc = t2_open_local(p);
@@ -266,11 +274,10 @@ int ds_tables2_open(ds_private *p)
     if (rc != HDMLP_OK) {
         return rc;
     }
-    ds->tables = (fmt_tables){.get = ds->store != NULL ? t2_get_held : t2_get_local,
+    ds->tables = (fmt_tables){.get = t2_get_read,
                               .raw_top_sum = t2_raw_top_sum,
                               .ctx = p,
-                              .scratch = ds->store != NULL ? t2_held_scratch(ix)
-                                                           : fmt_table2_scratch(ix)};
+                              .scratch = fmt_table2_scratch(ix)};
     return HDMLP_OK;
 }
 
@@ -315,7 +322,7 @@ int ds_tables_hold(hdmlp_dataset *ds, fmt_tables *out)
     }
     const uint64_t len = ix->h.tables_bytes;
     int rc = HDMLP_OK;
-    pthread_mutex_lock(&ds->fd_lock);
+    pthread_mutex_lock(&p->hold_lock);
     if (p->tables_held == NULL) {
         /* The whole file in one read, each table then checked once from memory. */
         uint8_t *whole = len <= SIZE_MAX ? hd_malloc((size_t)len) : NULL;
@@ -338,7 +345,7 @@ int ds_tables_hold(hdmlp_dataset *ds, fmt_tables *out)
             hd_free(whole);
         }
     }
-    pthread_mutex_unlock(&ds->fd_lock);
+    pthread_mutex_unlock(&p->hold_lock);
     if (rc == HDMLP_OK) {
         *out = (fmt_tables){.get = t2_get_held,
                             .raw_top_sum = t2_raw_top_sum,
@@ -374,7 +381,7 @@ int ds_tables_hold_offsets(hdmlp_dataset *ds, fmt_tables *out)
     if (rc != HDMLP_OK || ix->h.major != 2) {
         return rc;
     }
-    pthread_mutex_lock(&ds->fd_lock);
+    pthread_mutex_lock(&p->hold_lock);
     if (p->offsets_held == NULL) {
         const uint64_t n = ix->h.n_samples;
         uint64_t *off = n <= SIZE_MAX / sizeof(uint64_t)
@@ -397,7 +404,7 @@ int ds_tables_hold_offsets(hdmlp_dataset *ds, fmt_tables *out)
             hd_free(off);
         }
     }
-    pthread_mutex_unlock(&ds->fd_lock);
+    pthread_mutex_unlock(&p->hold_lock);
     if (rc == HDMLP_OK) {
         *out = (fmt_tables){.get = t2_get_held_offsets,
                             .raw_top_sum = t2_raw_top_sum,

@@ -213,8 +213,9 @@ def main():
     for t in tos:
         e = extra[str(t)]
         e["samples_per_s"] = t / e["epoch_s"] if e.get("epoch_s", 0) > 0 else None
-    out.write("\nsamples/s over one epoch, extrapolated: %s\n" % ", ".join(
-        "%s: %s" % (fmt_n(t), "{:,.0f}".format(extra[str(t)]["samples_per_s"] or 0)) for t in tos))
+    if all(extra[str(t)]["samples_per_s"] is not None for t in tos):
+        out.write("\nsamples/s over one epoch, extrapolated: %s\n" % ", ".join(
+            "%s: %s" % (fmt_n(t), "{:,.0f}".format(extra[str(t)]["samples_per_s"])) for t in tos))
 
     per_budget = [x["anon_per_budget_byte"] for x in d if x["anon_per_budget_byte"] is not None]
     if per_budget:

@@ -1,8 +1,8 @@
 /* Version-2 datasets in object storage (tests/objstore/objstore_server.py, S3 on 127.0.0.1;
  * skips without python3): hdmlp_dataset_upload puts DIR/tables and DIR/keys too, the copy
- * reads as the local one (samples, keys, verify, a loader's order), and the store's tables
- * and keys objects are checked: a flipped key byte, a truncated tables object, a missing
- * keys object. Part of the test_dataset binary. */
+ * reads as the local one (samples, keys, verify, a loader's order; its tables read a range a
+ * get), and the store's tables and keys objects are checked: a flipped key byte, a truncated
+ * tables object, a missing keys object. Part of the test_dataset binary. */
 #include "loader_dataset.h"
 #include "support/dataset_fixture.h"
 #include "support/objstore_fixture.h"
@@ -111,6 +111,8 @@ Test(dataset, v2_remote_upload_read_and_damage, .timeout = 180)
     /* The copy reads as the local dataset. */
     hdmlp_dataset *ds = open_remote(c);
     cr_assert_eq(ds->ix.h.major, 2);
+    cr_assert_eq(ds->tables.scratch, fmt_table2_scratch(&ds->ix),
+                 "a remote copy reads a table a get (range reads), holding none");
     check_all_samples(ds, &remote_spec);
     for (uint64_t i = 0; i < remote_spec.n_samples; i += 7) {
         hdmlp_sample_info in;
