@@ -143,7 +143,8 @@ static int t2_get_mapped(void *ctx, uint64_t c, void *buf, size_t cap, fmt_table
     const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
     const uint64_t start = ch.table_offset / page * page;
     const uint64_t len = ch.table_offset - start + fmt_table2_len(ix, &ch);
-    void *map = mmap(NULL, (size_t)len, PROT_READ, MAP_SHARED, p->tables_fd, (off_t)start);
+    void *map = mmap(NULL, (size_t)len, PROT_READ, MAP_SHARED | MAP_POPULATE, p->tables_fd,
+                     (off_t)start);
     if (map == MAP_FAILED) {
         const int err = errno;
         char path[DS_PATH_MAX];
@@ -160,7 +161,8 @@ static int t2_get_mapped(void *ctx, uint64_t c, void *buf, size_t cap, fmt_table
 fmt_tables ds_tables_mapped(const hdmlp_dataset *ds)
 {
     const ds_private *p = ds_priv(ds);
-    if (ds->ix.h.major != 2 || p->tables_fd < 0) {
+    const uint64_t largest = (uint64_t)ds->ix.h.chunk_size * ds->ix.h.n_fields * FMT_VALUE_REC_LEN;
+    if (ds->ix.h.major != 2 || p->tables_fd < 0 || largest < DS_TABLES_MAP_MIN) {
         return ds->tables;
     }
     return (fmt_tables){.get = t2_get_mapped,

@@ -193,6 +193,7 @@ Test(dataset, v2_tables_expand_chunk_records)
     hdmlp_dataset *ds = write_open_v2(&spec);
     const fmt_index *ix = &ds->ix;
     cr_assert_eq(ds->tables.scratch, fmt_table2_scratch(ix));
+    cr_assert_null(ds_tables_mapped(ds).drop, "tables under DS_TABLES_MAP_MIN are read, not mapped");
     uint8_t *buf = malloc(ds->tables.scratch);
     uint64_t seen = 0;
     for (uint64_t c = 0; c < ix->h.n_chunks; c++) {
@@ -304,11 +305,12 @@ static int tables_mappings(const char *path)
  * damaged table's error naming the file and chunk. */
 Test(dataset, v2_mapped_tables_match_and_unmap)
 {
-    const testds_spec spec = {.n_samples = 70,
-                              .chunk_size = 8,
+    /* 2,048 samples a chunk of 2 fields (32 bytes a sample): tables of 64 KiB, mapped. */
+    const testds_spec spec = {.n_samples = 5000,
+                              .chunk_size = 2048,
                               .seed = 211,
                               .min_size = 0,
-                              .max_size = 300,
+                              .max_size = 40,
                               .compress = 1,
                               .n_labels = 4};
     hdmlp_dataset *ds = write_open_v2(&spec);
@@ -342,9 +344,29 @@ Test(dataset, v2_mapped_tables_match_and_unmap)
     fmt_table t;
     cr_assert_eq(fmt_tables_get(&m, ix->h.n_chunks, a, m.scratch, &t), HDMLP_E_RANGE);
     cr_assert_eq(fmt_tables_get(&m, 0, a, m.scratch - 1, &t), HDMLP_E_INVAL);
+    free(rd);
+    fmt_chunk ch;
+    fmt_index_chunk(ix, 1, &ch);
+    hdmlp_dataset_close(ds);
+
+    /* A damaged table (a byte of chunk 1's) fails its get, naming the file and chunk. */
+    uint8_t *file;
+    size_t len;
+    cr_assert_eq(testds_read_file(path, &file, &len), 0, "%s", path);
+    file[ch.table_offset + 5] ^= 0x20;
+    cr_assert_eq(testds_write_file(path, file, len), 0);
+    free(file);
+    ds = open_ok();
+    const fmt_tables m2 = ds_tables_mapped(ds);
+    cr_assert_eq(fmt_tables_get(&m2, 1, a, m2.scratch, &t), HDMLP_E_CORRUPT);
+    cr_assert(strstr(hdmlp_last_error(), path) != NULL &&
+                  strstr(hdmlp_last_error(), "sample table of chunk 1: checksum mismatch"),
+              "%s", hdmlp_last_error());
+    cr_assert_eq(fmt_tables_get(&m2, 0, a, m2.scratch, &t), HDMLP_OK, "%s", hdmlp_last_error());
+    m2.drop(m2.ctx, a);
+    cr_assert_eq(tables_mappings(path), 0);
     free(a);
     free(b);
-    free(rd);
     hdmlp_dataset_close(ds);
 }
 
