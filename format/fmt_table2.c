@@ -95,8 +95,8 @@ static int check_value(const fmt_index *ix, uint64_t c, uint64_t i, uint32_t f,
     return HDMLP_OK;
 }
 
-void fmt_table2_view_of(const fmt_index *ix, uint64_t c, const uint8_t *raw, const uint64_t *off,
-                        fmt_table *out)
+void fmt_table2_view_of(const fmt_index *ix, uint64_t c, const uint8_t *raw,
+                        const uint64_t *off, fmt_table *out)
 {
     fmt_chunk ch;
     fmt_index_chunk(ix, c, &ch);

@@ -350,8 +350,8 @@ int fmt_table2_view(const fmt_index *ix, uint64_t c, const uint8_t *raw, uint64_
                     int checked, fmt_table *out);
 /* A view of chunk c's table (raw) whose offsets a fmt_table2_view of it filled in off
  * before, unchanged since: no check, no sum (tables held in memory). c < C. */
-void fmt_table2_view_of(const fmt_index *ix, uint64_t c, const uint8_t *raw, const uint64_t *off,
-                        fmt_table *out);
+void fmt_table2_view_of(const fmt_index *ix, uint64_t c, const uint8_t *raw,
+                        const uint64_t *off, fmt_table *out);
 /* Checks chunk c's table as read (`raw`, fmt_table2_len bytes: its checksum against the
  * chunk record, then every value record against its field, the dictionary, the labels and
  * the chunk record's sizes) and expands it into n_c sample records at `rec` (the samples

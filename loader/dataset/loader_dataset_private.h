@@ -30,9 +30,10 @@ typedef struct ds_private {
     unsigned pool_n;
     /* Version 2 (all unused in version 1). The sample tables: DIR/tables read per get from
      * tables_fd (local) or by range reads (remote), or held whole in tables_held. */
-    int tables_fd;        /* -1 when not open */
-    uint8_t *tables_held; /* hd_free; what a loader's budget or a forecast holds (ds_tables_hold) */
-    uint64_t *offsets_held; /* N offsets of the held tables' samples (a forecast's hold) */
+    int tables_fd; /* -1 when not open */
+    uint8_t
+        *tables_held; /* hd_free; what a loader's budget or a forecast holds (ds_tables_hold) */
+    uint64_t *offsets_held;    /* N offsets of the held tables' samples (a forecast's hold) */
     pthread_mutex_t hold_lock; /* guards making tables_held and offsets_held (reads inside
                                 * take fd_lock, a remote dataset's connection lock) */
     /* Per chunk: 1 once its table passed fmt_table2_view's whole check (later gets check

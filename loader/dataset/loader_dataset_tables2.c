@@ -161,7 +161,8 @@ static int t2_get_mapped(void *ctx, uint64_t c, void *buf, size_t cap, fmt_table
 fmt_tables ds_tables_mapped(const hdmlp_dataset *ds)
 {
     const ds_private *p = ds_priv(ds);
-    const uint64_t largest = (uint64_t)ds->ix.h.chunk_size * ds->ix.h.n_fields * FMT_VALUE_REC_LEN;
+    const uint64_t largest =
+        (uint64_t)ds->ix.h.chunk_size * ds->ix.h.n_fields * FMT_VALUE_REC_LEN;
     if (ds->ix.h.major != 2 || p->tables_fd < 0 || largest < DS_TABLES_MAP_MIN) {
         return ds->tables;
     }
@@ -314,6 +315,22 @@ static void t2_huge(void *p, uint64_t len)
     }
 }
 
+/* Views every table of the whole tables file at `whole` (each checked as its first get
+ * would be): offsets into off's first K entries, or, `each`, chunk c's at off + c × K. */
+static int t2_view_all(const ds_private *p, const uint8_t *whole, uint64_t *off, bool each)
+{
+    const fmt_index *ix = &p->pub.ix;
+    int rc = HDMLP_OK;
+    for (uint64_t c = 0; rc == HDMLP_OK && c < ix->h.n_chunks; c++) {
+        fmt_chunk ch;
+        fmt_index_chunk(ix, c, &ch);
+        fmt_table t;
+        rc =
+            t2_view(p, c, whole + ch.table_offset, each ? off + c * ix->h.chunk_size : off, &t);
+    }
+    return rc;
+}
+
 int ds_tables_hold(hdmlp_dataset *ds, fmt_tables *out)
 {
     ds_private *const p = ds_priv(ds);
@@ -334,11 +351,8 @@ int ds_tables_hold(hdmlp_dataset *ds, fmt_tables *out)
                  ? t2_pread(p, whole, len, 0, "the sample tables, read whole")
                  : hd_err(HDMLP_E_NOMEM, "%s: cannot hold %llu bytes of sample tables",
                           ds->path, (ull)len);
-        for (uint64_t c = 0; rc == HDMLP_OK && c < ix->h.n_chunks; c++) {
-            fmt_chunk ch;
-            fmt_index_chunk(ix, c, &ch);
-            fmt_table t;
-            rc = t2_view(p, c, whole + ch.table_offset, off, &t);
+        if (rc == HDMLP_OK) {
+            rc = t2_view_all(p, whole, off, false);
         }
         hd_free(off);
         if (rc == HDMLP_OK) {
@@ -393,12 +407,8 @@ int ds_tables_hold_offsets(hdmlp_dataset *ds, fmt_tables *out)
         rc = off != NULL ? HDMLP_OK
                          : hd_err(HDMLP_E_NOMEM, "%s: cannot hold the offsets of %llu samples",
                                   ds->path, (ull)n);
-        for (uint64_t c = 0; rc == HDMLP_OK && c < ix->h.n_chunks; c++) {
-            fmt_chunk ch;
-            fmt_index_chunk(ix, c, &ch);
-            fmt_table t;
-            rc = t2_view(p, c, p->tables_held + ch.table_offset, off + c * ix->h.chunk_size,
-                         &t);
+        if (rc == HDMLP_OK) {
+            rc = t2_view_all(p, p->tables_held, off, true);
         }
         if (rc == HDMLP_OK) {
             p->offsets_held = off;
@@ -408,10 +418,8 @@ int ds_tables_hold_offsets(hdmlp_dataset *ds, fmt_tables *out)
     }
     pthread_mutex_unlock(&p->hold_lock);
     if (rc == HDMLP_OK) {
-        *out = (fmt_tables){.get = t2_get_held_offsets,
-                            .raw_top_sum = t2_raw_top_sum,
-                            .ctx = p,
-                            .scratch = 0};
+        *out = (fmt_tables){
+            .get = t2_get_held_offsets, .raw_top_sum = t2_raw_top_sum, .ctx = p, .scratch = 0};
     }
     return rc;
 }

@@ -178,8 +178,8 @@ static void size_parts_of(const fmt_index *ix, const struct hdmlp_config *cfg, u
      * partly covered are charged too, and a buffer's header. (From the index, not the
      * source's buffer size, so that a remote copy, whose tables are read into buffers, gets
      * the same A, and so the same order, as the local one.) */
-    const uint64_t read_table =
-        (uint64_t)k * ix->h.n_fields * FMT_VALUE_REC_LEN + LOADER_TABLE_HEAD + LOADER_TABLE_PAGES;
+    const uint64_t read_table = (uint64_t)k * ix->h.n_fields * FMT_VALUE_REC_LEN +
+                                LOADER_TABLE_HEAD + LOADER_TABLE_PAGES;
     p->slot_tables += ix->h.major != 2 ? 0
                                        : (uint64_t)k * sizeof(uint64_t) +
                                              (p->sample_tables != 0 ? 0 : read_table);
