@@ -14,7 +14,7 @@
  *                 pack_outdir.c
  *   2 services    pack_codec.c (→ pack_source.c, pack_packed.c), pack_image.c (image
  *                 preparation), pack_spill.c, pack_source.c, pack_segment.c,
- *                 pack_packed.c (items in packed order; → pack_order.c, the shuffle)
+ *                 pack_packed.c (items in packed order; → format/fmt_perm.c, the shuffle)
  *   1 base        pack_items.c (buffers, items, labels; → pack_tmpfile.c, unlinked
  *                 temporary files), pack_notify.c (cancel, progress, warnings through
  *                 pack_opts); format/ and the hd_* helpers of libhdmlp
@@ -30,6 +30,7 @@
 #ifndef HDMLP_PACK_INTERNAL_H
 #define HDMLP_PACK_INTERNAL_H
 
+#include "fmt_perm.h"
 #include "format.h"
 #include "pack_image.h"
 #include "packer.h"
@@ -171,7 +172,7 @@ typedef struct pack_ctx {
      * the record of run_recs at sorted position i), else in packed order on disk. */
     uint64_t *sorted_ids;
     pack_packed packed;
-    const struct pack_order *order; /* the packed order, from pack_sort_items on */
+    const fmt_perm *order; /* the packed order (pack_order), from pack_sort_items on */
     int sorted;
     uint64_t n_items;
     uint64_t n_seq; /* next scan sequence number */
@@ -226,27 +227,27 @@ const char *pack_dataset_magic(const char *base, size_t len);
 typedef int (*pack_cmp_fn)(const void *ctx, uint64_t a, uint64_t b);
 void pack_merge_sort(uint64_t *v, uint64_t *tmp, uint64_t n, pack_cmp_fn cmp, const void *c);
 
-/* ---- the packed order (pack_order.c) ---------------------------------------------------- */
-#define PACK_ORDER_TABLE_MAX 4096u
-#define PACK_ORDER_ROUNDS 8
-/* Packed position p holds sorted item pack_order_at(p): a seeded bijection of [0, n).
- * n ≤ PACK_ORDER_TABLE_MAX: the Fisher-Yates shuffle of fmt_rng(seed, 0) (as packers
- * before the streaming one shuffled every n); above, a Feistel network with cycle walking
- * keyed by fmt_rng(seed, 0), evaluated per position in O(1) memory. */
-typedef struct pack_order {
-    uint64_t n;
-    uint32_t rbits;
-    uint64_t lmask, rmask;
-    uint64_t key[PACK_ORDER_ROUNDS];
-    uint16_t at[PACK_ORDER_TABLE_MAX];
-    uint16_t pos[PACK_ORDER_TABLE_MAX];
-} pack_order;
+/* ---- the packed order ------------------------------------------------------------------ */
+/* Packed position p holds sorted item pack_order_at(p): format/fmt_perm.h's seeded
+ * bijection of [0, n) with stream 0 (at or below FMT_PERM_TABLE_MAX items the Fisher-Yates
+ * shuffle every packer used; above, the Feistel network the loader's epochs use too),
+ * evaluated per position in O(1) memory. */
+typedef fmt_perm pack_order;
 
-void pack_order_init(pack_order *o, uint64_t seed, uint64_t n);
+static inline void pack_order_init(pack_order *o, uint64_t seed, uint64_t n)
+{
+    fmt_perm_init(o, seed, 0, n);
+}
 /* The sorted item at packed position p (< n). */
-uint64_t pack_order_at(const pack_order *o, uint64_t p);
+static inline uint64_t pack_order_at(const pack_order *o, uint64_t p)
+{
+    return fmt_perm_at(o, p);
+}
 /* The packed position of sorted item i (< n). */
-uint64_t pack_order_pos(const pack_order *o, uint64_t i);
+static inline uint64_t pack_order_pos(const pack_order *o, uint64_t i)
+{
+    return fmt_perm_pos(o, i);
+}
 
 /* ---- sorting the items (pack_sort.c) ---------------------------------------------------- */
 /* Called for each item in sorted order: id = its sorted position, pos = its packed

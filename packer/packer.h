@@ -62,7 +62,7 @@
  *   position p holds sorted sample sigma(p), sigma a bijection of [0, N) keyed by
  *   fmt_rng(seed, stream 0): for N ≤ 4096 the Fisher-Yates shuffle of 0..N-1 (the order
  *   every N had before the streaming packer), above it a Feistel network with cycle
- *   walking (pack_order.c), evaluated per position. The dataset id is XXH3-64 over (seed
+ *   walking (format/fmt_perm.c), evaluated per position. The dataset id is XXH3-64 over (seed
  *   u64, K u32, N u64, then per sample in sorted order: key length u32, key bytes, label
  *   u32, raw size u64), all little-endian. The same inputs, options and `created` give
  *   byte-identical output, whatever the thread count and sort_run_bytes.

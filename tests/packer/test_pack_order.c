@@ -1,6 +1,6 @@
 /*
- * The packer's packed order (packer/pack_order.c): a bijection of [0, n) with its inverse,
- * for n at and around the table's limit (4096, Fisher-Yates) and above it (the Feistel
+ * The packer's packed order (format/fmt_perm.c, stream 0): a bijection of [0, n) with its
+ * inverse, for n at and around the table's limit (4096, Fisher-Yates) and above it (the Feistel
  * network with cycle walking); the same order for the same (seed, n); at or below the
  * limit exactly the Fisher-Yates shuffle of fmt_rng(seed, 0) the packer always used.
  * Seeds are fixed: 7 and 8.
@@ -64,9 +64,9 @@ Test(pack_order, depends_on_seed_and_n_only)
 Test(pack_order, up_to_the_table_limit_is_fisher_yates)
 {
     pack_order *const o = malloc(sizeof(*o));
-    uint64_t *const v = malloc(PACK_ORDER_TABLE_MAX * sizeof(uint64_t));
+    uint64_t *const v = malloc(FMT_PERM_TABLE_MAX * sizeof(uint64_t));
     cr_assert(o && v);
-    static const uint64_t ns[] = {1, 10, 1000, PACK_ORDER_TABLE_MAX};
+    static const uint64_t ns[] = {1, 10, 1000, FMT_PERM_TABLE_MAX};
     for (size_t k = 0; k < sizeof(ns) / sizeof(ns[0]); k++) {
         const uint64_t n = ns[k];
         for (uint64_t i = 0; i < n; i++) {
