@@ -112,10 +112,13 @@ typedef struct pack_labels {
     uint32_t *remap;  /* provisional id → final id (after finish) */
     uint32_t *order;  /* final id → provisional id (after finish) */
     uint8_t *used;    /* per provisional id: a sample has it (pack_add_item) */
+    int numeric;      /* names are class numbers (WebDataset's .cls): numeric order, and
+                         every number up to the largest a label (pack_labels_finish) */
 } pack_labels;
 
 int pack_labels_intern(pack_labels *lt, const void *name, size_t len, uint32_t *id);
-/* Sorts names bytewise and fills remap/order. */
+/* Sorts names bytewise (numeric: adds the missing numbers below the largest, then by
+ * value) and fills remap/order. */
 int pack_labels_finish(pack_labels *lt);
 void pack_labels_free(pack_labels *lt);
 
@@ -226,6 +229,46 @@ const char *pack_dataset_magic(const char *base, size_t len);
 /* Stable merge sort of ids v[0..n) with a comparator; tmp holds n / 2 + 1 ids. */
 typedef int (*pack_cmp_fn)(const void *ctx, uint64_t a, uint64_t b);
 void pack_merge_sort(uint64_t *v, uint64_t *tmp, uint64_t n, pack_cmp_fn cmp, const void *c);
+
+/* ---- WebDataset shards (pack_wds.c) ------------------------------------------------------ */
+/* The largest class number a .cls member may hold: every number up to the largest one
+ * found is a label. */
+#define PACK_WDS_LABEL_MAX 16777215u
+
+typedef enum pack_wds_field {
+    PACK_WDS_IMAGE = 0, /* .jpg .jpeg .png .webp .ppm .pgm .pbm .bmp .gif .tif .tiff */
+    PACK_WDS_LABEL = 1, /* .cls: a decimal class number */
+    PACK_WDS_OTHER = 2  /* any other field, left out (PACK_SKIP_FIELD) */
+} pack_wds_field;
+
+/* The open group: its key, its image member (name, spilled bytes), its label. */
+typedef struct pack_wds {
+    pack_buf key;
+    int open, has_image, has_label;
+    pack_buf image_name; /* NUL-terminated */
+    uint64_t image_size, image_src;
+    uint32_t label;
+} pack_wds;
+
+/* A member name's key (name[0..*key_len): up to the first '.' of its last component) and
+ * extension (after that '.'; empty without one). */
+void pack_wds_split(const char *name, size_t len, size_t *key_len, const char **ext,
+                    size_t *ext_len);
+/* The field an extension names (case-insensitive). */
+pack_wds_field pack_wds_field_of(const char *ext, size_t ext_len);
+/* A member of each field, in shard order: an image (its bytes spilled at src), a .cls (its
+ * bytes), another (counted as left out). A member of another key first emits the open
+ * group's sample (pack_wds_finish). Errors name the shard `path`, the sample or member. */
+int pack_wds_image(pack_ctx *ctx, uint32_t input, const char *path, pack_wds *w,
+                   const char *name, size_t len, uint64_t size, uint64_t src);
+int pack_wds_label(pack_ctx *ctx, uint32_t input, const char *path, pack_wds *w,
+                   const char *name, size_t len, const uint8_t *bytes, size_t n);
+int pack_wds_other(pack_ctx *ctx, uint32_t input, const char *path, pack_wds *w,
+                   const char *name, size_t len);
+/* Emits the open group as a sample keyed by its key: HDMLP_E_INVAL naming it when it has no
+ * image or no .cls member. */
+int pack_wds_finish(pack_ctx *ctx, uint32_t input, const char *path, pack_wds *w);
+void pack_wds_free(pack_wds *w);
 
 /* ---- the packed order ------------------------------------------------------------------ */
 /* Packed position p holds sorted item pack_order_at(p): format/fmt_perm.h's seeded

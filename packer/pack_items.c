@@ -2,6 +2,7 @@
  * written to the run files), label names, a stable merge sort. */
 #include "pack_internal.h"
 
+#include <stdio.h>
 #include <string.h>
 
 int pack_buf_reserve(pack_buf *b, size_t extra)
@@ -285,6 +286,9 @@ static int label_cmp(const pack_labels *lt, uint32_t a, uint32_t b)
         return rb - ra;
     }
     const size_t la = lt->len[a], lb = lt->len[b];
+    if (lt->numeric && la != lb) { /* canonical decimal numbers: the shorter is smaller */
+        return la < lb ? -1 : 1;
+    }
     const int c = memcmp(lt->names.p + lt->off[a], lt->names.p + lt->off[b], la < lb ? la : lb);
     if (c != 0) {
         return c;
@@ -410,8 +414,34 @@ static int label_id_cmp(const void *c, uint64_t a, uint64_t b)
     return label_cmp(c, (uint32_t)a, (uint32_t)b);
 }
 
+/* The largest class number among the names (numeric labels; names are canonical). */
+static uint64_t labels_largest(const pack_labels *lt)
+{
+    uint64_t top = 0;
+    for (uint32_t i = 0; i < lt->n; i++) {
+        uint64_t v = 0;
+        for (uint32_t k = 0; k < lt->len[i]; k++) {
+            v = v * 10 + (uint64_t)(lt->names.p[lt->off[i] + k] - '0');
+        }
+        top = v > top ? v : top;
+    }
+    return top;
+}
+
 int pack_labels_finish(pack_labels *lt)
 {
+    if (lt->numeric && lt->n > 0) { /* every class number up to the largest is a label */
+        const uint64_t top = labels_largest(lt);
+        for (uint64_t v = 0; v <= top; v++) {
+            char text[24];
+            const int tl = snprintf(text, sizeof(text), "%llu", (unsigned long long)v);
+            uint32_t id;
+            const int rc = pack_labels_intern(lt, text, (size_t)tl, &id);
+            if (rc != HDMLP_OK) {
+                return rc;
+            }
+        }
+    }
     uint64_t *const ids = hd_malloc((size_t)lt->n * sizeof(uint64_t) * 2);
     lt->remap = hd_malloc((size_t)lt->n * sizeof(uint32_t));
     lt->order = hd_malloc((size_t)lt->n * sizeof(uint32_t));

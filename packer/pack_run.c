@@ -104,6 +104,12 @@ static int setup_srcs(pack_ctx *ctx, const pack_input *inputs, size_t n)
         const char *const path = inputs[i].path;
         s->arg = path;
         int rc;
+        if (ctx->o->webdataset && inputs[i].kind == PACK_INPUT_LIST) {
+            return hd_err(HDMLP_E_INVAL,
+                          "%s: a list input with --webdataset (which takes WebDataset "
+                          "shards: archives)",
+                          path);
+        }
         if (inputs[i].kind == PACK_INPUT_LIST) {
             s->kind = PACK_SRC_LIST;
             const char *const slash = strrchr(path, '/');
@@ -117,6 +123,12 @@ static int setup_srcs(pack_ctx *ctx, const pack_input *inputs, size_t n)
             if (stat(path, &st) != 0) {
                 return hd_err(hd_errno_code(errno), "cannot access %s: %s", path,
                               strerror(errno));
+            }
+            if (S_ISDIR(st.st_mode) && ctx->o->webdataset) {
+                return hd_err(HDMLP_E_INVAL,
+                              "%s: a directory input with --webdataset (which takes WebDataset "
+                              "shards: archives)",
+                              path);
             }
             if (S_ISDIR(st.st_mode)) {
                 s->kind = PACK_SRC_DIR;
@@ -470,6 +482,7 @@ int pack_run(const pack_opts *o, const pack_input *inputs, size_t n_inputs, cons
     r.ctx.o = &resolved;
     r.ctx.run_budget = o->sort_run_bytes;
     r.ctx.spill_fd = -1;
+    r.ctx.labels.numeric = o->webdataset; /* .cls class numbers */
     r.tmp_fd = -1;
     r.segw.fd = -1;
     r.tablew.fd[0] = r.tablew.fd[1] = -1;

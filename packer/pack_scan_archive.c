@@ -7,7 +7,7 @@
  * each hard link until it is resolved by one pass over the items (pack_items_each). Only an
  * archive with symbolic link members gathers a table of every member's name (the links
  * resolve through any of them, by path); that table is O(members) while the links are
- * resolved. */
+ * resolved. WebDataset shards (o->webdataset) go through add_wds_member and pack_wds.c. */
 #include "pack_internal.h"
 
 #include <archive.h>
@@ -113,6 +113,7 @@ typedef struct arc_scan {
     pack_buf htext; /* hard links' names and targets, NUL after each */
     arc_hard *hards;
     uint64_t n_hards, cap_hards;
+    pack_wds wds; /* WebDataset shards (o->webdataset): the open group */
 } arc_scan;
 
 /* Appends the normalised form of name[0..len) to b; *len_out = its length. */
@@ -365,6 +366,75 @@ static int add_hard(arc_scan *s, const char *name, size_t len, const char *link)
     return HDMLP_OK;
 }
 
+/* A .cls member's bytes (a class number: at most 32 bytes) into buf, *n of them. */
+static int read_small(arc_scan *s, const char *name, uint8_t *buf, size_t cap, size_t *n)
+{
+    *n = 0;
+    for (;;) {
+        uint8_t tmp[64];
+        const la_ssize_t r = archive_read_data(s->a, tmp, sizeof(tmp));
+        if (r == 0) {
+            return HDMLP_OK;
+        }
+        if (r == ARCHIVE_WARN) {
+            arc_warn(s, archive_error_string(s->a));
+            continue;
+        }
+        if (r < 0) {
+            return hd_err(HDMLP_E_IO, "%s: cannot read member %s: %s", s->path, name,
+                          archive_error_string(s->a));
+        }
+        if (*n + (size_t)r > cap) {
+            return hd_err(HDMLP_E_INVAL,
+                          "%s: member %s: not a class number (more than %zu bytes)", s->path,
+                          name, cap);
+        }
+        memcpy(buf + *n, tmp, (size_t)r);
+        *n += (size_t)r;
+    }
+}
+
+/* A member of a WebDataset shard: regular files only, grouped by key (pack_wds.c); an image
+ * member's bytes go to the spill, a .cls member's are read here, others are not read. */
+static int add_wds_member(arc_scan *s, struct archive_entry *e, const char *name, size_t len)
+{
+    const mode_t type = archive_entry_filetype(e);
+    if (type == AE_IFDIR) {
+        return HDMLP_OK; /* directories carry no sample and no label */
+    }
+    if (type != AE_IFREG || archive_entry_hardlink(e) != NULL) {
+        return hd_err(HDMLP_E_INVAL,
+                      "%s: member %s is not a regular file (a link or special file): "
+                      "WebDataset shards hold files only",
+                      s->path, name);
+    }
+    size_t key_len, ext_len;
+    const char *ext;
+    pack_wds_split(name, len, &key_len, &ext, &ext_len);
+    const pack_wds_field f = pack_wds_field_of(ext, ext_len);
+    if (f == PACK_WDS_OTHER) {
+        return pack_wds_other(s->ctx, s->input, s->path, &s->wds, name, len);
+    }
+    if (f == PACK_WDS_LABEL) {
+        uint8_t buf[32];
+        size_t n = 0;
+        const int rc = read_small(s, name, buf, sizeof(buf), &n);
+        return rc != HDMLP_OK
+                   ? rc
+                   : pack_wds_label(s->ctx, s->input, s->path, &s->wds, name, len, buf, n);
+    }
+    const uint64_t src = s->w.pos + s->w.len;
+    uint64_t size = 0;
+    uint8_t head[PACK_DATASET_MAGIC_LEN];
+    size_t head_len = 0;
+    int rc = copy_member(s, name, &size, head, &head_len);
+    if (rc == HDMLP_OK) {
+        rc = pack_wds_image(s->ctx, s->input, s->path, &s->wds, name, len, size, src);
+        pack_scan_tick(s->ctx, 0);
+    }
+    return rc;
+}
+
 static int add_member(arc_scan *s, struct archive_entry *e)
 {
     const char *name = archive_entry_pathname(e);
@@ -375,6 +445,9 @@ static int add_member(arc_scan *s, struct archive_entry *e)
         return hd_err(HDMLP_E_CORRUPT, "%s: member without a usable name", s->path);
     }
     const size_t len = strlen(name);
+    if (s->ctx->o->webdataset) {
+        return add_wds_member(s, e, name, len);
+    }
     const char *const link = archive_entry_hardlink(e);
     const mode_t type = archive_entry_filetype(e);
     int rc;
@@ -821,6 +894,10 @@ int pack_scan_archive(pack_ctx *ctx, uint32_t input)
             rc = hd_err(HDMLP_E_INTERRUPTED, "interrupted");
         }
     }
+    if (rc == HDMLP_OK) { /* the shard's last sample */
+        rc = pack_wds_finish(ctx, input, s.path, &s.wds);
+    }
+    pack_wds_free(&s.wds);
     const int rc2 = pack_spill_close(ctx, &s.w, rc == HDMLP_OK);
     if (rc == HDMLP_OK) {
         rc = rc2;

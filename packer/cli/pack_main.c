@@ -47,6 +47,16 @@ static const char usage_text[] =
     "                 directory of FILE (\"-\": standard input, relative to the\n"
     "                 working directory); blank lines and lines starting with #\n"
     "                 are skipped.\n"
+    "  --webdataset   every input is a WebDataset shard (an archive): adjacent\n"
+    "                 members sharing a key (the name up to the first '.' of its\n"
+    "                 last component) are one sample, keyed by it: the bytes of\n"
+    "                 its image member (.jpg .jpeg .png .webp .ppm .bmp .gif\n"
+    "                 .tif ...), labelled by the decimal class number in its\n"
+    "                 .cls member (labels \"0\" to the largest number, numbered\n"
+    "                 by value). Members of other fields (.txt, .json, ...) are\n"
+    "                 left out, counted: one data field a sample for now. A\n"
+    "                 sample without an image or a .cls member, with two, or a\n"
+    "                 link member, is an error naming it.\n"
     "\n"
     "Whatever is skipped is counted by reason in the summary (the first few are\n"
     "named in warnings), and so are labels left without samples.\n"
@@ -316,6 +326,7 @@ enum {
     OPT_IMAGE_QUALITY,
     OPT_SKIP_NESTED,
     OPT_ALLOW_NESTED,
+    OPT_WEBDATASET,
     OPT_INFO,
     OPT_VERIFY,
     OPT_EXTRACT,
@@ -337,6 +348,7 @@ static const struct option long_opts[] = {
     {"image-quality", required_argument, NULL, OPT_IMAGE_QUALITY},
     {"skip-nested", no_argument, NULL, OPT_SKIP_NESTED},
     {"allow-nested", no_argument, NULL, OPT_ALLOW_NESTED},
+    {"webdataset", no_argument, NULL, OPT_WEBDATASET},
     {"force", no_argument, NULL, 'f'},
     {"quiet", no_argument, NULL, 'q'},
     {"help", no_argument, NULL, 'h'},
@@ -464,6 +476,10 @@ static int parse_args(int argc, char **argv, args *a)
             }
             a->o.image_quality = (int)v;
             a->have_quality = 1;
+            a->pack_only = 1;
+            break;
+        case OPT_WEBDATASET:
+            a->o.webdataset = 1;
             a->pack_only = 1;
             break;
         case OPT_SKIP_NESTED:

@@ -7,7 +7,8 @@ if(TARGET hdmlp-pack)
   target_link_libraries(hdmlp_dsdump PRIVATE hdmlp)
 
   # hdmlp-pack
-  foreach(t usage realdata options archives badinput verify diskfull images accounting stream)
+  foreach(t usage realdata options archives badinput verify diskfull images accounting stream
+            webdataset)
     add_test(NAME cli_${t}
              COMMAND ${HDMLP_BASH} ${CMAKE_CURRENT_LIST_DIR}/cli_${t}.sh
                      $<TARGET_FILE:hdmlp-pack> ${CMAKE_CURRENT_BINARY_DIR}/tmp/cli)

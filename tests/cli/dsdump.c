@@ -40,7 +40,7 @@ static void put_escaped(const char *s, size_t n)
 
 static uint64_t fnv1a(const unsigned char *p, size_t n)
 {
-    uint64_t h = 1469598103934665603ull;
+    uint64_t h = 0xcbf29ce484222325ull; /* the FNV-1a-64 offset basis */
     for (size_t i = 0; i < n; i++) {
         h = (h ^ p[i]) * 1099511628211ull;
     }

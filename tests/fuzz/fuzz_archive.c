@@ -16,6 +16,8 @@
  *     members that resolved, each with its own name and the bytes of a member; on failure
  *     a known code with a message, and the items added before it are a subsequence of the
  *     members, in order (a prefix, except that hard links are resolved after the stream).
+ * Each input is scanned twice: as above, then as a WebDataset shard (--webdataset: key
+ * groups, pack_wds.c) with every check but the member-by-member one.
  * A decompression bomb is stopped through the cancel callback once the spill passes 64 MiB
  * or 100k items (HDMLP_E_INTERRUPTED, the path a user's Ctrl-C takes).
  *
@@ -345,20 +347,19 @@ static void second_pass(const pack_ctx *ctx, int ok)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+/* One scan of SANDBOX/in; `wds`: as a WebDataset shard (--webdataset), where items are the
+ * key groups' images, not the members, so the second pass's member-by-member comparison
+ * does not apply: the other checks do. */
+static void scan_once(int wds)
 {
-    fx_init();
-    const int fd = open(fx_in, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    check(fd >= 0, "open input");
-    check(size == 0 || write(fd, data, size) == (ssize_t)size, "write input");
-    check(close(fd) == 0, "close input");
-
     pack_ctx ctx;
     memset(&ctx, 0, sizeof(ctx));
     pack_opts o;
     pack_opts_init(&o);
     o.cancel = bomb_cancel;
     o.cb_arg = &ctx;
+    o.webdataset = wds;
+    ctx.labels.numeric = wds;
     static char no_root[1];
     pack_src src = {.kind = PACK_SRC_ARCHIVE, .arg = fx_in, .root = no_root, .root_len = 0};
     ctx.o = &o;
@@ -378,7 +379,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     check(rc == HDMLP_OK || hdmlp_last_error()[0] != '\0', "error without detail");
     check(rc != HDMLP_OK || ctx.n_items > 0, "success without samples");
     check_sandbox();
-    if (rc != HDMLP_E_INTERRUPTED) {
+    if (rc != HDMLP_E_INTERRUPTED && !wds) {
         second_pass(&ctx, rc == HDMLP_OK);
     }
     if (rc == HDMLP_OK) {
@@ -402,6 +403,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     pack_buf_free(&fx_keys);
     pack_items_free(&ctx);
     pack_labels_free(&ctx.labels);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    fx_init();
+    const int fd = open(fx_in, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    check(fd >= 0, "open input");
+    check(size == 0 || write(fd, data, size) == (ssize_t)size, "write input");
+    check(close(fd) == 0, "close input");
+    scan_once(0);
+    scan_once(1);
     return 0;
 }
 
@@ -486,6 +498,15 @@ int main(int argc, char **argv)
         {"up", AE_IFLNK, "../../x"},       {"cat/loop1", AE_IFLNK, "loop2"},
         {"cat/loop2", AE_IFLNK, "loop1"},  {"cat/self", AE_IFLNK, "."},
     };
+    /* a WebDataset shard: key groups with an image, a .cls and other fields */
+    static const seed_member shard[] = {
+        {"s/000.cls", AE_IFREG, "3\n"},     {"s/000.jpg", AE_IFREG, "\xff\xd8jpeg bytes"},
+        {"s/000.txt", AE_IFREG, "caption"}, {"s/001.json", AE_IFREG, "{}"},
+        {"s/001.PNG", AE_IFREG, "png"},     {"s/001.cls", AE_IFREG, " 0 "},
+        {"s/002.cls", AE_IFREG, "12"},      {"s/002.seg.png", AE_IFREG, "x"},
+        {"s/002.webp", AE_IFREG, "y"},
+    };
+    write_seed(d, "wds-shard", ARCHIVE_FORMAT_TAR_USTAR, -1, shard, 9);
     write_seed(d, "ustar", ARCHIVE_FORMAT_TAR_USTAR, -1, classes, 5);
     write_seed(d, "tar-symlinks", ARCHIVE_FORMAT_TAR_GNUTAR, -1, symlinks, 10);
     write_seed(d, "pax-hostile", ARCHIVE_FORMAT_TAR_PAX_RESTRICTED, -1, hostile, 6);
