@@ -333,6 +333,10 @@ uint64_t fmt_index_raw_top_sum(const fmt_index *ix, uint64_t m);
 
 /* ---- version 2: sample tables and key blocks (fmt_table2.c) ----------------------------- */
 
+/* Tables of at least this many bytes are mapped for a loader's planning rather than copied
+ * into buffers (ds_tables_mapped: for smaller ones a mapping's system calls and TLB flush
+ * cost more than the copy); a loader charges such a table's mapping its two end pages. */
+#define FMT_TABLE_MAP_MIN (64u << 10)
 /* Bytes of chunk c's table in DIR/tables: n_c × F value records. */
 static inline uint64_t fmt_table2_len(const fmt_index *ix, const fmt_chunk *c)
 {

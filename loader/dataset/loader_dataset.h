@@ -59,17 +59,13 @@ int ds_tables_hold(hdmlp_dataset *ds, fmt_tables *out);
 int ds_tables_hold_offsets(hdmlp_dataset *ds, fmt_tables *out);
 
 /* A source for a loader's planning over a local version-2 dataset's tables that do not fit
- * its budget's share (else, and for tables under DS_TABLES_MAP_MIN bytes, ds->tables, as
+ * its budget's share (else, and for tables under FMT_TABLE_MAP_MIN bytes, ds->tables, as
  * for any other reader): each get maps the chunk's
  * table alone and views it in place (no copy; a mapping error names the file and chunk),
  * its buffer (24 bytes and K offsets) keeping the mapping until it views another table or
  * is dropped (fmt_tables.drop, before the buffer is freed): what is resident is what a
  * cache of as many tables read into buffers would hold, and two end pages each. */
 fmt_tables ds_tables_mapped(const hdmlp_dataset *ds);
-/* Tables smaller than this are read into buffers even for planning: a mapping's two system
- * calls and a flush of other threads' TLBs at its unmapping cost more than copying them
- * (at K = 64, 2 KiB tables, mapping halved a loader's samples/s). */
-#define DS_TABLES_MAP_MIN (64u << 10)
 
 /* Makes the next read of chunk c's version-2 table check it whole again (checksum, every
  * value record), as its first read after open did (verify). No-op for version 1. */

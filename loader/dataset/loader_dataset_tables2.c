@@ -163,7 +163,7 @@ fmt_tables ds_tables_mapped(const hdmlp_dataset *ds)
     const ds_private *p = ds_priv(ds);
     const uint64_t largest =
         (uint64_t)ds->ix.h.chunk_size * ds->ix.h.n_fields * FMT_VALUE_REC_LEN;
-    if (ds->ix.h.major != 2 || p->tables_fd < 0 || largest < DS_TABLES_MAP_MIN) {
+    if (ds->ix.h.major != 2 || p->tables_fd < 0 || largest < FMT_TABLE_MAP_MIN) {
         return ds->tables;
     }
     return (fmt_tables){.get = t2_get_mapped,

@@ -174,12 +174,14 @@ static void size_parts_of(const fmt_index *ix, const struct hdmlp_config *cfg, u
     p->sample_tables = ix->h.major == 2 && ix->h.tables_bytes <= memory / LOADER_TABLES_SHARE
                            ? ix->h.tables_bytes
                            : 0;
-    /* A table read per miss may be a mapping's pages (ds_tables_mapped): its two end pages
-     * partly covered are charged too, and a buffer's header. (From the index, not the
+    /* A table read per miss may be a mapping's pages (ds_tables_mapped, from
+     * FMT_TABLE_MAP_MIN bytes): its two end pages partly covered are charged too, and its
+     * buffer's header. (From the index, not the
      * source's buffer size, so that a remote copy, whose tables are read into buffers, gets
      * the same A, and so the same order, as the local one.) */
-    const uint64_t read_table = (uint64_t)k * ix->h.n_fields * FMT_VALUE_REC_LEN +
-                                LOADER_TABLE_HEAD + LOADER_TABLE_PAGES;
+    const uint64_t table = (uint64_t)k * ix->h.n_fields * FMT_VALUE_REC_LEN;
+    const uint64_t read_table =
+        table + (table >= FMT_TABLE_MAP_MIN ? LOADER_TABLE_HEAD + LOADER_TABLE_PAGES : 0);
     p->slot_tables += ix->h.major != 2 ? 0
                                        : (uint64_t)k * sizeof(uint64_t) +
                                              (p->sample_tables != 0 ? 0 : read_table);

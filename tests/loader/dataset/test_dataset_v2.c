@@ -194,7 +194,7 @@ Test(dataset, v2_tables_expand_chunk_records)
     const fmt_index *ix = &ds->ix;
     cr_assert_eq(ds->tables.scratch, fmt_table2_scratch(ix));
     cr_assert_null(ds_tables_mapped(ds).drop,
-                   "tables under DS_TABLES_MAP_MIN are read, not mapped");
+                   "tables under FMT_TABLE_MAP_MIN are read, not mapped");
     uint8_t *buf = malloc(ds->tables.scratch);
     uint64_t seen = 0;
     for (uint64_t c = 0; c < ix->h.n_chunks; c++) {
