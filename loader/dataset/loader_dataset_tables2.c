@@ -127,8 +127,9 @@ static void t2_map_drop(void *ctx, void *buf)
 }
 
 /* A mapped get: the table buf viewed before is unmapped, chunk c's table mapped alone (its
- * pages and no neighbour's: the kernel maps a few pages around each fault, but only within
- * a mapping) and viewed in place, its offsets after buf's header. */
+ * pages and no neighbour's, which a mapping of the whole file would gather as the kernel
+ * maps pages around each fault), populated at once (no faults while viewing), and viewed
+ * in place, its offsets after buf's header. */
 static int t2_get_mapped(void *ctx, uint64_t c, void *buf, size_t cap, fmt_table *out)
 {
     const ds_private *p = ctx;
