@@ -51,7 +51,8 @@ pack_wds_field pack_wds_field_of(const char *ext, size_t ext_len)
 static int wds_group(pack_ctx *ctx, uint32_t input, const char *path, pack_wds *w,
                      const char *name, size_t key_len)
 {
-    if (w->open && w->key.len == key_len && memcmp(w->key.p, name, key_len) == 0) {
+    if (w->open && w->key.len == key_len &&
+        (key_len == 0 || memcmp(w->key.p, name, key_len) == 0)) {
         return HDMLP_OK;
     }
     int rc = pack_wds_finish(ctx, input, path, w);
@@ -148,7 +149,7 @@ int pack_wds_finish(pack_ctx *ctx, uint32_t input, const char *path, pack_wds *w
     if (!w->open) {
         return HDMLP_OK;
     }
-    const char *const key = (const char *)w->key.p;
+    const char *const key = w->key.p != NULL ? (const char *)w->key.p : ""; /* "" key */
     const int key_len = (int)w->key.len;
     int rc = HDMLP_OK;
     if (!w->has_image) {
