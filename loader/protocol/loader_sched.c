@@ -19,6 +19,8 @@ void sched_prefetch(const sched *s, uint64_t x)
     __builtin_prefetch(&s->unfilled[first * s->w], 1);
 }
 
+static bool cpu_popcnt(void);
+
 int sched_create(const fmt_index *ix, const sched_params *p, sched **out)
 {
     *out = NULL;
@@ -58,6 +60,7 @@ int sched_create(const fmt_index *ix, const sched_params *p, sched **out)
     s->k = ix->h.chunk_size;
     s->a = p->abstract_chunks;
     s->w = (s->k + 63) / 64;
+    s->popcnt = cpu_popcnt();
     s->q = c / s->a;
     s->r = c % s->a;
     /* Lemire's M = floor((2^64 - 1) / k) + 1 gives x / k exactly for every 32-bit x. */
@@ -214,31 +217,50 @@ int sched_begin_epoch(sched *s, uint64_t epoch)
 }
 
 /* Bit counts of a miss's bitmaps (choose_chunk: K/64 words for each chunk of a group), the
- * scheduler's hottest loop at large K: with the CPU's POPCNT where it has one (chosen when
- * the library loads; x86-64's baseline lacks it, and the compiler's portable count took a
- * third of a forecast's time at K = 15,625), else that count. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define SCHED_POPCNT __attribute__((target_clones("popcnt", "default")))
-#else
-#define SCHED_POPCNT
-#endif
-
-SCHED_POPCNT static uint32_t popcount_and(const uint64_t *a, const uint64_t *b, uint32_t w)
+ * scheduler's hottest loop at large K: a[i] & b[i] (b NULL: a[i]) over s->w words. With
+ * the CPU's POPCNT where it has one (s->popcnt, asked at create: x86-64's baseline lacks
+ * it, and the compiler's portable count took a third of a forecast's time at K = 15,625);
+ * chosen by a branch, not an ifunc, whose resolver would run before a sanitizer's runtime
+ * is up. */
+static inline __attribute__((always_inline)) uint32_t count_bits(const uint64_t *a,
+                                                                 const uint64_t *b, uint32_t w)
 {
     uint32_t n = 0;
     for (uint32_t i = 0; i < w; i++) {
-        n += (uint32_t)__builtin_popcountll(a[i] & b[i]);
+        n += (uint32_t)__builtin_popcountll(b != NULL ? a[i] & b[i] : a[i]);
     }
     return n;
 }
 
-SCHED_POPCNT static uint32_t popcount_words(const uint64_t *a, uint32_t w)
+#if defined(__x86_64__) && defined(__GNUC__)
+#define SCHED_HAVE_POPCNT 1
+__attribute__((target("popcnt"))) static uint32_t
+count_bits_popcnt(const uint64_t *a, const uint64_t *b, uint32_t w)
 {
-    uint32_t n = 0;
-    for (uint32_t i = 0; i < w; i++) {
-        n += (uint32_t)__builtin_popcountll(a[i]);
+    return count_bits(a, b, w);
+}
+#else
+#define SCHED_HAVE_POPCNT 0
+#endif
+
+static bool cpu_popcnt(void)
+{
+#if SCHED_HAVE_POPCNT
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("popcnt") != 0;
+#else
+    return false;
+#endif
+}
+
+static uint32_t sched_count(const sched *s, const uint64_t *a, const uint64_t *b)
+{
+#if SCHED_HAVE_POPCNT
+    if (s->popcnt) {
+        return count_bits_popcnt(a, b, s->w);
     }
-    return n;
+#endif
+    return count_bits(a, b, s->w);
 }
 
 static int is_unfilled(const sched *s, uint64_t c, uint32_t t)
@@ -277,14 +299,14 @@ static uint64_t choose_chunk(sched *s, uint64_t g, uint32_t t)
         i++; /* the caller checked that one exists */
     }
     uint64_t best = ord[i];
-    const uint32_t upper = popcount_words(empty, s->w);
+    const uint32_t upper = sched_count(s, empty, NULL);
     uint32_t best_val = 0;
     for (; i < count; i++) {
         const uint64_t c = ord[i];
         if (!is_unfilled(s, c, t)) {
             continue;
         }
-        const uint32_t v = popcount_and(s->unfilled + c * s->w, empty, s->w);
+        const uint32_t v = sched_count(s, s->unfilled + c * s->w, empty);
         if (v > best_val) {
             best_val = v;
             best = c;

@@ -45,6 +45,7 @@ struct sched {
     uint32_t k;           /* chunk size */
     uint64_t a;           /* abstract chunks == groups */
     uint32_t w;           /* 64-bit words per K-bit mask */
+    bool popcnt;          /* the CPU counts bits in one instruction (loader_sched.c) */
     uint64_t q, r;        /* C = q*A + r: groups < r hold q+1 chunks */
     uint64_t kmul;        /* x / k as a multiply (exact for x < 2^32), 0 when n >= 2^32 */
     uint64_t state_bytes; /* of the arrays below (sched_alloc) */
