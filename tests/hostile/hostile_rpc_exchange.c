@@ -77,8 +77,9 @@ static void *consume(void *arg)
     return NULL;
 }
 
-/* Creates both ranks' loaders on fresh loopback ports. 0 or -1. */
-int exchange_create(exchange *x, hdmlp_dataset *ds, uint64_t epochs, uint32_t timeout_ms)
+/* One try of exchange_create: 0, -1, or 1 when a rank's port was taken between its pick and
+ * its listen (another test's pick, or the other rank's: picks are random, not reserved). */
+static int exchange_try(exchange *x, hdmlp_dataset *ds, uint64_t epochs, uint32_t timeout_ms)
 {
     memset(x, 0, sizeof(*x));
     x->epochs = epochs;
@@ -108,11 +109,28 @@ int exchange_create(exchange *x, hdmlp_dataset *ds, uint64_t epochs, uint32_t ti
         const int rc = hdmlp_loader_create(ds, cfg, &x->runs[r].ld);
         hdmlp_config_free(cfg);
         if (rc != HDMLP_OK) {
-            printf("rank %u: %s: %s\n", r, hdmlp_err_name(rc), hdmlp_last_error());
-            return -1;
+            const int taken = rc == HDMLP_E_IO && strstr(hdmlp_last_error(), "in use") != NULL;
+            printf("rank %u: %s: %s%s\n", r, hdmlp_err_name(rc), hdmlp_last_error(),
+                   taken ? " (picking other ports)" : "");
+            for (uint32_t q = 0; q < r; q++) {
+                hdmlp_loader_free(x->runs[q].ld);
+                x->runs[q].ld = NULL;
+            }
+            return taken ? 1 : -1;
         }
     }
     return 0;
+}
+
+/* Creates both ranks' loaders on fresh loopback ports (picked again, up to 5 times, when
+ * one was taken before its loader listened). 0 or -1. */
+int exchange_create(exchange *x, hdmlp_dataset *ds, uint64_t epochs, uint32_t timeout_ms)
+{
+    int rc = 1;
+    for (int attempt = 0; rc == 1 && attempt < 5; attempt++) {
+        rc = exchange_try(x, ds, epochs, timeout_ms);
+    }
+    return rc == 0 ? 0 : -1;
 }
 
 void exchange_start(exchange *x)
