@@ -47,17 +47,21 @@ pack_wds_field pack_wds_field_of(const char *ext, size_t ext_len)
     return PACK_WDS_OTHER;
 }
 
-/* Makes (name[0..key_len)) the open group, after emitting the one before if another. */
+/* Makes the key of member name[0..len) the open group (*key_len its length), after
+ * emitting the one before if another. */
 static int wds_group(pack_ctx *ctx, uint32_t input, const char *path, pack_wds *w,
-                     const char *name, size_t key_len)
+                     const char *name, size_t len, size_t *key_len)
 {
-    if (w->open && w->key.len == key_len &&
-        (key_len == 0 || memcmp(w->key.p, name, key_len) == 0)) {
+    size_t ext_len;
+    const char *ext;
+    pack_wds_split(name, len, key_len, &ext, &ext_len);
+    const size_t kl = *key_len;
+    if (w->open && w->key.len == kl && (kl == 0 || memcmp(w->key.p, name, kl) == 0)) {
         return HDMLP_OK;
     }
     int rc = pack_wds_finish(ctx, input, path, w);
     if (rc == HDMLP_OK) {
-        rc = pack_buf_append(&w->key, name, key_len);
+        rc = pack_buf_append(&w->key, name, kl);
         w->open = 1;
     }
     return rc;
@@ -66,10 +70,8 @@ static int wds_group(pack_ctx *ctx, uint32_t input, const char *path, pack_wds *
 int pack_wds_image(pack_ctx *ctx, uint32_t input, const char *path, pack_wds *w,
                    const char *name, size_t len, uint64_t size, uint64_t src)
 {
-    size_t key_len, ext_len;
-    const char *ext;
-    pack_wds_split(name, len, &key_len, &ext, &ext_len);
-    int rc = wds_group(ctx, input, path, w, name, key_len);
+    size_t key_len;
+    int rc = wds_group(ctx, input, path, w, name, len, &key_len);
     if (rc != HDMLP_OK) {
         return rc;
     }
@@ -93,10 +95,8 @@ int pack_wds_image(pack_ctx *ctx, uint32_t input, const char *path, pack_wds *w,
 int pack_wds_label(pack_ctx *ctx, uint32_t input, const char *path, pack_wds *w,
                    const char *name, size_t len, const uint8_t *bytes, size_t n)
 {
-    size_t key_len, ext_len;
-    const char *ext;
-    pack_wds_split(name, len, &key_len, &ext, &ext_len);
-    int rc = wds_group(ctx, input, path, w, name, key_len);
+    size_t key_len;
+    int rc = wds_group(ctx, input, path, w, name, len, &key_len);
     if (rc != HDMLP_OK) {
         return rc;
     }
@@ -131,11 +131,12 @@ int pack_wds_label(pack_ctx *ctx, uint32_t input, const char *path, pack_wds *w,
 int pack_wds_other(pack_ctx *ctx, uint32_t input, const char *path, pack_wds *w,
                    const char *name, size_t len)
 {
-    size_t key_len, ext_len;
-    const char *ext;
-    pack_wds_split(name, len, &key_len, &ext, &ext_len);
-    const int rc = wds_group(ctx, input, path, w, name, key_len);
+    size_t key_len;
+    const int rc = wds_group(ctx, input, path, w, name, len, &key_len);
     if (rc == HDMLP_OK) {
+        /* the extension: after the '.' that ends the key, when there is one */
+        const char *const ext = name + key_len + (key_len < len);
+        const size_t ext_len = len - key_len - (key_len < len);
         pack_skip(ctx, PACK_SKIP_FIELD,
                   "%s: member %s left out (field .%.*s: a sample has one "
                   "data field in this version)",
