@@ -454,22 +454,26 @@ Test(image_decode, jpeg_region_equals_the_full_decode_there)
     }
 }
 
-Test(image_decode, region_decode_then_resize_equals_full_decode_then_resize)
+/* The pipeline's training path (a region decode at the crop) against a full decode, same
+ * crop, same resized output, for `crops` crops of a 331 x 247 4:2:0 JPEG (pattern `seed`,
+ * crops drawn with `rng_seed`), every `every`-th at 1/2 scale; `fast`: fast decoding. */
+static void region_equals_full(int fast, uint64_t seed, uint64_t rng_seed, uint64_t crops,
+                               uint64_t every)
 {
-    /* The pipeline's training path (region) against a full decode, same crop, same output. */
     image_decoder *d = decoder();
+    image_decoder_set_fast(d, fast);
     const uint32_t w = 331, h = 247;
-    uint8_t *px = testimg_pattern(w, h, 3, 77), *enc = NULL;
+    uint8_t *px = testimg_pattern(w, h, 3, seed), *enc = NULL;
     size_t len = 0;
     encode(px, w, h, 3, TJSAMP_420, 0, &enc, &len);
     struct hdmlp_image_config *ic = NULL;
     hdmlp_image_config_create(&ic);
-    for (uint64_t i = 0; i < 40; i++) {
+    for (uint64_t i = 0; i < crops; i++) {
         fmt_rng r;
-        image_rng_seed(&r, 3, 0, i);
+        image_rng_seed(&r, rng_seed, 0, i);
         image_crop c;
         image_crop_train(ic, &r, h, w, &c);
-        const uint32_t denom = i % 3 == 2 ? 2 : 1;
+        const uint32_t denom = i % every == every - 1 ? 2 : 1;
         uint8_t a[32 * 24 * 3], b[32 * 24 * 3];
         for (int region = 0; region < 2; region++) {
             double box[4] = {c.top, c.left, c.height, c.width};
@@ -487,6 +491,11 @@ Test(image_decode, region_decode_then_resize_equals_full_decode_then_resize)
     free(px);
     free(enc);
     image_decoder_free(d);
+}
+
+Test(image_decode, region_decode_then_resize_equals_full_decode_then_resize)
+{
+    region_equals_full(0, 77, 3, 40, 3);
 }
 
 /* Fast decoding (opt-in): switched off again, a decoder gives TurboJPEG's accurate pixels bit
@@ -544,37 +553,7 @@ Test(image_decode, fast_decode_differs_boundedly_and_off_is_exact)
  * the crop: the pipeline's two paths agree with each other. */
 Test(image_decode, fast_region_decode_equals_fast_full_decode)
 {
-    image_decoder *d = decoder();
-    image_decoder_set_fast(d, 1);
-    const uint32_t w = 331, h = 247;
-    uint8_t *px = testimg_pattern(w, h, 3, 78), *enc = NULL;
-    size_t len = 0;
-    encode(px, w, h, 3, TJSAMP_420, 0, &enc, &len);
-    struct hdmlp_image_config *ic = NULL;
-    hdmlp_image_config_create(&ic);
-    for (uint64_t i = 0; i < 20; i++) {
-        fmt_rng r;
-        image_rng_seed(&r, 4, 0, i);
-        image_crop c;
-        image_crop_train(ic, &r, h, w, &c);
-        const uint32_t denom = i % 2 ? 2 : 1;
-        uint8_t a[32 * 24 * 3], b[32 * 24 * 3];
-        for (int region = 0; region < 2; region++) {
-            double box[4] = {c.top, c.left, c.height, c.width};
-            image_buf img;
-            cr_assert_eq(
-                image_decode_box(d, enc, len, IMAGE_JPEG, h, w, 3, denom, region, box, &img),
-                HDMLP_OK, "%s", hdmlp_last_error());
-            resize(&img, box[0], box[1], box[2], box[3], 24, 32, 0, 0, region ? b : a, 24, 32);
-            image_buf_free(&img);
-        }
-        cr_assert_arr_eq(a, b, sizeof(a), "crop %llu: %u x %u at (%u, %u), 1/%u",
-                         (unsigned long long)i, c.width, c.height, c.left, c.top, denom);
-    }
-    hdmlp_image_config_free(ic);
-    free(px);
-    free(enc);
-    image_decoder_free(d);
+    region_equals_full(1, 78, 4, 20, 2);
 }
 
 Test(image_decode, cmyk_jpeg_equals_pil_conversion)
