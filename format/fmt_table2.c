@@ -111,7 +111,8 @@ void fmt_table2_view_of(const fmt_index *ix, uint64_t c, const uint8_t *raw,
                        .data_at = ix->data_field * FMT_VALUE_REC_LEN,
                        .label_at = ix->h.label_field == FMT_NO_FIELD
                                        ? UINT32_MAX
-                                       : ix->h.label_field * FMT_VALUE_REC_LEN};
+                                       : ix->h.label_field * FMT_VALUE_REC_LEN,
+                       .max_raw = ch.max_raw};
 }
 
 int fmt_table2_view(const fmt_index *ix, uint64_t c, const uint8_t *raw, uint64_t *off,

@@ -259,10 +259,17 @@ typedef struct fmt_table {
     /* A version-2 view (rec NULL): the chunk's value records in place (F per sample, stride
      * bytes a sample), the data field's and the label field's records at data_at and
      * label_at in a sample's (label_at UINT32_MAX without a label field), and each
-     * sample's offset in the chunk, summed once when the table was read (n entries). */
+     * sample's offset in the chunk, summed once when the table was read (n entries); or,
+     * for a sizes view (off NULL: ds_tables_sizes), no offsets and nothing checked yet:
+     * only the lengths may be read. */
     const uint8_t *val;
     const uint64_t *off;
     uint32_t stride, data_at, label_at;
+    /* A view's raw lengths are read as at most this, its chunk record's largest: a sizes
+     * view's records are not checked yet (its reader checks the table before it uses a
+     * record), and a damaged one must not make a planner charge or allocate more than the
+     * chunk's largest sample. */
+    uint64_t max_raw;
 } fmt_table;
 
 /* Slot t's record in the samples section's encoding (t < n; FORMAT.md: samples section):
@@ -288,8 +295,11 @@ static inline uint64_t fmt_table_stored_len(const fmt_table *t, uint32_t slot)
 }
 static inline uint64_t fmt_table_raw_len(const fmt_table *t, uint32_t slot)
 {
-    return t->rec != NULL ? fmt_rec_raw_len(t->rec + (size_t)slot * FMT_SAMPLE_REC_LEN)
-                          : fmt_ld32(fmt_table_val(t, slot) + 4);
+    if (t->rec != NULL) {
+        return fmt_rec_raw_len(t->rec + (size_t)slot * FMT_SAMPLE_REC_LEN);
+    }
+    const uint64_t raw = fmt_ld32(fmt_table_val(t, slot) + 4);
+    return raw < t->max_raw ? raw : t->max_raw;
 }
 /* Decodes slot t's record (t < n). */
 static inline void fmt_table_sample(const fmt_table *t, uint32_t slot, fmt_sample *out)
@@ -353,7 +363,8 @@ size_t fmt_table2_scratch(const fmt_index *ix);
 int fmt_table2_view(const fmt_index *ix, uint64_t c, const uint8_t *raw, uint64_t *off,
                     int checked, fmt_table *out);
 /* A view of chunk c's table (raw) whose offsets a fmt_table2_view of it filled in off
- * before, unchanged since: no check, no sum (tables held in memory). c < C. */
+ * before, unchanged since: no check, no sum (tables held in memory); with off NULL, a sizes
+ * view (fmt_table). c < C. */
 void fmt_table2_view_of(const fmt_index *ix, uint64_t c, const uint8_t *raw,
                         const uint64_t *off, fmt_table *out);
 /* Checks chunk c's table as read (`raw`, fmt_table2_len bytes: its checksum against the

@@ -67,6 +67,18 @@ int ds_tables_hold_offsets(hdmlp_dataset *ds, fmt_tables *out);
  * cache of as many tables read into buffers would hold, and two end pages each. */
 fmt_tables ds_tables_mapped(const hdmlp_dataset *ds);
 
+/* Two sources over the same tables for a loader: *sizes for planning, which reads only a
+ * miss's candidates' sizes (format.h: sizes views, off NULL, scratch 0), so a miss neither
+ * sums nor checks a table, and *views, checked views with offsets (scratch: K offsets), for
+ * the I/O thread that serves the job. Version 2 held (`held`: the loader called
+ * ds_tables_hold): both in the held tables; a local version-2 dataset maps DIR/tables whole
+ * once (a mapping error names the file), both viewing it in place, and lets its resident
+ * pages go whenever the gets since may have mapped more than `cap` bytes, so that what it
+ * holds stays within cap; version 1 and a remote dataset: ds->tables for both (views with
+ * offsets: planning prepares its jobs). Thread-safe: the mapping is shared by the dataset's
+ * loaders. */
+int ds_tables_sizes(hdmlp_dataset *ds, int held, uint64_t cap, fmt_tables *sizes,
+                    fmt_tables *views);
 /* Makes the next read of chunk c's version-2 table check it whole again (checksum, every
  * value record), as its first read after open did (verify). No-op for version 1. */
 void ds_table_recheck(const hdmlp_dataset *ds, uint64_t c);

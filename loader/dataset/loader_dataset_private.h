@@ -34,8 +34,14 @@ typedef struct ds_private {
     uint8_t
         *tables_held; /* hd_free; what a loader's budget or a forecast holds (ds_tables_hold) */
     uint64_t *offsets_held;    /* N offsets of the held tables' samples (a forecast's hold) */
-    pthread_mutex_t hold_lock; /* guards making tables_held and offsets_held (reads inside
-                                * take fd_lock, a remote dataset's connection lock) */
+    pthread_mutex_t hold_lock; /* guards making tables_held, offsets_held and tables_map
+                                * (reads inside take fd_lock, a remote connection's lock) */
+    /* A local DIR/tables mapped whole for planning's sizes views (ds_tables_sizes), its
+     * resident pages let go whenever map_touched, the bytes its gets may have mapped since,
+     * would pass map_cap. */
+    const uint8_t *tables_map; /* NULL when not mapped */
+    uint64_t map_cap;
+    atomic_uint_least64_t map_touched;
     /* Per chunk: 1 once its table passed fmt_table2_view's whole check (later gets check
      * only its sums): a bit of state a chunk, like keys_ok. */
     atomic_uchar *table_ok;

@@ -174,6 +174,135 @@ fmt_tables ds_tables_mapped(const hdmlp_dataset *ds)
                         .drop = t2_map_drop};
 }
 
+/* What a fault in a shared file mapping may map beyond the page touched: the kernel maps the
+ * cached pages around it (fault-around, 64 KiB), so a table's two ends may bring in up to
+ * this much of its neighbours. */
+#define DS_MAP_AROUND (128u << 10)
+
+/* A sizes view of chunk c's table in the tables file at `base` (format.h: off NULL; nothing
+ * summed or checked). */
+static int t2_sizes_view(const ds_private *p, uint64_t c, const uint8_t *base, fmt_table *out)
+{
+    const fmt_index *ix = &p->pub.ix;
+    if (c >= ix->h.n_chunks) {
+        return hd_err(HDMLP_E_RANGE, "sample table of chunk %llu: out of range (%llu chunks)",
+                      (ull)c, (ull)ix->h.n_chunks);
+    }
+    fmt_chunk ch;
+    fmt_index_chunk(ix, c, &ch);
+    fmt_table2_view_of(ix, c, base + ch.table_offset, NULL, out);
+    return HDMLP_OK;
+}
+
+/* Counts chunk c's table (and what the kernel maps around it) as touched in the whole-file
+ * mapping; its resident pages go first when that could pass the cap (a shared file
+ * mapping's pages come back from the page cache at the next touch: nothing is lost, views
+ * stay valid). */
+static void t2_map_touch(ds_private *p, uint64_t c)
+{
+    const fmt_index *ix = &p->pub.ix;
+    if (c < ix->h.n_chunks) {
+        fmt_chunk ch;
+        fmt_index_chunk(ix, c, &ch);
+        const uint64_t len = fmt_table2_len(ix, &ch) + DS_MAP_AROUND;
+        const uint64_t was = atomic_fetch_add(&p->map_touched, len);
+        if (was + len > p->map_cap) {
+            (void)madvise((void *)(uintptr_t)p->tables_map, (size_t)ix->h.tables_bytes,
+                          MADV_DONTNEED);
+            atomic_store(&p->map_touched, len);
+        }
+    }
+}
+
+/* A sizes get of the whole-file mapping. */
+static int t2_get_sizes_mapped(void *ctx, uint64_t c, void *buf, size_t cap, fmt_table *out)
+{
+    (void)buf;
+    (void)cap;
+    ds_private *const p = ctx;
+    t2_map_touch(p, c);
+    return t2_sizes_view(p, c, p->tables_map, out);
+}
+
+/* A checked get of the whole-file mapping: a view in place, its offsets in buf (no copy of
+ * the table, as a pread would make). */
+static int t2_get_view_mapped(void *ctx, uint64_t c, void *buf, size_t cap, fmt_table *out)
+{
+    ds_private *const p = ctx;
+    const fmt_index *ix = &p->pub.ix;
+    const int rc = t2_check_args(p, c, buf, cap, t2_held_scratch(ix));
+    if (rc != HDMLP_OK) {
+        return rc;
+    }
+    t2_map_touch(p, c);
+    fmt_chunk ch;
+    fmt_index_chunk(ix, c, &ch);
+    return t2_view(p, c, p->tables_map + ch.table_offset, buf, out);
+}
+
+static int t2_get_sizes_held(void *ctx, uint64_t c, void *buf, size_t cap, fmt_table *out)
+{
+    (void)buf;
+    (void)cap;
+    const ds_private *p = ctx;
+    return t2_sizes_view(p, c, p->tables_held, out);
+}
+
+static int t2_get_held(void *ctx, uint64_t c, void *buf, size_t cap, fmt_table *out);
+
+/* Maps a local DIR/tables whole, once (hold_lock held). */
+static int t2_map_whole(ds_private *p)
+{
+    if (p->tables_map != NULL) {
+        return HDMLP_OK;
+    }
+    const uint64_t len = p->pub.ix.h.tables_bytes;
+    void *map = len <= SIZE_MAX
+                    ? mmap(NULL, (size_t)len, PROT_READ, MAP_SHARED, p->tables_fd, 0)
+                    : MAP_FAILED;
+    if (map == MAP_FAILED) {
+        const int err = len <= SIZE_MAX ? errno : ENOMEM;
+        char path[DS_PATH_MAX];
+        ds_file_path(&p->pub, FMT_TABLES_NAME, path, sizeof(path));
+        return hd_err(hd_errno_code(err), "%s: mapping the sample tables (%llu bytes): %s",
+                      path, (ull)len, strerror(err));
+    }
+    p->tables_map = map;
+    return HDMLP_OK;
+}
+
+int ds_tables_sizes(hdmlp_dataset *ds, int held, uint64_t cap, fmt_tables *sizes,
+                    fmt_tables *views)
+{
+    ds_private *const p = ds_priv(ds);
+    const fmt_index *ix = &ds->ix;
+    if (ix->h.major != 2 || (!held && p->tables_fd < 0)) {
+        *sizes = *views = ds->tables;
+        return HDMLP_OK;
+    }
+    int rc = HDMLP_OK;
+    pthread_mutex_lock(&p->hold_lock);
+    if (held && p->tables_held == NULL) {
+        rc = hd_err(HDMLP_E_STATE, "%s: sizes of held sample tables asked before holding them",
+                    ds->path);
+    } else if (!held) {
+        rc = t2_map_whole(p);
+        p->map_cap = p->map_cap == 0 || cap < p->map_cap ? cap : p->map_cap;
+    }
+    pthread_mutex_unlock(&p->hold_lock);
+    if (rc == HDMLP_OK) {
+        *sizes = (fmt_tables){.get = held ? t2_get_sizes_held : t2_get_sizes_mapped,
+                              .raw_top_sum = t2_raw_top_sum,
+                              .ctx = p,
+                              .scratch = 0};
+        *views = (fmt_tables){.get = held ? t2_get_held : t2_get_view_mapped,
+                              .raw_top_sum = t2_raw_top_sum,
+                              .ctx = p,
+                              .scratch = t2_held_scratch(ix)};
+    }
+    return rc;
+}
+
 /* A get of tables held whole (for a loader's budget or a forecast: ds_tables_hold):
  * a view into them, its offsets in buf (t2_held_scratch bytes). */
 static int t2_get_held(void *ctx, uint64_t c, void *buf, size_t cap, fmt_table *out)
@@ -287,6 +416,10 @@ int ds_tables2_open(ds_private *p)
 
 void ds_tables2_close(ds_private *p)
 {
+    if (p->tables_map != NULL) {
+        munmap((void *)(uintptr_t)p->tables_map, (size_t)p->pub.ix.h.tables_bytes);
+        p->tables_map = NULL;
+    }
     if (p->tables_fd >= 0) {
         close(p->tables_fd);
         p->tables_fd = -1;

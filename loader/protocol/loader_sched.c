@@ -70,11 +70,13 @@ int sched_create(const fmt_index *ix, const sched_params *p, sched **out)
     s->group = sched_alloc(s, c, sizeof(uint32_t), 0);
     s->load = sched_alloc(s, s->k, sizeof(uint32_t), 0);
     s->place = sched_alloc(s, s->k, sizeof(uint64_t), 0);
-    /* A table cache entry for each owned group when the source fills buffers (sizing
-     * charges scratch bytes an owned abstract chunk with the slot tables). */
+    /* A table cache entry for each owned group when the source fills buffers, or as many
+     * as sizing gave room for (loader_table_entries). */
     const uint32_t world = p->world > 1 ? p->world : 1, rank = p->world > 1 ? p->rank : 0;
-    const uint64_t owned = (s->a + world - 1 - rank) / world;
-    s->n_tabs = p->tables.scratch != 0 ? (uint32_t)(owned > 0 ? owned : 1) : 0;
+    uint64_t owned = (s->a + world - 1 - rank) / world;
+    owned = owned > 0 ? owned : 1;
+    owned = p->table_entries != 0 && p->table_entries < owned ? p->table_entries : owned;
+    s->n_tabs = p->tables.scratch != 0 ? (uint32_t)owned : 0;
     s->tab_buf = s->n_tabs ? sched_alloc(s, s->n_tabs, p->tables.scratch, 1) : NULL;
     s->tab_of = s->n_tabs ? sched_alloc(s, s->n_tabs, sizeof(fmt_table), 0) : NULL;
     s->tab_chunk = s->n_tabs ? sched_alloc(s, s->n_tabs, sizeof(uint64_t), 0) : NULL;

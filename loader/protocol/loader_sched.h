@@ -70,6 +70,9 @@ typedef struct sched_params {
     /* Where a miss gets its chunk's sample records (raw sizes, stored ranges): borrowed,
      * must outlive the scheduler. The scheduler reads no other per-sample record. */
     fmt_tables tables;
+    /* Tables a source that fills buffers (tables.scratch > 0) keeps for misses that return
+     * to a chunk: one for each owned group when 0, else at most this many (at least one). */
+    uint32_t table_entries;
 } sched_params;
 
 typedef struct sched_step {

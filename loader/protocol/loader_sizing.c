@@ -60,6 +60,29 @@ static uint64_t window_of(uint64_t request)
     return request > 4 * FMT_ALIGN ? request - 2 * FMT_ALIGN : request;
 }
 
+uint64_t loader_table_entry(const fmt_index *ix)
+{
+    const uint64_t table = (uint64_t)ix->h.chunk_size * ix->h.n_fields * FMT_VALUE_REC_LEN;
+    return table + (uint64_t)ix->h.chunk_size * sizeof(uint64_t) +
+           (table >= FMT_TABLE_MAP_MIN ? LOADER_TABLE_HEAD + LOADER_TABLE_PAGES : 0);
+}
+
+uint64_t loader_table_cache(const fmt_index *ix, uint64_t memory)
+{
+    const uint64_t entry = loader_table_entry(ix);
+    uint64_t cap = 8 * (entry + (128u << 10));
+    cap = cap < ix->h.tables_bytes ? cap : ix->h.tables_bytes;
+    cap = cap < memory / LOADER_TABLES_SHARE ? cap : memory / LOADER_TABLES_SHARE;
+    return cap > entry ? cap : entry;
+}
+
+uint64_t loader_read_buffer(const fmt_index *ix)
+{
+    const uint64_t chunk = refill_max_buffer(ix);
+    const uint64_t table = ix->h.major == 2 ? fmt_table2_scratch(ix) : 0;
+    return chunk > table ? chunk : fmt_align_up(table);
+}
+
 hdmlp_policy loader_policy(const fmt_index *ix, const struct hdmlp_config *cfg)
 {
     if (cfg->policy != HDMLP_POLICY_AUTO) {
@@ -117,6 +140,7 @@ static uint64_t image_part(const struct hdmlp_config *cfg, uint64_t one_batch)
 typedef struct size_parts {
     uint64_t remote_cap, io, extra_io, one_batch, batches, answers, images, ram;
     uint64_t one_chunk, slot_tables, sample_tables, fixed, hold;
+    int held; /* the sample tables are held */
     uint64_t minimum;
     int overflow; /* a part does not fit 64 bits: no budget works */
 } size_parts;
@@ -131,7 +155,7 @@ static void size_parts_of(const fmt_index *ix, const struct hdmlp_config *cfg, u
     if (cfg->world > 1) {
         p->remote_cap = cfg->remote_memory ? cfg->remote_memory : memory / 10;
     }
-    const uint64_t max_buf = refill_max_buffer(ix);
+    const uint64_t max_buf = loader_read_buffer(ix);
     /* Two read buffers and the stager's are reserved; buffers of further I/O threads are
      * charged while they run a job, so the thread count never changes A (nor the order). */
     p->io = max_buf * (LOADER_IO_RESERVED + (cfg->ssd_dir != NULL ? 1u : 0u));
@@ -168,23 +192,18 @@ static void size_parts_of(const fmt_index *ix, const struct hdmlp_config *cfg, u
      * progresses, and lookahead uses what the batches do not. */
     /* A version-2 dataset's sample tables, when they fit a sixteenth of the budget, are held
      * (read whole and checked once) so that planning reads no file (the index itself is
-     * O(chunks)). The scheduler keeps each owned group's last table: a view's offsets (K of
-     * them) when held, else the table as read too (the source's scratch bytes), charged with
-     * the slot tables, an owned abstract chunk at a time. */
-    p->sample_tables = ix->h.major == 2 && ix->h.tables_bytes <= memory / LOADER_TABLES_SHARE
-                           ? ix->h.tables_bytes
-                           : 0;
-    /* A table read per miss may be a mapping's pages (ds_tables_mapped, from
-     * FMT_TABLE_MAP_MIN bytes): its two end pages partly covered are charged too, and its
-     * buffer's header. (From the index, not the
-     * source's buffer size, so that a remote copy, whose tables are read into buffers, gets
-     * the same A, and so the same order, as the local one.) */
-    const uint64_t table = (uint64_t)k * ix->h.n_fields * FMT_VALUE_REC_LEN;
-    const uint64_t read_table =
-        table + (table >= FMT_TABLE_MAP_MIN ? LOADER_TABLE_HEAD + LOADER_TABLE_PAGES : 0);
-    p->slot_tables += ix->h.major != 2 ? 0
-                                       : (uint64_t)k * sizeof(uint64_t) +
-                                             (p->sample_tables != 0 ? 0 : read_table);
+     * O(chunks)); else planning holds at most loader_table_cache bytes of them at once.
+     * Planning reads only a miss's candidates' sizes, except the clairvoyant policy, which
+     * also reads their offsets: with held tables its scheduler keeps each owned group's
+     * last view's offsets (K of them), charged with the slot tables, an owned abstract
+     * chunk at a time. */
+    p->held = ix->h.major == 2 && ix->h.tables_bytes <= memory / LOADER_TABLES_SHARE;
+    p->sample_tables = ix->h.major != 2 ? 0
+                       : p->held        ? ix->h.tables_bytes
+                                        : loader_table_cache(ix, memory);
+    const int offsets =
+        cfg->order == HDMLP_ORDER_STRICT && loader_policy(ix, cfg) == HDMLP_POLICY_CLAIRVOYANT;
+    p->slot_tables += p->held && offsets ? (uint64_t)k * sizeof(uint64_t) : 0;
     p->fixed = p->io + p->remote_cap + p->ram + p->images + p->sample_tables;
     p->hold = p->batches + p->answers;
     /* The shared part is max(hold, flex / 8); the thread count never changes it (nor A, nor
@@ -270,7 +289,7 @@ int loader_size(const fmt_index *ix, const fmt_tables *tables, const struct hdml
     /* Planning may fill the budget except what is held outside the accounted bytes (the RAM
      * cache's chunks, the SSD stager's read buffer) and what peers' answers (one batch) and
      * prefetches (the remote cap) may bring in at any time: loader_budget.c's shares. */
-    out->read_buffer = refill_max_buffer(ix);
+    out->read_buffer = loader_read_buffer(ix);
     out->stager = cfg->ssd_dir != NULL ? out->read_buffer : 0;
     out->answers = p.answers;
     out->ram_cache = p.ram;
@@ -298,6 +317,12 @@ int loader_size(const fmt_index *ix, const fmt_tables *tables, const struct hdml
     out->slot_cap = slot_cap;
     out->slot_tables = slot_tables;
     out->sample_tables = p.sample_tables;
+    out->tables_held = p.held;
+    out->table_entries = 0;
+    if (ix->h.major == 2 && !p.held) {
+        const uint64_t e = p.sample_tables / loader_table_entry(ix);
+        out->table_entries = e < 1 ? 1 : e > UINT32_MAX ? UINT32_MAX : (uint32_t)e;
+    }
     out->remote_cap = p.remote_cap;
     out->images = p.images;
     out->pool_unit = cfg->order == HDMLP_ORDER_POOL ? loader_pool_unit(ix, cfg) : 0;

@@ -16,12 +16,16 @@ typedef struct loader_sizing {
                                * valid slots */
     uint64_t slot_tables;     /* the schedulers' and runtime's per-slot state (A × K ×
                                * LOADER_SLOT_META): a fixed share, held from create */
-    uint64_t sample_tables;   /* the dataset's sample tables held for planning (version 2,
-                               * DIR/tables' bytes when they fit LOADER_TABLES_SHARE of the
-                               * budget), else 0: planning then reads each miss's table */
-    uint64_t remote_cap;      /* cap on samples received ahead of need */
-    uint64_t ram_cache;       /* RAM chunk cache bytes (resolved from AUTO) */
-    uint64_t extra_io;        /* read buffers of I/O threads beyond two (charged per job) */
+    uint64_t sample_tables;   /* a version-2 dataset's sample tables: held for planning
+                               * (DIR/tables' bytes when they fit LOADER_TABLES_SHARE of the
+                               * budget: tables_held), else what planning may hold of them
+                               * at once (loader_table_cache); 0 for version 1 */
+    int tables_held;
+    uint32_t table_entries; /* not held: the tables a scheduler's cache keeps
+                             * (loader_table_entries); 0: one for each owned group */
+    uint64_t remote_cap;    /* cap on samples received ahead of need */
+    uint64_t ram_cache;     /* RAM chunk cache bytes (resolved from AUTO) */
+    uint64_t extra_io;      /* read buffers of I/O threads beyond two (charged per job) */
     /* the rest of the budget's split (with remote_cap, ram_cache and slot_cap: the budget;
      * loader_budget.h holds it as shares) */
     uint64_t read_buffers; /* two chunk read buffers (+ the SSD stager's) */
@@ -41,6 +45,20 @@ typedef struct loader_sizing {
  * end pages, partly covered, mapped whole (4 KiB pages). */
 #define LOADER_TABLE_HEAD 24u
 #define LOADER_TABLE_PAGES (2u * 4096u)
+
+/* What a loader with a budget of `memory` bytes may hold at once of a version-2 dataset's
+ * sample tables it does not hold whole: eight of the largest tables, each with what the
+ * kernel maps around it when its pages are mapped (128 KiB), but no more than the file or a
+ * sixteenth of the budget (LOADER_TABLES_SHARE), and at least one table (an entry of
+ * loader_table_entry bytes: a table as read or mapped with its end pages and header, and K
+ * offsets). Planning's sizes mapping (ds_tables_sizes) keeps within it, as does a
+ * scheduler's table cache. From the index and the budget only, so a local and a remote copy
+ * get the same A. */
+uint64_t loader_table_cache(const fmt_index *ix, uint64_t memory);
+uint64_t loader_table_entry(const fmt_index *ix);
+/* The I/O threads' read buffer: the largest aligned chunk, or a version-2 table source's
+ * scratch if larger (an I/O thread reads a job's table into it before reading its chunk). */
+uint64_t loader_read_buffer(const fmt_index *ix);
 
 /* The dataset's stored chunk bytes, each chunk rounded up to the 4 KiB alignment. */
 uint64_t loader_aligned_chunk_bytes(const fmt_index *ix);

@@ -205,11 +205,22 @@ int loader_create_with(hdmlp_dataset *ds, const hdmlp_config *cfg,
         ld->charged = budget_share_bytes(&ld->budget, BUDGET_IO_POOL);
         ld->io_pooled = ds->store != NULL;
         ld->st.peak_memory_bytes = ld->charged;
-        /* Planning reads sample tables from memory when sizing held them (their share),
-         * else from the dataset's file a miss at a time, mapped where it can be. */
-        ld->tables = ds_tables_mapped(ds);
-        if (sz.sample_tables != 0) {
-            rc = ds_tables_hold(ds, &ld->tables);
+        /* Sample tables: held in memory when sizing held them (their share), else read
+         * from the dataset a chunk at a time. Planning reads only a miss's candidates'
+         * sizes (sizes views: the I/O thread that serves the job reads its records and
+         * offsets from job_tables), but for the clairvoyant policy, which weighs offsets
+         * too: its scheduler views whole tables, mapped one at a time where it can be. */
+        fmt_tables held = ds->tables;
+        if (sz.tables_held) {
+            rc = ds_tables_hold(ds, &held);
+        }
+        if (rc == HDMLP_OK) {
+            rc = ds_tables_sizes(ds, sz.tables_held, sz.sample_tables, &ld->tables,
+                                 &ld->job_tables);
+        }
+        if (rc == HDMLP_OK && ld->cfg.order == HDMLP_ORDER_STRICT &&
+            ld->cfg.policy == HDMLP_POLICY_CLAIRVOYANT) {
+            ld->tables = sz.tables_held ? held : ds_tables_mapped(ds);
         }
     }
     if (rc == HDMLP_OK) {
@@ -222,7 +233,8 @@ int loader_create_with(hdmlp_dataset *ds, const hdmlp_config *cfg,
                                  .window_bytes = loader_read_window(&ld->cfg),
                                  .rank = cfg->rank,
                                  .world = cfg->world,
-                                 .tables = ld->tables};
+                                 .tables = ld->tables,
+                                 .table_entries = sz.table_entries};
         rc = sched_create(ld->ix, &sp, &ld->sch);
     }
     if (rc == HDMLP_OK) {

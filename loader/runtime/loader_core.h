@@ -68,9 +68,16 @@ typedef struct ld_job {
     int first_load; /* the first load of a RAM- or SSD-placed chunk: read whole, cached */
     uint32_t n;
     ld_sample **samples; /* n, in slot order (the delivered one included) */
-    /* Their n sample records (FORMAT.md: samples section), copied from the chunk's table at
-     * planning: the I/O thread decodes, and plan_refresh plans again, without the table. */
+    uint32_t *slots;     /* their n in-chunk slots, increasing */
+    /* Their n sample records (FORMAT.md: samples section): copied from the chunk's table at
+     * planning when planning's view has them (offsets), else by the I/O thread that takes
+     * the job, from job_tables, before its read (plan_records); `prepared` once they and
+     * the read plan are made. The I/O thread decodes, and plan_refresh plans again,
+     * without the table. */
     uint8_t *rec;
+    int prepared;
+    hdmlp_refill mode; /* the read mode planning chose: the plan's, or auto's choice */
+    int miss;          /* admitted for a miss: its plan counts as a whole or ranged refill */
     refill_plan plan;
     /* Auto refill with a learnt model: the model's observation count when the plan was
      * made, and whether it was an exploration (its shape is then kept). */
@@ -146,7 +153,8 @@ typedef struct ld_worker {
 struct hdmlp_loader {
     hdmlp_dataset *ds;
     const fmt_index *ix;
-    fmt_tables tables; /* where planning reads sample tables: the dataset's, or held */
+    fmt_tables tables;     /* where planning reads sample tables (sizes views, or views) */
+    fmt_tables job_tables; /* where an I/O thread reads a job's records: checked views */
     struct hdmlp_config cfg;
     sched *sch;
     refill_cost cost; /* the source's cost model now (lock held): planning reads it */

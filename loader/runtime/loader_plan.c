@@ -57,6 +57,7 @@ void job_free(ld_job *job)
     }
     refill_plan_free(&job->plan);
     hd_free(job->samples);
+    hd_free(job->slots);
     hd_free(job->rec);
     hd_free(job);
 }
@@ -83,19 +84,16 @@ int plan_outbox_push(struct hdmlp_loader *ld, uint32_t peer, const ld_out *o)
     return HDMLP_OK;
 }
 
-/* A sample to read: index, described by its record rec (a copy of its table's). */
-static ld_sample *sample_new(struct hdmlp_loader *ld, uint64_t index, const uint8_t *r)
+/* A sample to read: index, of `size` raw bytes (its stored size and label come with its
+ * record, plan_records). */
+static ld_sample *sample_new(struct hdmlp_loader *ld, uint64_t index, uint64_t size)
 {
     ld_sample *s = hd_calloc(1, sizeof(*s));
     if (s == NULL) {
         return NULL;
     }
-    fmt_sample rec;
-    fmt_sample_record(r, &rec);
     s->index = index;
-    s->size = rec.raw_len;
-    s->stored = rec.stored_len;
-    s->label = rec.label;
+    s->size = size;
     s->state = SAMPLE_PENDING;
     /* The sample's buffer is allocated here, on the planning thread, when it is charged to
      * the budget: I/O threads only fill it. Allocating on the I/O threads would spread
@@ -197,7 +195,8 @@ static int plan_build(struct hdmlp_loader *ld, ld_job *job, hdmlp_refill mode, r
 
 void plan_refresh(struct hdmlp_loader *ld, ld_job *job)
 {
-    if (!plan_learnt(ld, job) || job->planned_at == ld->src_model.observations) {
+    if (!job->prepared || !plan_learnt(ld, job) ||
+        job->planned_at == ld->src_model.observations) {
         return;
     }
     /* An exploration keeps its shape (it was paid for); otherwise the model picks again. */
@@ -245,78 +244,121 @@ void loader_learn(struct hdmlp_loader *ld, int tier_kind, uint32_t ops, uint64_t
     ld->st.cost_changes = ld->src_model.changes;
 }
 
-/* Copies the records of `slots` of chunk's table (the scheduler's, or asked of the dataset's
- * source when table is NULL) into job->rec. */
-static int job_records(struct hdmlp_loader *ld, ld_job *job, const fmt_table *table,
-                       const uint32_t *slots, uint32_t n)
+/* Copies the records of job->slots of chunk's table into job->rec and sets each sample's
+ * stored size and label from them; a record whose raw size is not the one planned fails. */
+static int copy_records(ld_job *job, const fmt_table *table)
 {
-    const fmt_tables *ts = &ld->tables;
-    void *buf = NULL;
-    fmt_table own;
-    int rc = HDMLP_OK;
-    if (table == NULL) {
-        buf = ts->scratch != 0 ? hd_malloc(ts->scratch) : NULL;
-        rc = buf == NULL && ts->scratch != 0
-                 ? hd_err(HDMLP_E_NOMEM, "loader: out of memory for a sample table")
-                 : fmt_tables_get(ts, job->chunk, buf, ts->scratch, &own);
-        table = &own;
-    }
-    for (uint32_t i = 0; rc == HDMLP_OK && i < n; i++) {
+    for (uint32_t i = 0; i < job->n; i++) {
         uint8_t *const dst = job->rec + (size_t)i * FMT_SAMPLE_REC_LEN;
-        const uint8_t *const r = fmt_table_record(table, slots[i], dst);
-        memmove(dst, r, FMT_SAMPLE_REC_LEN);
+        memmove(dst, fmt_table_record(table, job->slots[i], dst), FMT_SAMPLE_REC_LEN);
+        fmt_sample rec;
+        fmt_sample_record(dst, &rec);
+        ld_sample *s = job->samples[i];
+        if (rec.raw_len != s->size) {
+            return hd_err(HDMLP_E_CORRUPT,
+                          "sample table of chunk %llu: sample %llu has %llu raw bytes, %llu "
+                          "when it was planned (the table changed since)",
+                          (unsigned long long)job->chunk, (unsigned long long)s->index,
+                          (unsigned long long)rec.raw_len, (unsigned long long)s->size);
+        }
+        s->stored = rec.stored_len;
+        s->label = rec.label;
     }
-    hd_free(buf);
-    return rc;
+    return HDMLP_OK;
 }
 
-/* Builds the refill job of a miss: samples for the delivered slot and every filled slot,
- * in slot order, their records, and the read plan. Not yet charged or queued. */
+int plan_records(struct hdmlp_loader *ld, ld_job *job, void *buf, size_t cap)
+{
+    fmt_table t;
+    const int rc = fmt_tables_get(&ld->job_tables, job->chunk, buf, cap, &t);
+    return rc != HDMLP_OK ? rc : copy_records(job, &t);
+}
+
+int plan_prepared(struct hdmlp_loader *ld, ld_job *job)
+{
+    hdmlp_refill mode = job->mode;
+    if (plan_learnt(ld, job)) {
+        mode = plan_shape_choice(ld, job, 1, &job->explored, &job->span);
+        job->planned_at = ld->src_model.observations;
+    }
+    const int rc = plan_build(ld, job, mode, &job->plan);
+    if (rc != HDMLP_OK) {
+        return rc;
+    }
+    job->prepared = 1;
+    return HDMLP_OK;
+}
+
+void plan_count_reads(struct hdmlp_loader *ld, const ld_job *job)
+{
+    if (!job->prepared) {
+        return;
+    }
+    ld->st.read_ops += job->plan.n_ranges;
+    ld->st.bytes_read += job->plan.buf_len;
+    if (job->miss && job->plan.whole) {
+        ld->st.whole_refills++;
+    } else if (job->miss) {
+        ld->st.ranged_refills++;
+    }
+}
+
+/* Chunk's table as planning's source gives it (its buffer in *buf, hd_free). */
+static int planning_table(struct hdmlp_loader *ld, uint64_t chunk, void **buf, fmt_table *out)
+{
+    const fmt_tables *ts = &ld->tables;
+    *buf = ts->scratch != 0 ? hd_malloc(ts->scratch) : NULL;
+    if (*buf == NULL && ts->scratch != 0) {
+        return hd_err(HDMLP_E_NOMEM, "loader: out of memory for a sample table");
+    }
+    return fmt_tables_get(ts, chunk, *buf, ts->scratch, out);
+}
+
 int plan_job(struct hdmlp_loader *ld, uint64_t chunk, const fmt_table *table,
              const uint32_t *slots, uint32_t n, ld_job **out)
 {
     const uint32_t k = ld->ix->h.chunk_size;
     *out = NULL;
-    ld_job *job = hd_calloc(1, sizeof(*job));
-    if (job == NULL) {
-        return hd_err(HDMLP_E_NOMEM, "loader: out of memory for a refill");
+    void *buf = NULL;
+    fmt_table own;
+    int rc = table == NULL ? planning_table(ld, chunk, &buf, &own) : HDMLP_OK;
+    table = table == NULL ? &own : table;
+    ld_job *job = rc == HDMLP_OK ? hd_calloc(1, sizeof(*job)) : NULL;
+    if (job != NULL) {
+        job->chunk = chunk;
+        job->samples = hd_calloc(n ? n : 1, sizeof(ld_sample *));
+        job->slots = hd_malloc((n ? n : 1) * sizeof(uint32_t));
+        job->rec = hd_malloc((n ? n : 1) * (size_t)FMT_SAMPLE_REC_LEN);
     }
-    job->chunk = chunk;
-    job->samples = hd_calloc(n ? n : 1, sizeof(ld_sample *));
-    job->rec = hd_malloc((n ? n : 1) * (size_t)FMT_SAMPLE_REC_LEN);
-    if (job->samples == NULL || job->rec == NULL) {
-        job_free(job);
-        return hd_err(HDMLP_E_NOMEM, "loader: out of memory for a refill");
+    if (rc == HDMLP_OK &&
+        (job == NULL || job->samples == NULL || job->slots == NULL || job->rec == NULL)) {
+        rc = hd_err(HDMLP_E_NOMEM, "loader: out of memory for a refill");
     }
-    int rc = job_records(ld, job, table, slots, n);
-    if (rc != HDMLP_OK) {
-        job_free(job);
-        return rc;
-    }
-    for (uint32_t i = 0; i < n; i++) {
+    for (uint32_t i = 0; rc == HDMLP_OK && i < n; i++) {
+        job->slots[i] = slots[i];
         job->samples[i] =
-            sample_new(ld, chunk * k + slots[i], job->rec + (size_t)i * FMT_SAMPLE_REC_LEN);
+            sample_new(ld, chunk * k + slots[i], fmt_table_raw_len(table, slots[i]));
+        job->n = job->samples[i] != NULL ? i + 1 : i;
         if (job->samples[i] == NULL) {
-            for (uint32_t j = 0; j < i; j++) {
-                sample_free(job->samples[j]);
-            }
-            job_free(job);
-            return hd_err(HDMLP_E_NOMEM, "loader: out of memory for a refill");
+            rc = hd_err(HDMLP_E_NOMEM, "loader: out of memory for a refill");
         }
     }
-    job->n = n;
-    /* The first load of a RAM- or SSD-placed chunk reads it whole, to fill its cache. */
-    job->first_load = ld->tier != NULL && tier_first_plan(ld->tier, chunk);
-    hdmlp_refill mode = job->first_load ? HDMLP_REFILL_WHOLE
-                                        : sched_load_mode(ld->sch, chunk, n, ld->cfg.refill);
-    if (plan_learnt(ld, job)) {
-        mode = plan_shape_choice(ld, job, 1, &job->explored, &job->span);
-        job->planned_at = ld->src_model.observations;
+    if (rc == HDMLP_OK) {
+        /* The first load of a RAM- or SSD-placed chunk reads it whole, to fill its cache. */
+        job->first_load = ld->tier != NULL && tier_first_plan(ld->tier, chunk);
+        job->mode = job->first_load ? HDMLP_REFILL_WHOLE
+                                    : sched_load_mode(ld->sch, chunk, n, ld->cfg.refill);
+        job->epoch = ld->plan_epoch;
+        /* A view with offsets (or records) prepares the job here; a sizes view leaves its
+         * records and read plan to the I/O thread that takes it. */
+        if (table->rec != NULL || table->off != NULL) {
+            rc = copy_records(job, table);
+            rc = rc == HDMLP_OK ? plan_prepared(ld, job) : rc;
+        }
     }
-    job->epoch = ld->plan_epoch;
-    rc = plan_build(ld, job, mode, &job->plan);
+    hd_free(buf);
     if (rc != HDMLP_OK) {
-        for (uint32_t i = 0; i < n; i++) {
+        for (uint32_t i = 0; job != NULL && i < job->n; i++) {
             sample_free(job->samples[i]);
         }
         job_free(job);
@@ -474,13 +516,8 @@ static int admit_pending(struct hdmlp_loader *ld)
         ld->st.misses++;
         ld->st.chunk_loads++;
         ld->st.samples_filled += job->n;
-        ld->st.read_ops += job->plan.n_ranges;
-        ld->st.bytes_read += job->plan.buf_len;
-        if (job->plan.whole) {
-            ld->st.whole_refills++;
-        } else {
-            ld->st.ranged_refills++;
-        }
+        job->miss = 1;
+        plan_count_reads(ld, job);
         const uint64_t bucket = (uint64_t)job->n * 10 / k;
         ld->st.fill_hist[bucket > 10 ? 10 : bucket]++;
         plan_enqueue(ld, job);

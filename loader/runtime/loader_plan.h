@@ -23,11 +23,24 @@ int sample_data_new(struct hdmlp_loader *ld, ld_sample *s);
 void sample_data_free(ld_sample *s);
 void job_free(ld_job *job);
 uint32_t plan_owner(const struct hdmlp_loader *ld, uint64_t group);
-/* A refill job for the samples at in-chunk `slots` (increasing) of chunk, their records
- * copied from `table` (the chunk's, from the scheduler's step) or, when NULL, from the
- * dataset's table source; not queued. */
+/* A refill job for the samples at in-chunk `slots` (increasing) of chunk, sized from
+ * `table` (the chunk's, from the scheduler's step) or, when NULL, from planning's table
+ * source; prepared (records and read plan) at once when that view has offsets, else left
+ * to the I/O thread (plan_records, plan_prepared). Not queued. */
 int plan_job(struct hdmlp_loader *ld, uint64_t chunk, const fmt_table *table,
              const uint32_t *slots, uint32_t n, ld_job **out);
+/* Lock NOT held (an I/O thread, before reading an unprepared job): the job's records from
+ * job_tables (a checked view, read into buf: cap ≥ job_tables.scratch), each sample's
+ * stored size and label set from them. HDMLP_E_CORRUPT naming the chunk and sample when a
+ * record's raw size is not the one planned (the table changed since), else the table
+ * source's errors. */
+int plan_records(struct hdmlp_loader *ld, ld_job *job, void *buf, size_t cap);
+/* Lock held: the read plan of a job plan_records filled, the job then prepared; its reads
+ * counted (plan_count_reads). Out of memory: HDMLP_E_NOMEM, the job not prepared. */
+int plan_prepared(struct hdmlp_loader *ld, ld_job *job);
+/* Counts a prepared, queued job's planned reads in the stats (read ops and bytes, and for a
+ * miss a whole or ranged refill); nothing for an unprepared one (counted when prepared). */
+void plan_count_reads(struct hdmlp_loader *ld, const ld_job *job);
 /* Plans a queued auto-refill job again with the model's current estimate when the model
  * has moved since it was planned (an I/O thread calls it when it takes the job): plans run
  * ahead of the reads, and the first ones would otherwise keep the start's guess. The samples

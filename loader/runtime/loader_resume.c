@@ -205,8 +205,7 @@ static int restore_slots(struct hdmlp_loader *ld)
         }
         ld->charged += job_bytes(job);
         ld->st.chunk_loads++;
-        ld->st.read_ops += job->plan.n_ranges;
-        ld->st.bytes_read += job->plan.buf_len;
+        plan_count_reads(ld, job);
         plan_enqueue(ld, job);
     }
     hd_free(h);

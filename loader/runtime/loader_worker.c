@@ -41,7 +41,7 @@ int worker_start(struct hdmlp_loader *ld, ld_worker *w)
         return rc;
     }
     /* The worker's read buffer: reserved in the budget (loader_sizing.c), mapped once. */
-    w->buf_cap = refill_max_buffer(ld->ix);
+    w->buf_cap = loader_read_buffer(ld->ix);
     w->buf = hd_map_alloc(w->buf_cap);
     if (w->buf == NULL) {
         return hd_err(HDMLP_E_NOMEM, "loader: cannot map a %llu-byte read buffer",
@@ -259,6 +259,9 @@ static int extra_worker(const ld_worker *w) { return w - w->ld->workers >= LOADE
 static uint64_t job_buffer_need(const struct hdmlp_loader *ld, const ld_worker *w,
                                 const ld_job *job)
 {
+    if (!job->prepared) {
+        return w->buf_cap; /* its table and its read are not known yet (buffer_fit) */
+    }
     uint64_t need = fmt_align_up(job->plan.buf_len);
     if (job->plan.whole) {
         fmt_chunk ch;
@@ -299,6 +302,43 @@ static int buffer_take(ld_worker *w, const ld_job *job)
     ld->charged += w->held;
     loader_note_peak(ld);
     return 1;
+}
+
+/* Once the job w took unprepared has its plan (lock held): a pooled charge comes down to
+ * what its read touches. */
+static void buffer_fit(ld_worker *w, const ld_job *job)
+{
+    struct hdmlp_loader *ld = w->ld;
+    if (!ld->io_pooled) {
+        return;
+    }
+    const uint64_t need = job_buffer_need(ld, w, job);
+    if (need < w->held) {
+        if (w->held_pool) {
+            ld->io_pool_used -= w->held - need;
+        } else {
+            ld->charged -= w->held - need;
+        }
+        w->held = need;
+    }
+}
+
+/* Prepares a job planning left to the I/O thread (lock not held): its records read with w's
+ * buffer (charged: the job's read has not started), then its plan made under the lock. */
+static int prepare_job(ld_worker *w, ld_job *job)
+{
+    struct hdmlp_loader *ld = w->ld;
+    int rc = plan_records(ld, job, w->buf, w->buf_cap);
+    pthread_mutex_lock(&ld->lock);
+    if (rc == HDMLP_OK) {
+        rc = plan_prepared(ld, job);
+    }
+    if (rc == HDMLP_OK) {
+        plan_count_reads(ld, job);
+        buffer_fit(w, job);
+    }
+    pthread_mutex_unlock(&ld->lock);
+    return rc;
 }
 
 /* Gives back the pages of w's buffer a job was charged for (lock not held). */
@@ -367,7 +407,8 @@ void *worker_main(void *arg)
         }
         pthread_mutex_unlock(&ld->lock);
 
-        const int rc = run_job(w, job);
+        int rc = job->prepared ? HDMLP_OK : prepare_job(w, job);
+        rc = rc == HDMLP_OK ? run_job(w, job) : rc;
         if (job->first_load) {
             tier_first_done(ld->tier, job->chunk); /* however it went: release waiters */
         }

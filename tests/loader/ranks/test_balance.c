@@ -482,8 +482,8 @@ Test(local_ranks, config_rejects_unknown_board_modes)
 Test(local_ranks, auto_is_off_without_same_host_peers, .timeout = 60)
 {
     char dir[512];
-    make_ds(dir, sizeof(dir), 600);
-    const world_params p = {600, 2, HDMLP_NODE_BOARD_AUTO, 0, 0, -1, -1, test_token() ^ 55};
+    make_ds(dir, sizeof(dir), 1200);
+    const world_params p = {1200, 2, HDMLP_NODE_BOARD_AUTO, 0, 0, -1, -1, test_token() ^ 55};
     rank_run *runs = run_world(dir, &p);
     for (uint32_t r = 0; r < 2; r++) {
         cr_assert_eq(runs[r].rc, HDMLP_END);
