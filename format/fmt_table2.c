@@ -183,27 +183,91 @@ int fmt_table2_view(const fmt_index *ix, uint64_t c, const uint8_t *raw, uint64_
     return HDMLP_OK;
 }
 
-const uint8_t *fmt_table_record(const fmt_table *t, uint32_t slot, uint8_t *out)
+/* The sample record of a sample at `offset` in its chunk whose data value record is v and
+ * label value record l (NULL without a label field). */
+static void encode_record(const uint8_t *v, const uint8_t *l, uint64_t offset, uint8_t *out)
 {
-    if (t->rec != NULL) {
-        return t->rec + (size_t)slot * FMT_SAMPLE_REC_LEN;
-    }
-    const uint8_t *v = fmt_table_val(t, slot);
     memset(out, 0, FMT_SAMPLE_REC_LEN);
     const int stored = v[13] == FMT_VALUE_STORED;
-    fmt_st64(out, t->off[slot]);
+    fmt_st64(out, offset);
     fmt_st64(out + 8, stored ? fmt_ld32(v) : 0);
     fmt_st64(out + 16, stored ? fmt_ld32(v + 4) : 0);
     fmt_st64(out + 24, stored ? fmt_ld32(v + 8) : (fmt_checksum(NULL, 0) & UINT32_MAX));
     out[38] = stored ? v[12] : 0;
     out[39] = 1; /* sum32 */
-    if (t->label_at != UINT32_MAX) {
-        const uint8_t *l = t->val + (size_t)slot * t->stride + t->label_at;
-        if (l[13] == FMT_VALUE_INLINE) {
-            fmt_st32(out + 40, fmt_ld32(l));
-        }
+    if (l != NULL && l[13] == FMT_VALUE_INLINE) {
+        fmt_st32(out + 40, fmt_ld32(l));
     }
+}
+
+const uint8_t *fmt_table_record(const fmt_table *t, uint32_t slot, uint8_t *out)
+{
+    if (t->rec != NULL) {
+        return t->rec + (size_t)slot * FMT_SAMPLE_REC_LEN;
+    }
+    const uint8_t *l =
+        t->label_at != UINT32_MAX ? t->val + (size_t)slot * t->stride + t->label_at : NULL;
+    encode_record(fmt_table_val(t, slot), l, t->off[slot], out);
     return out;
+}
+
+void fmt_table2_blocks(const fmt_table *view, uint32_t *blk)
+{
+    for (uint32_t b = 0; (uint64_t)b * FMT_TABLE_BLOCK < view->n; b++) {
+        blk[b] = (uint32_t)view->off[(size_t)b * FMT_TABLE_BLOCK];
+    }
+}
+
+int fmt_table2_records(const fmt_index *ix, uint64_t c, const uint8_t *raw, const uint32_t *blk,
+                       const uint32_t *slots, uint32_t n, uint8_t *rec)
+{
+    fmt_chunk ch;
+    fmt_index_chunk(ix, c, &ch);
+    const uint32_t nf = ix->h.n_fields;
+    const uint32_t stride = nf * FMT_VALUE_REC_LEN;
+    const uint32_t data_at = ix->data_field * FMT_VALUE_REC_LEN;
+    const uint64_t first = c * ix->h.chunk_size;
+    fmt_field fd[FMT_MAX_FIELDS];
+    for (uint32_t f = 0; f < nf; f++) {
+        fmt_index_field(ix, f, &fd[f]);
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        const uint32_t t = slots[i];
+        if (t >= ch.n_samples) {
+            return hd_err(HDMLP_E_RANGE, "sample table of chunk %llu: slot %u of %u", (ull)c, t,
+                          ch.n_samples);
+        }
+        /* The offset: the block's start, then the stored lengths before t in its block. */
+        uint64_t pos = blk[t / FMT_TABLE_BLOCK];
+        const uint8_t *r =
+            raw + (size_t)(t / FMT_TABLE_BLOCK * FMT_TABLE_BLOCK) * stride + data_at;
+        for (uint32_t j = t / FMT_TABLE_BLOCK * FMT_TABLE_BLOCK; j < t; j++, r += stride) {
+            pos += (uint64_t)(r[13] == FMT_VALUE_STORED) * fmt_ld32(r);
+        }
+        const uint8_t *const sample = raw + (size_t)t * stride;
+        for (uint32_t f = 0; f < nf; f++) {
+            fmt_value v;
+            fmt_value_decode(sample + f * FMT_VALUE_REC_LEN, &v);
+            const int rc =
+                check_value(ix, c, first + t, f, &fd[f], sample + f * FMT_VALUE_REC_LEN, &v);
+            if (rc != HDMLP_OK) {
+                return rc;
+            }
+        }
+        const uint8_t *const v = sample + data_at;
+        const uint64_t len = v[13] == FMT_VALUE_STORED ? fmt_ld32(v) : 0;
+        if (pos < FMT_CHUNK_HEADER_LEN || pos > ch.length || len > ch.length - pos) {
+            return hd_err(HDMLP_E_CORRUPT,
+                          "sample table of chunk %llu: sample %llu at %llu, %llu bytes, is not "
+                          "inside the chunk's %llu (the table changed since it was checked)",
+                          (ull)c, (ull)(first + t), (ull)pos, (ull)len, (ull)ch.length);
+        }
+        const uint8_t *l = ix->h.label_field == FMT_NO_FIELD
+                               ? NULL
+                               : sample + ix->h.label_field * FMT_VALUE_REC_LEN;
+        encode_record(v, l, pos, rec + (size_t)i * FMT_SAMPLE_REC_LEN);
+    }
+    return HDMLP_OK;
 }
 
 int fmt_table2_expand(const fmt_index *ix, uint64_t c, const uint8_t *raw, uint8_t *rec,

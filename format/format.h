@@ -261,9 +261,10 @@ typedef struct fmt_table {
      * label_at in a sample's (label_at UINT32_MAX without a label field), and each
      * sample's offset in the chunk, summed once when the table was read (n entries); or,
      * for a sizes view (off NULL: ds_tables_sizes), no offsets and nothing checked yet:
-     * only the lengths may be read. */
+     * only the lengths may be read, or with blk, records through fmt_table2_records. */
     const uint8_t *val;
     const uint64_t *off;
+    const uint32_t *blk; /* a sizes view's block offsets (fmt_table2_blocks), or NULL */
     uint32_t stride, data_at, label_at;
     /* A view's raw lengths are read as at most this, its chunk record's largest: a sizes
      * view's records are not checked yet (its reader checks the table before it uses a
@@ -367,6 +368,21 @@ int fmt_table2_view(const fmt_index *ix, uint64_t c, const uint8_t *raw, uint64_
  * view (fmt_table). c < C. */
 void fmt_table2_view_of(const fmt_index *ix, uint64_t c, const uint8_t *raw,
                         const uint64_t *off, fmt_table *out);
+/* Samples a table block holds: a loader may keep the offset of every block's first sample
+ * (fmt_table2_blocks) to find any sample's offset by summing at most this many less one. */
+#define FMT_TABLE_BLOCK 32u
+/* The offsets of view's blocks' first samples into blk (ceil(n / FMT_TABLE_BLOCK) entries),
+ * from a checked view (fmt_table2_view) of a chunk shorter than 4 GiB. */
+void fmt_table2_blocks(const fmt_table *view, uint32_t *blk);
+/* The sample records (FMT_SAMPLE_REC_LEN each, at rec) of the n samples at in-chunk `slots`
+ * of chunk c, from its table as read (raw) and its blocks' offsets (blk, from a checked view
+ * of this table): each offset summed from its block's start, each sample's value records
+ * checked against their fields as a first view checks them, its range against the chunk's
+ * length. Reads only the slots' blocks, not the whole table. HDMLP_E_CORRUPT naming the
+ * chunk, sample and field or range (a table changed since its view), HDMLP_E_RANGE for a
+ * slot past the chunk. */
+int fmt_table2_records(const fmt_index *ix, uint64_t c, const uint8_t *raw, const uint32_t *blk,
+                       const uint32_t *slots, uint32_t n, uint8_t *rec);
 /* Checks chunk c's table as read (`raw`, fmt_table2_len bytes: its checksum against the
  * chunk record, then every value record against its field, the dictionary, the labels and
  * the chunk record's sizes) and expands it into n_c sample records at `rec` (the samples

@@ -67,18 +67,19 @@ int ds_tables_hold_offsets(hdmlp_dataset *ds, fmt_tables *out);
  * cache of as many tables read into buffers would hold, and two end pages each. */
 fmt_tables ds_tables_mapped(const hdmlp_dataset *ds);
 
-/* Two sources over the same tables for a loader: *sizes for planning, which reads only a
- * miss's candidates' sizes (format.h: sizes views, off NULL, scratch 0), so a miss neither
- * sums nor checks a table, and *views, checked views with offsets (scratch: K offsets), for
- * the I/O thread that serves the job. Version 2 held (`held`: the loader called
- * ds_tables_hold): both in the held tables; a local version-2 dataset maps DIR/tables whole
- * once (a mapping error names the file), both viewing it in place, and lets its resident
- * pages go whenever the gets since may have mapped more than `cap` bytes, so that what it
- * holds stays within cap; version 1 and a remote dataset: ds->tables for both (views with
- * offsets: planning prepares its jobs). Thread-safe: the mapping is shared by the dataset's
- * loaders. */
-int ds_tables_sizes(hdmlp_dataset *ds, int held, uint64_t cap, fmt_tables *sizes,
-                    fmt_tables *views);
+/* Two sources over the same tables for a loader: *plan for planning and *views, checked
+ * views with offsets, for the I/O thread that serves a job planning did not prepare.
+ * Planning's gets are sizes views (format.h: off NULL; nothing summed or checked, so a miss
+ * costs its table's read, not a sum over it), with the tables' block offsets (blk) where
+ * the dataset keeps them (`blocks`: 4 bytes a FMT_TABLE_BLOCK samples, once, shared by its
+ * loaders; taken from each chunk's first get, which is then a checked view), so planning
+ * sums a job's records from its samples' blocks only. Version 2 held (`held`: the loader
+ * called ds_tables_hold): both in the held tables; a local version-2 dataset: both read a
+ * table a get (a pread into the caller's buffer; nothing is mapped, so no TLB flush reaches
+ * the other threads); version 1 and a remote dataset: ds->tables for both (views with
+ * offsets). Buffers: each source's scratch. Thread-safe. */
+int ds_tables_plan(hdmlp_dataset *ds, int held, int blocks, fmt_tables *plan,
+                   fmt_tables *views);
 /* Makes the next read of chunk c's version-2 table check it whole again (checksum, every
  * value record), as its first read after open did (verify). No-op for version 1. */
 void ds_table_recheck(const hdmlp_dataset *ds, uint64_t c);

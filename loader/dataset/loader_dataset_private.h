@@ -34,14 +34,15 @@ typedef struct ds_private {
     uint8_t
         *tables_held; /* hd_free; what a loader's budget or a forecast holds (ds_tables_hold) */
     uint64_t *offsets_held;    /* N offsets of the held tables' samples (a forecast's hold) */
-    pthread_mutex_t hold_lock; /* guards making tables_held, offsets_held and tables_map
+    pthread_mutex_t hold_lock; /* guards making tables_held, offsets_held and blocks
                                 * (reads inside take fd_lock, a remote connection's lock) */
-    /* A local DIR/tables mapped whole for planning's sizes views (ds_tables_sizes), its
-     * resident pages let go whenever map_touched, the bytes its gets may have mapped since,
-     * would pass map_cap. */
-    const uint8_t *tables_map; /* NULL when not mapped */
-    uint64_t map_cap;
-    atomic_uint_least64_t map_touched;
+    /* The tables' block offsets (fmt_table2_blocks) for loaders that keep them
+     * (ds_tables_sizes): chunk c's bpc blocks at blocks + c × bpc, taken from its first
+     * checked view by one thread; blocks_state[c] 0 none, 1 being taken, 2 taken (release
+     * store: then read only). NULL when not kept. */
+    uint32_t *blocks;
+    uint32_t bpc;
+    atomic_uchar *blocks_state;
     /* Per chunk: 1 once its table passed fmt_table2_view's whole check (later gets check
      * only its sums): a bit of state a chunk, like keys_ok. */
     atomic_uchar *table_ok;

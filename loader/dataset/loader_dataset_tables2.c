@@ -174,131 +174,135 @@ fmt_tables ds_tables_mapped(const hdmlp_dataset *ds)
                         .drop = t2_map_drop};
 }
 
-/* What a fault in a shared file mapping may map beyond the page touched: the kernel maps the
- * cached pages around it (fault-around, 64 KiB), so a table's two ends may bring in up to
- * this much of its neighbours. */
-#define DS_MAP_AROUND (128u << 10)
-
-/* A sizes view of chunk c's table in the tables file at `base` (format.h: off NULL; nothing
- * summed or checked). */
-static int t2_sizes_view(const ds_private *p, uint64_t c, const uint8_t *base, fmt_table *out)
+/* Planning's view of chunk c's table at raw: once a checked view took its block offsets
+ * (and the table still counts as checked: verify's recheck makes the next get view it
+ * whole), a sizes view with them (format.h: blk, no offsets summed); before, where block
+ * offsets are kept, a checked view (its K offsets at off) whose blocks the first such
+ * thread keeps; where they are not, a sizes view alone. */
+static int t2_plan_view(ds_private *p, uint64_t c, const uint8_t *raw, uint64_t *off,
+                        fmt_table *out)
 {
     const fmt_index *ix = &p->pub.ix;
-    if (c >= ix->h.n_chunks) {
-        return hd_err(HDMLP_E_RANGE, "sample table of chunk %llu: out of range (%llu chunks)",
-                      (ull)c, (ull)ix->h.n_chunks);
+    if (p->blocks == NULL ||
+        (atomic_load_explicit(&p->blocks_state[c], memory_order_acquire) == 2 &&
+         atomic_load_explicit(&p->table_ok[c], memory_order_relaxed))) {
+        fmt_table2_view_of(ix, c, raw, NULL, out);
+        out->blk = p->blocks != NULL ? p->blocks + c * p->bpc : NULL;
+        return HDMLP_OK;
     }
-    fmt_chunk ch;
-    fmt_index_chunk(ix, c, &ch);
-    fmt_table2_view_of(ix, c, base + ch.table_offset, NULL, out);
-    return HDMLP_OK;
+    const int rc = t2_view(p, c, raw, off, out);
+    unsigned char none = 0;
+    if (rc == HDMLP_OK && atomic_compare_exchange_strong(&p->blocks_state[c], &none, 1)) {
+        fmt_table2_blocks(out, p->blocks + c * p->bpc);
+        atomic_store_explicit(&p->blocks_state[c], 2, memory_order_release);
+    }
+    return rc;
 }
 
-/* Counts chunk c's table (and what the kernel maps around it) as touched in the whole-file
- * mapping; its resident pages go first when that could pass the cap (a shared file
- * mapping's pages come back from the page cache at the next touch: nothing is lost, views
- * stay valid). */
-static void t2_map_touch(ds_private *p, uint64_t c)
+/* Bytes of a planning get's buffer: the table as read (none when held), then K offsets
+ * (whether or not this dataset keeps block offsets: its loaders may differ). */
+static size_t t2_plan_scratch(const ds_private *p, int held)
 {
     const fmt_index *ix = &p->pub.ix;
-    if (c < ix->h.n_chunks) {
-        fmt_chunk ch;
-        fmt_index_chunk(ix, c, &ch);
-        const uint64_t len = fmt_table2_len(ix, &ch) + DS_MAP_AROUND;
-        const uint64_t was = atomic_fetch_add(&p->map_touched, len);
-        if (was + len > p->map_cap) {
-            (void)madvise((void *)(uintptr_t)p->tables_map, (size_t)ix->h.tables_bytes,
-                          MADV_DONTNEED);
-            atomic_store(&p->map_touched, len);
-        }
-    }
+    const size_t k = ix->h.chunk_size;
+    return (held ? 0 : k * ix->h.n_fields * FMT_VALUE_REC_LEN) + k * sizeof(uint64_t);
 }
 
-/* A sizes get of the whole-file mapping. */
-static int t2_get_sizes_mapped(void *ctx, uint64_t c, void *buf, size_t cap, fmt_table *out)
-{
-    (void)buf;
-    (void)cap;
-    ds_private *const p = ctx;
-    t2_map_touch(p, c);
-    return t2_sizes_view(p, c, p->tables_map, out);
-}
-
-/* A checked get of the whole-file mapping: a view in place, its offsets in buf (no copy of
- * the table, as a pread would make). */
-static int t2_get_view_mapped(void *ctx, uint64_t c, void *buf, size_t cap, fmt_table *out)
+/* A planning get that reads the table (a pread into buf: its pages stay the page cache's,
+ * nothing is mapped, so no TLB flush reaches the other threads' CPUs, as letting go of a
+ * mapping's pages would), its offsets after it. */
+static int t2_get_plan_read(void *ctx, uint64_t c, void *buf, size_t cap, fmt_table *out)
 {
     ds_private *const p = ctx;
     const fmt_index *ix = &p->pub.ix;
-    const int rc = t2_check_args(p, c, buf, cap, t2_held_scratch(ix));
+    int rc = t2_check_args(p, c, buf, cap, t2_plan_scratch(p, 0));
     if (rc != HDMLP_OK) {
         return rc;
     }
-    t2_map_touch(p, c);
     fmt_chunk ch;
     fmt_index_chunk(ix, c, &ch);
-    return t2_view(p, c, p->tables_map + ch.table_offset, buf, out);
+    char what[64];
+    snprintf(what, sizeof(what), "sample table of chunk %llu", (ull)c);
+    rc = t2_pread(p, buf, fmt_table2_len(ix, &ch), ch.table_offset, what);
+    uint64_t *off =
+        (uint64_t *)(void *)((uint8_t *)buf +
+                             (size_t)ix->h.chunk_size * ix->h.n_fields * FMT_VALUE_REC_LEN);
+    return rc != HDMLP_OK ? rc : t2_plan_view(p, c, buf, off, out);
 }
 
-static int t2_get_sizes_held(void *ctx, uint64_t c, void *buf, size_t cap, fmt_table *out)
+/* A planning get of held tables (buf: K offsets where block offsets are kept). */
+static int t2_get_plan_held(void *ctx, uint64_t c, void *buf, size_t cap, fmt_table *out)
 {
-    (void)buf;
-    (void)cap;
-    const ds_private *p = ctx;
-    return t2_sizes_view(p, c, p->tables_held, out);
+    ds_private *const p = ctx;
+    const fmt_index *ix = &p->pub.ix;
+    const int rc = t2_check_args(p, c, buf, cap, t2_plan_scratch(p, 1));
+    if (rc != HDMLP_OK) {
+        return rc;
+    }
+    fmt_chunk ch;
+    fmt_index_chunk(ix, c, &ch);
+    return t2_plan_view(p, c, p->tables_held + ch.table_offset, buf, out);
 }
 
 static int t2_get_held(void *ctx, uint64_t c, void *buf, size_t cap, fmt_table *out);
 
-/* Maps a local DIR/tables whole, once (hold_lock held). */
-static int t2_map_whole(ds_private *p)
+/* Keeps block offsets for the tables (hold_lock held), unless a chunk is 4 GiB or longer
+ * (block offsets are 32-bit): then records come from whole views. */
+static int t2_keep_blocks(ds_private *p)
 {
-    if (p->tables_map != NULL) {
+    const fmt_index *ix = &p->pub.ix;
+    if (p->blocks != NULL) {
         return HDMLP_OK;
     }
-    const uint64_t len = p->pub.ix.h.tables_bytes;
-    void *map = len <= SIZE_MAX
-                    ? mmap(NULL, (size_t)len, PROT_READ, MAP_SHARED, p->tables_fd, 0)
-                    : MAP_FAILED;
-    if (map == MAP_FAILED) {
-        const int err = len <= SIZE_MAX ? errno : ENOMEM;
-        char path[DS_PATH_MAX];
-        ds_file_path(&p->pub, FMT_TABLES_NAME, path, sizeof(path));
-        return hd_err(hd_errno_code(err), "%s: mapping the sample tables (%llu bytes): %s",
-                      path, (ull)len, strerror(err));
+    for (uint64_t c = 0; c < ix->h.n_chunks; c++) {
+        fmt_chunk ch;
+        fmt_index_chunk(ix, c, &ch);
+        if (ch.length > UINT32_MAX) {
+            return HDMLP_OK;
+        }
     }
-    p->tables_map = map;
+    const uint32_t bpc = (ix->h.chunk_size + FMT_TABLE_BLOCK - 1) / FMT_TABLE_BLOCK;
+    const size_t nc = ix->h.n_chunks ? (size_t)ix->h.n_chunks : 1;
+    p->blocks_state = hd_calloc(nc, sizeof(atomic_uchar));
+    p->blocks = hd_malloc(nc * bpc * sizeof(uint32_t));
+    if (p->blocks == NULL || p->blocks_state == NULL) {
+        hd_free(p->blocks);
+        hd_free(p->blocks_state);
+        p->blocks = NULL;
+        p->blocks_state = NULL;
+        return hd_err(HDMLP_E_NOMEM, "%s: out of memory for the block offsets of %llu chunks",
+                      p->pub.path, (ull)ix->h.n_chunks);
+    }
+    p->bpc = bpc;
     return HDMLP_OK;
 }
 
-int ds_tables_sizes(hdmlp_dataset *ds, int held, uint64_t cap, fmt_tables *sizes,
-                    fmt_tables *views)
+int ds_tables_plan(hdmlp_dataset *ds, int held, int blocks, fmt_tables *plan, fmt_tables *views)
 {
     ds_private *const p = ds_priv(ds);
     const fmt_index *ix = &ds->ix;
     if (ix->h.major != 2 || (!held && p->tables_fd < 0)) {
-        *sizes = *views = ds->tables;
+        *plan = *views = ds->tables;
         return HDMLP_OK;
     }
     int rc = HDMLP_OK;
     pthread_mutex_lock(&p->hold_lock);
     if (held && p->tables_held == NULL) {
-        rc = hd_err(HDMLP_E_STATE, "%s: sizes of held sample tables asked before holding them",
-                    ds->path);
-    } else if (!held) {
-        rc = t2_map_whole(p);
-        p->map_cap = p->map_cap == 0 || cap < p->map_cap ? cap : p->map_cap;
+        rc = hd_err(HDMLP_E_STATE,
+                    "%s: planning's view of held tables asked before holding them", ds->path);
+    } else if (blocks) {
+        rc = t2_keep_blocks(p);
     }
     pthread_mutex_unlock(&p->hold_lock);
     if (rc == HDMLP_OK) {
-        *sizes = (fmt_tables){.get = held ? t2_get_sizes_held : t2_get_sizes_mapped,
+        *plan = (fmt_tables){.get = held ? t2_get_plan_held : t2_get_plan_read,
+                             .raw_top_sum = t2_raw_top_sum,
+                             .ctx = p,
+                             .scratch = t2_plan_scratch(p, held)};
+        *views = (fmt_tables){.get = held ? t2_get_held : t2_get_read,
                               .raw_top_sum = t2_raw_top_sum,
                               .ctx = p,
-                              .scratch = 0};
-        *views = (fmt_tables){.get = held ? t2_get_held : t2_get_view_mapped,
-                              .raw_top_sum = t2_raw_top_sum,
-                              .ctx = p,
-                              .scratch = t2_held_scratch(ix)};
+                              .scratch = held ? t2_held_scratch(ix) : fmt_table2_scratch(ix)};
     }
     return rc;
 }
@@ -416,10 +420,6 @@ int ds_tables2_open(ds_private *p)
 
 void ds_tables2_close(ds_private *p)
 {
-    if (p->tables_map != NULL) {
-        munmap((void *)(uintptr_t)p->tables_map, (size_t)p->pub.ix.h.tables_bytes);
-        p->tables_map = NULL;
-    }
     if (p->tables_fd >= 0) {
         close(p->tables_fd);
         p->tables_fd = -1;
@@ -430,6 +430,10 @@ void ds_tables2_close(ds_private *p)
     p->offsets_held = NULL;
     hd_free(p->table_ok);
     p->table_ok = NULL;
+    hd_free(p->blocks);
+    p->blocks = NULL;
+    hd_free(p->blocks_state);
+    p->blocks_state = NULL;
     hd_free(p->rec_buf);
     p->rec_buf = NULL;
     ds_keys2_close(p);

@@ -60,20 +60,33 @@ static uint64_t window_of(uint64_t request)
     return request > 4 * FMT_ALIGN ? request - 2 * FMT_ALIGN : request;
 }
 
-uint64_t loader_table_entry(const fmt_index *ix)
+uint64_t loader_table_entry(const fmt_index *ix, int held)
 {
     const uint64_t table = (uint64_t)ix->h.chunk_size * ix->h.n_fields * FMT_VALUE_REC_LEN;
-    return table + (uint64_t)ix->h.chunk_size * sizeof(uint64_t) +
-           (table >= FMT_TABLE_MAP_MIN ? LOADER_TABLE_HEAD + LOADER_TABLE_PAGES : 0);
+    const uint64_t read =
+        held
+            ? 0
+            : table + (table >= FMT_TABLE_MAP_MIN ? LOADER_TABLE_HEAD + LOADER_TABLE_PAGES : 0);
+    return read + (uint64_t)ix->h.chunk_size * sizeof(uint64_t);
 }
 
-uint64_t loader_table_cache(const fmt_index *ix, uint64_t memory)
+uint64_t loader_table_cache(const fmt_index *ix, int held, uint64_t memory)
 {
-    const uint64_t entry = loader_table_entry(ix);
-    uint64_t cap = 8 * (entry + (128u << 10));
-    cap = cap < ix->h.tables_bytes ? cap : ix->h.tables_bytes;
-    cap = cap < memory / LOADER_TABLES_SHARE ? cap : memory / LOADER_TABLES_SHARE;
+    const uint64_t entry = loader_table_entry(ix, held);
+    const uint64_t share = memory / LOADER_TABLES_SHARE;
+    const uint64_t cap =
+        LOADER_TABLE_ENTRIES * entry < share ? LOADER_TABLE_ENTRIES * entry : share;
     return cap > entry ? cap : entry;
+}
+
+uint64_t loader_table_blocks(const fmt_index *ix, uint64_t memory)
+{
+    if (ix->h.major != 2) {
+        return 0;
+    }
+    const uint64_t bpc = (ix->h.chunk_size + FMT_TABLE_BLOCK - 1) / FMT_TABLE_BLOCK;
+    const uint64_t bytes = ix->h.n_chunks * (bpc * sizeof(uint32_t) + 1);
+    return bytes <= memory / LOADER_TABLES_SHARE ? bytes : 0;
 }
 
 uint64_t loader_read_buffer(const fmt_index *ix)
@@ -140,7 +153,9 @@ static uint64_t image_part(const struct hdmlp_config *cfg, uint64_t one_batch)
 typedef struct size_parts {
     uint64_t remote_cap, io, extra_io, one_batch, batches, answers, images, ram;
     uint64_t one_chunk, slot_tables, sample_tables, fixed, hold;
-    int held; /* the sample tables are held */
+    int held;        /* the sample tables are held */
+    uint64_t blocks; /* of sample_tables: their block offsets (loader_table_blocks) */
+    uint64_t cache;  /* of sample_tables: the scheduler's table cache (loader_table_cache) */
     uint64_t minimum;
     int overflow; /* a part does not fit 64 bits: no budget works */
 } size_parts;
@@ -193,16 +208,18 @@ static void size_parts_of(const fmt_index *ix, const struct hdmlp_config *cfg, u
     /* A version-2 dataset's sample tables, when they fit a sixteenth of the budget, are held
      * (read whole and checked once) so that planning reads no file (the index itself is
      * O(chunks)); else planning holds at most loader_table_cache bytes of them at once.
-     * Planning reads only a miss's candidates' sizes, except the clairvoyant policy, which
-     * also reads their offsets: with held tables its scheduler keeps each owned group's
-     * last view's offsets (K of them), charged with the slot tables, an owned abstract
-     * chunk at a time. */
+     * Their block offsets are kept too where they fit (loader_table_blocks). Planning reads
+     * only a miss's candidates' sizes, except the clairvoyant policy, which also reads
+     * their offsets: with held tables its scheduler keeps each owned group's last view's
+     * offsets (K of them), charged with the slot tables, an owned abstract chunk at a
+     * time. */
     p->held = ix->h.major == 2 && ix->h.tables_bytes <= memory / LOADER_TABLES_SHARE;
-    p->sample_tables = ix->h.major != 2 ? 0
-                       : p->held        ? ix->h.tables_bytes
-                                        : loader_table_cache(ix, memory);
+    p->blocks = loader_table_blocks(ix, memory);
     const int offsets =
         cfg->order == HDMLP_ORDER_STRICT && loader_policy(ix, cfg) == HDMLP_POLICY_CLAIRVOYANT;
+    p->cache =
+        ix->h.major != 2 || (p->held && offsets) ? 0 : loader_table_cache(ix, p->held, memory);
+    p->sample_tables = (p->held ? ix->h.tables_bytes : 0) + p->cache + p->blocks;
     p->slot_tables += p->held && offsets ? (uint64_t)k * sizeof(uint64_t) : 0;
     p->fixed = p->io + p->remote_cap + p->ram + p->images + p->sample_tables;
     p->hold = p->batches + p->answers;
@@ -318,9 +335,10 @@ int loader_size(const fmt_index *ix, const fmt_tables *tables, const struct hdml
     out->slot_tables = slot_tables;
     out->sample_tables = p.sample_tables;
     out->tables_held = p.held;
+    out->table_blocks = p.blocks;
     out->table_entries = 0;
-    if (ix->h.major == 2 && !p.held) {
-        const uint64_t e = p.sample_tables / loader_table_entry(ix);
+    if (p.cache != 0) {
+        const uint64_t e = p.cache / loader_table_entry(ix, p.held);
         out->table_entries = e < 1 ? 1 : e > UINT32_MAX ? UINT32_MAX : (uint32_t)e;
     }
     out->remote_cap = p.remote_cap;

@@ -18,11 +18,12 @@ typedef struct loader_sizing {
                                * LOADER_SLOT_META): a fixed share, held from create */
     uint64_t sample_tables;   /* a version-2 dataset's sample tables: held for planning
                                * (DIR/tables' bytes when they fit LOADER_TABLES_SHARE of the
-                               * budget: tables_held), else what planning may hold of them
-                               * at once (loader_table_cache); 0 for version 1 */
+                               * budget: tables_held), the scheduler's table cache and the
+                               * tables' block offsets (table_blocks); 0 for version 1 */
     int tables_held;
-    uint32_t table_entries; /* not held: the tables a scheduler's cache keeps
-                             * (loader_table_entries); 0: one for each owned group */
+    uint64_t table_blocks;  /* of sample_tables: the block offsets kept (0: none) */
+    uint32_t table_entries; /* the tables the scheduler's cache keeps (0: one for each
+                             * owned group) */
     uint64_t remote_cap;    /* cap on samples received ahead of need */
     uint64_t ram_cache;     /* RAM chunk cache bytes (resolved from AUTO) */
     uint64_t extra_io;      /* read buffers of I/O threads beyond two (charged per job) */
@@ -46,16 +47,21 @@ typedef struct loader_sizing {
 #define LOADER_TABLE_HEAD 24u
 #define LOADER_TABLE_PAGES (2u * 4096u)
 
-/* What a loader with a budget of `memory` bytes may hold at once of a version-2 dataset's
- * sample tables it does not hold whole: eight of the largest tables, each with what the
- * kernel maps around it when its pages are mapped (128 KiB), but no more than the file or a
- * sixteenth of the budget (LOADER_TABLES_SHARE), and at least one table (an entry of
- * loader_table_entry bytes: a table as read or mapped with its end pages and header, and K
- * offsets). Planning's sizes mapping (ds_tables_sizes) keeps within it, as does a
- * scheduler's table cache. From the index and the budget only, so a local and a remote copy
- * get the same A. */
-uint64_t loader_table_cache(const fmt_index *ix, uint64_t memory);
-uint64_t loader_table_entry(const fmt_index *ix);
+/* The scheduler's cache of sample tables for a loader with a budget of `memory` bytes:
+ * LOADER_TABLE_ENTRIES entries of loader_table_entry bytes (a table as read or mapped with
+ * its end pages and header, none when the tables are held, and K offsets), but no more than
+ * a sixteenth of the budget (LOADER_TABLES_SHARE), and at least one. (A miss's table is got
+ * for it: a cache of a few serves few misses, which come back to a chunk rarely when there
+ * are many.) From the index and the budget only, so a local and a remote copy get the same
+ * A. Held tables with the clairvoyant policy keep an entry for each owned group instead,
+ * charged with the slot tables. */
+#define LOADER_TABLE_ENTRIES 2u
+uint64_t loader_table_cache(const fmt_index *ix, int held, uint64_t memory);
+uint64_t loader_table_entry(const fmt_index *ix, int held);
+/* The bytes of a version-2 dataset's table block offsets (ds_tables_plan: 4 bytes a
+ * FMT_TABLE_BLOCK samples, and a byte a chunk), kept when they fit a sixteenth of a budget
+ * of `memory` bytes, else 0 (planning then leaves a job's records to its I/O thread). */
+uint64_t loader_table_blocks(const fmt_index *ix, uint64_t memory);
 /* The I/O threads' read buffer: the largest aligned chunk, or a version-2 table source's
  * scratch if larger (an I/O thread reads a job's table into it before reading its chunk). */
 uint64_t loader_read_buffer(const fmt_index *ix);

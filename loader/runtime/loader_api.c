@@ -206,17 +206,18 @@ int loader_create_with(hdmlp_dataset *ds, const hdmlp_config *cfg,
         ld->io_pooled = ds->store != NULL;
         ld->st.peak_memory_bytes = ld->charged;
         /* Sample tables: held in memory when sizing held them (their share), else read
-         * from the dataset a chunk at a time. Planning reads only a miss's candidates'
-         * sizes (sizes views: the I/O thread that serves the job reads its records and
-         * offsets from job_tables), but for the clairvoyant policy, which weighs offsets
-         * too: its scheduler views whole tables, mapped one at a time where it can be. */
+         * from the dataset a chunk at a time. Planning reads a miss's candidates' sizes and,
+         * where sizing kept the tables' block offsets, its samples' records from their
+         * blocks (ds_tables_plan); without them it leaves the records to the I/O thread
+         * that serves the job (job_tables). The clairvoyant policy weighs offsets too: its
+         * scheduler views whole tables, mapped one at a time where it can be. */
         fmt_tables held = ds->tables;
         if (sz.tables_held) {
             rc = ds_tables_hold(ds, &held);
         }
         if (rc == HDMLP_OK) {
-            rc = ds_tables_sizes(ds, sz.tables_held, sz.sample_tables, &ld->tables,
-                                 &ld->job_tables);
+            rc = ds_tables_plan(ds, sz.tables_held, sz.table_blocks != 0, &ld->tables,
+                                &ld->job_tables);
         }
         if (rc == HDMLP_OK && ld->cfg.order == HDMLP_ORDER_STRICT &&
             ld->cfg.policy == HDMLP_POLICY_CLAIRVOYANT) {

@@ -244,15 +244,13 @@ void loader_learn(struct hdmlp_loader *ld, int tier_kind, uint32_t ops, uint64_t
     ld->st.cost_changes = ld->src_model.changes;
 }
 
-/* Copies the records of job->slots of chunk's table into job->rec and sets each sample's
- * stored size and label from them; a record whose raw size is not the one planned fails. */
-static int copy_records(ld_job *job, const fmt_table *table)
+/* Sets each sample's stored size and label from job->rec; a record whose raw size is not
+ * the one planned fails. */
+static int check_records(ld_job *job)
 {
     for (uint32_t i = 0; i < job->n; i++) {
-        uint8_t *const dst = job->rec + (size_t)i * FMT_SAMPLE_REC_LEN;
-        memmove(dst, fmt_table_record(table, job->slots[i], dst), FMT_SAMPLE_REC_LEN);
         fmt_sample rec;
-        fmt_sample_record(dst, &rec);
+        fmt_sample_record(job->rec + (size_t)i * FMT_SAMPLE_REC_LEN, &rec);
         ld_sample *s = job->samples[i];
         if (rec.raw_len != s->size) {
             return hd_err(HDMLP_E_CORRUPT,
@@ -267,11 +265,30 @@ static int copy_records(ld_job *job, const fmt_table *table)
     return HDMLP_OK;
 }
 
+/* Copies the records of job->slots of chunk's table into job->rec (check_records): from a
+ * view's records or offsets, or summed from a sizes view's block offsets. */
+static int copy_records(const struct hdmlp_loader *ld, ld_job *job, const fmt_table *table)
+{
+    if (table->rec == NULL && table->off == NULL) {
+        const int rc = fmt_table2_records(ld->ix, job->chunk, table->val, table->blk,
+                                          job->slots, job->n, job->rec);
+        if (rc != HDMLP_OK) {
+            return hd_err_wrap(rc, "%s/%s: ", ld->ds->path, FMT_TABLES_NAME);
+        }
+        return check_records(job);
+    }
+    for (uint32_t i = 0; i < job->n; i++) {
+        uint8_t *const dst = job->rec + (size_t)i * FMT_SAMPLE_REC_LEN;
+        memmove(dst, fmt_table_record(table, job->slots[i], dst), FMT_SAMPLE_REC_LEN);
+    }
+    return check_records(job);
+}
+
 int plan_records(struct hdmlp_loader *ld, ld_job *job, void *buf, size_t cap)
 {
     fmt_table t;
     const int rc = fmt_tables_get(&ld->job_tables, job->chunk, buf, cap, &t);
-    return rc != HDMLP_OK ? rc : copy_records(job, &t);
+    return rc != HDMLP_OK ? rc : copy_records(ld, job, &t);
 }
 
 int plan_prepared(struct hdmlp_loader *ld, ld_job *job)
@@ -349,10 +366,10 @@ int plan_job(struct hdmlp_loader *ld, uint64_t chunk, const fmt_table *table,
         job->mode = job->first_load ? HDMLP_REFILL_WHOLE
                                     : sched_load_mode(ld->sch, chunk, n, ld->cfg.refill);
         job->epoch = ld->plan_epoch;
-        /* A view with offsets (or records) prepares the job here; a sizes view leaves its
-         * records and read plan to the I/O thread that takes it. */
-        if (table->rec != NULL || table->off != NULL) {
-            rc = copy_records(job, table);
+        /* A view with records, offsets or block offsets prepares the job here; a sizes view
+         * alone leaves its records and read plan to the I/O thread that takes it. */
+        if (table->rec != NULL || table->off != NULL || table->blk != NULL) {
+            rc = copy_records(ld, job, table);
             rc = rc == HDMLP_OK ? plan_prepared(ld, job) : rc;
         }
     }

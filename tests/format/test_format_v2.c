@@ -319,3 +319,64 @@ Test(index2, views_give_the_expanded_records_and_checked_skips_only_the_checksum
     cr_assert(strstr(hdmlp_last_error(), "the chunk record says"), "%s", hdmlp_last_error());
     hd_free(buf);
 }
+
+/* Records summed from block offsets (fmt_table2_blocks of a checked view) equal the view's,
+ * for any set of slots in any order; once the table changes, a record whose block sums past
+ * the chunk, or whose value record breaks its field's rule, is refused by chunk and sample,
+ * and a slot past the chunk by range. */
+Test(index2, records_from_block_offsets_equal_the_views)
+{
+    small2 v;
+    small2_init(&v, true);
+    size_t len;
+    fmt_index ix;
+    uint8_t *buf = small2_encode(&v, &len, &ix);
+    for (unsigned c = 0; c < SMALL_C; c++) {
+        fmt_chunk ch;
+        fmt_index_chunk(&ix, c, &ch);
+        uint64_t off[SMALL_K];
+        fmt_table w;
+        cr_assert_eq(fmt_table2_view(&ix, c, v.tables + ch.table_offset, off, 0, &w), HDMLP_OK);
+        uint32_t blk[(SMALL_K + FMT_TABLE_BLOCK - 1) / FMT_TABLE_BLOCK];
+        fmt_table2_blocks(&w, blk);
+        uint32_t slots[SMALL_K];
+        for (uint32_t t = 0; t < w.n; t++) {
+            slots[t] = w.n - 1 - t; /* decreasing: any order */
+        }
+        uint8_t rec[SMALL_K * FMT_SAMPLE_REC_LEN];
+        cr_assert_eq(
+            fmt_table2_records(&ix, c, v.tables + ch.table_offset, blk, slots, w.n, rec),
+            HDMLP_OK, "%s", hdmlp_last_error());
+        for (uint32_t i = 0; i < w.n; i++) {
+            uint8_t one[FMT_SAMPLE_REC_LEN];
+            cr_assert_eq(memcmp(rec + i * FMT_SAMPLE_REC_LEN,
+                                fmt_table_record(&w, slots[i], one), FMT_SAMPLE_REC_LEN),
+                         0, "chunk %u slot %u", c, slots[i]);
+        }
+    }
+    fmt_chunk ch;
+    fmt_index_chunk(&ix, 1, &ch);
+    uint8_t *raw = v.tables + ch.table_offset;
+    uint64_t off[SMALL_K];
+    fmt_table w;
+    cr_assert_eq(fmt_table2_view(&ix, 1, raw, off, 0, &w), HDMLP_OK);
+    cr_assert_geq(w.n, 2);
+    uint32_t blk[(SMALL_K + FMT_TABLE_BLOCK - 1) / FMT_TABLE_BLOCK];
+    fmt_table2_blocks(&w, blk);
+    uint8_t rec[FMT_SAMPLE_REC_LEN];
+    const uint32_t past = w.n;
+    cr_assert_eq(fmt_table2_records(&ix, 1, raw, blk, &past, 1, rec), HDMLP_E_RANGE);
+    /* Slot 0's stored length grows past the chunk: slot 1 lies outside it, and slot 0's own
+     * record breaks codec 0's rule (stored = raw). */
+    const uint32_t data = ix.data_field * FMT_VALUE_REC_LEN;
+    fmt_st32(raw + data, fmt_ld32(raw + data) + (uint32_t)ch.length);
+    const uint32_t one = 1, zero = 0;
+    cr_assert_eq(fmt_table2_records(&ix, 1, raw, blk, &one, 1, rec), HDMLP_E_CORRUPT);
+    cr_assert(strstr(hdmlp_last_error(), "chunk 1") &&
+                  strstr(hdmlp_last_error(), "is not inside the chunk"),
+              "%s", hdmlp_last_error());
+    cr_assert_eq(fmt_table2_records(&ix, 1, raw, blk, &zero, 1, rec), HDMLP_E_CORRUPT);
+    cr_assert(strstr(hdmlp_last_error(), "stored_length != raw_length"), "%s",
+              hdmlp_last_error());
+    hd_free(buf);
+}

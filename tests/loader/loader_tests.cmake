@@ -19,7 +19,7 @@ hdmlp_add_test(NAME test_loader
   SOURCES loader/runtime/test_loader.c loader/runtime/test_loader_config.c
           loader/runtime/test_loader_batches.c loader/runtime/test_loader_errors.c
           loader/runtime/test_loader_wait.c loader/runtime/test_loader_budget.c
-          loader/runtime/test_loader_stats_size.c
+          loader/runtime/test_loader_stats_size.c loader/runtime/test_loader_tables.c
           support/loader_fixture.c support/release_queue.c support/testds.c
   LIBS m
   TIMEOUT 120)

@@ -356,3 +356,60 @@ Test(dataset, v2_verify_rechecks_tables_already_read)
     assert_error_has("sample table of chunk 2: checksum mismatch", NULL);
     hdmlp_dataset_close(ds);
 }
+
+/* A loader's planning reads each table once checked whole, then only what a miss needs: a
+ * table damaged after the first epoch (every chunk's first stored length) fails the next
+ * epoch's reads of its chunks with the chunk named, whether planning sums the records from
+ * the tables' block offsets (1 MiB) or the I/O threads read them from whole views (100 KB,
+ * whose sixteenth cannot hold the block offsets); nothing is delivered wrong. */
+Test(dataset, v2_table_damaged_after_a_loaders_first_epoch, .timeout = 60)
+{
+    const testds_spec spec = {.n_samples = 20000,
+                              .chunk_size = 8,
+                              .seed = 78,
+                              .min_size = 1,
+                              .max_size = 16,
+                              .n_labels = 5,
+                              .version = 2};
+    const uint64_t budgets[] = {1u << 20, 100000};
+    for (size_t i = 0; i < sizeof(budgets) / sizeof(budgets[0]); i++) {
+        cr_assert_eq(testds_write(g_dir, &spec), HDMLP_OK, "%s", hdmlp_last_error());
+        hdmlp_dataset *ds = open_ok();
+        hdmlp_config *cfg = NULL;
+        cr_assert_eq(hdmlp_config_create(&cfg), HDMLP_OK);
+        cr_assert_eq(hdmlp_config_set_memory(cfg, budgets[i]), HDMLP_OK);
+        cr_assert_eq(hdmlp_config_set_batch_size(cfg, 16), HDMLP_OK);
+        cr_assert_eq(hdmlp_config_set_epochs(cfg, 2), HDMLP_OK);
+        hdmlp_loader *ld = NULL;
+        cr_assert_eq(hdmlp_loader_create(ds, cfg, &ld), HDMLP_OK, "%s", hdmlp_last_error());
+        hdmlp_config_free(cfg);
+        hdmlp_batch *b = NULL;
+        int rc;
+        while ((rc = hdmlp_loader_next(ld, &b)) == HDMLP_OK && hdmlp_batch_epoch(b) == 0) {
+            hdmlp_batch_release(b);
+        }
+        cr_assert_eq(rc, HDMLP_OK, "%s", hdmlp_last_error());
+        hdmlp_batch_release(b);
+        char path[PATH_CAP];
+        path_of(path, FMT_TABLES_NAME);
+        uint8_t *buf;
+        size_t len;
+        cr_assert_eq(testds_read_file(path, &buf, &len), 0, "%s", path);
+        for (uint64_t c = 0; c < ds->ix.h.n_chunks; c++) {
+            fmt_chunk ch;
+            fmt_index_chunk(&ds->ix, c, &ch);
+            uint8_t *r = buf + ch.table_offset + ds->ix.data_field * FMT_VALUE_REC_LEN;
+            fmt_st32(r, fmt_ld32(r) + (1u << 30));
+        }
+        cr_assert_eq(testds_write_file(path, buf, len), 0);
+        free(buf);
+        while ((rc = hdmlp_loader_next(ld, &b)) == HDMLP_OK) {
+            hdmlp_batch_release(b);
+        }
+        cr_assert_eq(rc, HDMLP_E_CORRUPT, "budget %llu: %s: %s", (unsigned long long)budgets[i],
+                     hdmlp_err_name(rc), hdmlp_last_error());
+        assert_error_has("sample table of chunk", NULL);
+        hdmlp_loader_free(ld);
+        hdmlp_dataset_close(ds);
+    }
+}

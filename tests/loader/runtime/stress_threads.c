@@ -44,13 +44,14 @@ static void *watch(void *arg)
     return NULL;
 }
 
-static void single_rank(const char *dir)
+/* One loader with 4 I/O threads over dir, with `memory` bytes (0: a quarter of the data). */
+static void single_rank(const char *dir, uint64_t memory)
 {
     hdmlp_dataset *ds = NULL;
     CHECK(hdmlp_dataset_open(dir, &ds) == HDMLP_OK, "open: %s", hdmlp_last_error());
     hdmlp_config *cfg = NULL;
     hdmlp_config_create(&cfg);
-    hdmlp_config_set_memory(cfg, hdmlp_dataset_raw_bytes(ds) / 4);
+    hdmlp_config_set_memory(cfg, memory != 0 ? memory : hdmlp_dataset_raw_bytes(ds) / 4);
     hdmlp_config_set_threads(cfg, 4);
     hdmlp_config_set_epochs(cfg, 2);
     hdmlp_config_set_batch_size(cfg, 16);
@@ -173,8 +174,18 @@ int main(void)
         fprintf(stderr, "testds_write: %s\n", hdmlp_last_error());
         return 1;
     }
-    single_rank(dir);
+    single_rank(dir, 0);
     three_ranks(dir);
+    testds_rm_rf(dir);
+    /* Tiny samples whose tables' block offsets do not fit the budget's sixteenth: the I/O
+     * threads read each job's records before its read. */
+    const testds_spec tiny = {20000, 8, 0, 6, 1, 16, 0, 0, 5, 2};
+    if (testds_mkdtemp("stress", dir, sizeof(dir)) != 0 ||
+        testds_write(dir, &tiny) != HDMLP_OK) {
+        fprintf(stderr, "tiny dataset: %s\n", hdmlp_last_error());
+        return 1;
+    }
+    single_rank(dir, 100000);
     testds_rm_rf(dir);
     printf("%d passed, %d failed\n", passes, failures);
     return failures != 0;
