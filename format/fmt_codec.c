@@ -22,6 +22,8 @@ struct fmt_decoder {
     ZSTD_DCtx *dctx;
     ZSTD_DDict *ddict;   /* NULL when the index has no dictionary */
     uint32_t chunk_size; /* to name the chunk in messages; 0 if unknown */
+    uint32_t n_fields;   /* version 2: the fields' count and types (a field record's) */
+    uint8_t types[FMT_MAX_FIELDS];
 };
 
 struct fmt_encoder {
@@ -44,6 +46,12 @@ int fmt_decoder_create(const fmt_index *ix, fmt_decoder **out)
     }
     if (ix != NULL) {
         d->chunk_size = ix->h.chunk_size;
+        d->n_fields = ix->h.major == 2 ? ix->h.n_fields : 0;
+        for (uint32_t f = 0; f < d->n_fields; f++) {
+            fmt_field fd;
+            fmt_index_field(ix, f, &fd);
+            d->types[f] = (uint8_t)fd.type;
+        }
         if (ix->dict_len > 0) {
             d->ddict = ZSTD_createDDict(ix->dict, (size_t)ix->dict_len);
             if (d->ddict == NULL) {
@@ -88,9 +96,15 @@ static int sample_err(const fmt_decoder *d, uint64_t index, const char *fmt, ...
     return hd_err(HDMLP_E_CORRUPT, "sample %llu: %s", (ull)index, msg);
 }
 
+static int fields_decode(fmt_decoder *d, uint64_t index, const fmt_sample *s,
+                         const uint8_t *stored, void *dst, size_t dst_cap);
+
 int fmt_sample_decode(fmt_decoder *d, uint64_t index, const fmt_sample *s,
                       const uint8_t *stored, void *dst, size_t dst_cap)
 {
+    if (s->codec == FMT_CODEC_FIELDS) {
+        return fields_decode(d, index, s, stored, dst, dst_cap);
+    }
     if (stored == NULL && s->stored_len != 0) {
         return hd_err(HDMLP_E_INVAL, "sample %llu: NULL stored bytes", (ull)index);
     }
@@ -255,5 +269,93 @@ int fmt_dict_train(const void *samples, const size_t *sizes, unsigned n, void *d
                       ZDICT_getErrorName(r));
     }
     *dict_len = r;
+    return HDMLP_OK;
+}
+
+/* A sample with fields: its field record (FORMAT.md) at dst, each stored value decoded (and
+ * checked) as a sample of its own from its part of the sample's stored bytes. */
+static int fields_decode(fmt_decoder *d, uint64_t index, const fmt_sample *s,
+                         const uint8_t *stored, void *dst, size_t dst_cap)
+{
+    const uint32_t nf = s->n_fields;
+    if (s->vals == NULL || nf == 0 || nf != d->n_fields) {
+        return hd_err(HDMLP_E_INVAL,
+                      "sample %llu: a sample with fields needs its %u value records",
+                      (ull)index, d->n_fields);
+    }
+    const uint64_t len = fmt_frec_len(s->vals, nf);
+    if (len != s->raw_len || len > dst_cap || dst == NULL) {
+        return hd_err(HDMLP_E_RANGE, "sample %llu: its field record needs %llu bytes, %s %zu",
+                      (ull)index, (ull)len,
+                      len != s->raw_len ? "the record planned" : "the buffer holds",
+                      len != s->raw_len ? (size_t)s->raw_len : dst_cap);
+    }
+    if (fmt_vals_stored(s->vals, nf) != s->stored_len || (stored == NULL && s->stored_len)) {
+        return sample_err(d, index, "its values' stored lengths do not add up to %llu",
+                          (ull)s->stored_len);
+    }
+    uint8_t *out = dst;
+    memset(out, 0, FMT_FREC_HEAD + (size_t)nf * FMT_FREC_ENTRY);
+    fmt_st32(out, FMT_FREC_MAGIC);
+    fmt_st32(out + 4, nf);
+    uint64_t pos = FMT_FREC_HEAD + (uint64_t)nf * FMT_FREC_ENTRY, from = 0;
+    for (uint32_t f = 0; f < nf; f++) {
+        const uint8_t *r = s->vals + (size_t)f * FMT_VALUE_REC_LEN;
+        uint8_t *e = out + FMT_FREC_HEAD + (size_t)f * FMT_FREC_ENTRY;
+        e[12] = r[13];
+        e[13] = d->types[f];
+        if (r[13] == FMT_VALUE_INLINE) {
+            memcpy(e, r, 8);
+            fmt_st32(e + 8, 8);
+        } else if (r[13] == FMT_VALUE_STORED) {
+            const fmt_sample v = {.stored_len = fmt_ld32(r),
+                                  .raw_len = fmt_ld32(r + 4),
+                                  .checksum = fmt_ld32(r + 8),
+                                  .codec = r[12],
+                                  .sum32 = 1};
+            const int rc =
+                fmt_sample_decode(d, index, &v, stored + from, out + pos, (size_t)(len - pos));
+            if (rc != HDMLP_OK) {
+                return hd_err_wrap(rc, "field %u: ", f);
+            }
+            fmt_st64(e, pos);
+            fmt_st32(e + 8, (uint32_t)v.raw_len);
+            const uint64_t padded = (v.raw_len + 7u) & ~7ull;
+            memset(out + pos + v.raw_len, 0, (size_t)(padded - v.raw_len));
+            pos += padded;
+            from += v.stored_len;
+        }
+    }
+    return HDMLP_OK;
+}
+
+int fmt_frec_field(const void *rec, uint64_t len, uint32_t f, fmt_frec_value *out)
+{
+    const uint8_t *r = rec;
+    memset(out, 0, sizeof(*out));
+    if (r == NULL || len < FMT_FREC_HEAD || fmt_ld32(r) != FMT_FREC_MAGIC) {
+        return hd_err(HDMLP_E_INVAL, "not a field record (%llu bytes)", (ull)len);
+    }
+    const uint32_t nf = fmt_ld32(r + 4);
+    if (f >= nf || len < FMT_FREC_HEAD + (uint64_t)nf * FMT_FREC_ENTRY) {
+        return hd_err(f >= nf ? HDMLP_E_RANGE : HDMLP_E_INVAL,
+                      "field %u of a field record of %u fields (%llu bytes)", f, nf, (ull)len);
+    }
+    const uint8_t *e = r + FMT_FREC_HEAD + (size_t)f * FMT_FREC_ENTRY;
+    out->state = e[12];
+    out->type = e[13];
+    if (e[12] == FMT_VALUE_INLINE) {
+        out->bits = fmt_ld64(e);
+        out->data = e;
+        out->size = 8;
+    } else if (e[12] == FMT_VALUE_STORED) {
+        const uint64_t at = fmt_ld64(e), size = fmt_ld32(e + 8);
+        if (at > len || size > len - at) {
+            return hd_err(HDMLP_E_INVAL, "field %u: %llu bytes at %llu, past the record's %llu",
+                          f, (ull)size, (ull)at, (ull)len);
+        }
+        out->data = r + at;
+        out->size = size;
+    }
     return HDMLP_OK;
 }

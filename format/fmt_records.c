@@ -30,6 +30,8 @@ void fmt_sample_record(const uint8_t *r, fmt_sample *out)
     out->codec = r[38];
     out->label = fmt_ld32(r + 40);
     out->sum32 = r[39] & 1u; /* 0 in version 1's section; 1 in version 2's expansions */
+    out->vals = NULL;
+    out->n_fields = 0;
 }
 
 void fmt_index_chunk(const fmt_index *ix, uint64_t c, fmt_chunk *out)

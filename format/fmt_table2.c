@@ -112,7 +112,8 @@ void fmt_table2_view_of(const fmt_index *ix, uint64_t c, const uint8_t *raw,
                        .label_at = ix->h.label_field == FMT_NO_FIELD
                                        ? UINT32_MAX
                                        : ix->h.label_field * FMT_VALUE_REC_LEN,
-                       .max_raw = ch.max_raw};
+                       .fields = ix->fielded ? nf : 0,
+                       .max_raw = ix->fielded ? fmt_frec_bound(ch.max_raw, nf) : ch.max_raw};
 }
 
 int fmt_table2_view(const fmt_index *ix, uint64_t c, const uint8_t *raw, uint64_t *off,
@@ -121,12 +122,6 @@ int fmt_table2_view(const fmt_index *ix, uint64_t c, const uint8_t *raw, uint64_
     if (c >= ix->h.n_chunks) {
         return hd_err(HDMLP_E_RANGE, "sample table of chunk %llu: out of range (%llu chunks)",
                       (ull)c, (ull)ix->h.n_chunks);
-    }
-    if (ix->data_field == FMT_NO_FIELD) {
-        return hd_err(HDMLP_E_UNSUPPORTED,
-                      "dataset with %u fields and no single bytes-valued one: the loader "
-                      "delivers one stored field per sample",
-                      ix->h.n_fields);
     }
     fmt_chunk ch;
     fmt_index_chunk(ix, c, &ch);
@@ -163,8 +158,22 @@ int fmt_table2_view(const fmt_index *ix, uint64_t c, const uint8_t *raw, uint64_
      * sample. An absent value's length bytes are 0. */
     uint64_t pos = FMT_CHUNK_HEADER_LEN, raw_sum = 0, max_raw = 0;
     const uint32_t stride = nf * FMT_VALUE_REC_LEN;
+    if (ix->fielded) { /* every field's values may be stored */
+        const uint8_t *r = raw;
+        for (uint32_t t = 0; t < ch.n_samples; t++) {
+            off[t] = pos;
+            uint64_t sample_raw = 0;
+            for (uint32_t f = 0; f < nf; f++, r += FMT_VALUE_REC_LEN) {
+                const uint64_t stored = r[13] == FMT_VALUE_STORED;
+                pos += stored * fmt_ld32(r);
+                sample_raw += stored * fmt_ld32(r + 4);
+            }
+            raw_sum += sample_raw;
+            max_raw = sample_raw > max_raw ? sample_raw : max_raw;
+        }
+    }
     const uint8_t *r = raw + (size_t)ix->data_field * FMT_VALUE_REC_LEN;
-    for (uint32_t t = 0; t < ch.n_samples; t++, r += stride) {
+    for (uint32_t t = 0; !ix->fielded && t < ch.n_samples; t++, r += stride) {
         const uint64_t stored = r[13] == FMT_VALUE_STORED;
         off[t] = pos;
         pos += stored * fmt_ld32(r);
@@ -200,13 +209,34 @@ static void encode_record(const uint8_t *v, const uint8_t *l, uint64_t offset, u
     }
 }
 
+/* The sample record of a sample with fields at `offset` whose nf value records are vals:
+ * its stored range (all its stored values), its field record's length, codec
+ * FMT_CODEC_FIELDS (its values carry their own codecs and checksums), its label. */
+static void encode_fielded(const uint8_t *vals, uint32_t nf, uint32_t label_at, uint64_t offset,
+                           uint8_t *out)
+{
+    memset(out, 0, FMT_SAMPLE_REC_LEN);
+    fmt_st64(out, offset);
+    fmt_st64(out + 8, fmt_vals_stored(vals, nf));
+    fmt_st64(out + 16, fmt_frec_len(vals, nf));
+    out[38] = (uint8_t)FMT_CODEC_FIELDS;
+    out[39] = 1; /* sum32 */
+    if (label_at != UINT32_MAX && vals[label_at + 13] == FMT_VALUE_INLINE) {
+        fmt_st32(out + 40, fmt_ld32(vals + label_at));
+    }
+}
+
 const uint8_t *fmt_table_record(const fmt_table *t, uint32_t slot, uint8_t *out)
 {
     if (t->rec != NULL) {
         return t->rec + (size_t)slot * FMT_SAMPLE_REC_LEN;
     }
-    const uint8_t *l =
-        t->label_at != UINT32_MAX ? t->val + (size_t)slot * t->stride + t->label_at : NULL;
+    const uint8_t *sample = t->val + (size_t)slot * t->stride;
+    if (t->fields) {
+        encode_fielded(sample, t->fields, t->label_at, t->off[slot], out);
+        return out;
+    }
+    const uint8_t *l = t->label_at != UINT32_MAX ? sample + t->label_at : NULL;
     encode_record(fmt_table_val(t, slot), l, t->off[slot], out);
     return out;
 }
@@ -226,6 +256,8 @@ int fmt_table2_records(const fmt_index *ix, uint64_t c, const uint8_t *raw, cons
     const uint32_t nf = ix->h.n_fields;
     const uint32_t stride = nf * FMT_VALUE_REC_LEN;
     const uint32_t data_at = ix->data_field * FMT_VALUE_REC_LEN;
+    const uint32_t label_at =
+        ix->h.label_field == FMT_NO_FIELD ? UINT32_MAX : ix->h.label_field * FMT_VALUE_REC_LEN;
     const uint64_t first = c * ix->h.chunk_size;
     fmt_field fd[FMT_MAX_FIELDS];
     for (uint32_t f = 0; f < nf; f++) {
@@ -237,12 +269,15 @@ int fmt_table2_records(const fmt_index *ix, uint64_t c, const uint8_t *raw, cons
             return hd_err(HDMLP_E_RANGE, "sample table of chunk %llu: slot %u of %u", (ull)c, t,
                           ch.n_samples);
         }
-        /* The offset: the block's start, then the stored lengths before t in its block. */
+        /* The offset: the block's start, then the stored lengths before t in its block (a
+         * sample's: its stored values', or its one stored field's). */
         uint64_t pos = blk[t / FMT_TABLE_BLOCK];
-        const uint8_t *r =
-            raw + (size_t)(t / FMT_TABLE_BLOCK * FMT_TABLE_BLOCK) * stride + data_at;
-        for (uint32_t j = t / FMT_TABLE_BLOCK * FMT_TABLE_BLOCK; j < t; j++, r += stride) {
-            pos += (uint64_t)(r[13] == FMT_VALUE_STORED) * fmt_ld32(r);
+        const uint32_t j0 = t / FMT_TABLE_BLOCK * FMT_TABLE_BLOCK;
+        const uint8_t *r = raw + (size_t)j0 * stride;
+        for (uint32_t j = j0; j < t; j++, r += stride) {
+            pos += ix->fielded ? fmt_vals_stored(r, nf)
+                               : (uint64_t)(r[data_at + 13] == FMT_VALUE_STORED) *
+                                     fmt_ld32(r + data_at);
         }
         const uint8_t *const sample = raw + (size_t)t * stride;
         for (uint32_t f = 0; f < nf; f++) {
@@ -255,17 +290,21 @@ int fmt_table2_records(const fmt_index *ix, uint64_t c, const uint8_t *raw, cons
             }
         }
         const uint8_t *const v = sample + data_at;
-        const uint64_t len = v[13] == FMT_VALUE_STORED ? fmt_ld32(v) : 0;
+        const uint64_t len = ix->fielded                 ? fmt_vals_stored(sample, nf)
+                             : v[13] == FMT_VALUE_STORED ? fmt_ld32(v)
+                                                         : 0;
         if (pos < FMT_CHUNK_HEADER_LEN || pos > ch.length || len > ch.length - pos) {
             return hd_err(HDMLP_E_CORRUPT,
                           "sample table of chunk %llu: sample %llu at %llu, %llu bytes, is not "
                           "inside the chunk's %llu (the table changed since it was checked)",
                           (ull)c, (ull)(first + t), (ull)pos, (ull)len, (ull)ch.length);
         }
-        const uint8_t *l = ix->h.label_field == FMT_NO_FIELD
-                               ? NULL
-                               : sample + ix->h.label_field * FMT_VALUE_REC_LEN;
-        encode_record(v, l, pos, rec + (size_t)i * FMT_SAMPLE_REC_LEN);
+        uint8_t *const out = rec + (size_t)i * FMT_SAMPLE_REC_LEN;
+        if (ix->fielded) {
+            encode_fielded(sample, nf, label_at, pos, out);
+        } else {
+            encode_record(v, label_at == UINT32_MAX ? NULL : sample + label_at, pos, out);
+        }
     }
     return HDMLP_OK;
 }
@@ -300,8 +339,9 @@ static int by_max_raw_desc(const void *a, const void *b)
 uint64_t fmt_index2_raw_top_sum(const fmt_index *ix, uint64_t m)
 {
     const uint64_t nc = ix->h.n_chunks;
+    const uint64_t m0 = m < ix->h.n_samples ? m : ix->h.n_samples;
     if (m >= ix->h.n_samples) {
-        return ix->h.raw_bytes;
+        return ix->h.raw_bytes + (ix->fielded ? fmt_frec_bound(0, ix->h.n_fields) : 0) * m0;
     }
     uint64_t *v = hd_malloc((size_t)nc * 2 * sizeof(uint64_t)); /* (max_raw, n) pairs */
     if (v == NULL) {
@@ -325,7 +365,8 @@ uint64_t fmt_index2_raw_top_sum(const fmt_index *ix, uint64_t m)
         m -= take;
     }
     hd_free(v);
-    return sum;
+    /* A sample with fields is delivered as its field record: at most this much longer. */
+    return sum + (ix->fielded ? fmt_frec_bound(0, ix->h.n_fields) : 0) * m0;
 }
 
 int fmt_keys_check(const fmt_index *ix, uint64_t c, const uint8_t *blk, uint64_t len)

@@ -51,6 +51,9 @@
 #define FMT_KEYS_MAGIC "HDMLPKEY"
 
 enum fmt_codec { FMT_CODEC_NONE = 0, FMT_CODEC_ZSTD = 1, FMT_CODEC_ZSTD_DICT = 2 };
+/* Not a codec on disk: a sample record (fmt_sample) of a sample with fields, decoded value by
+ * value from its value records (fmt_sample.vals) into a field record (fmt_frec_*). */
+#define FMT_CODEC_FIELDS 255u
 
 /* Version 2: a field's type (FORMAT.md: fields section). Scalars are stored inline in their
  * value record; the others as bytes in the chunk. */
@@ -134,6 +137,11 @@ typedef struct fmt_sample {
     uint32_t codec;
     uint32_t label;
     uint32_t sum32; /* 1: checksum holds the low 32 bits of XXH3-64 (version 2's records) */
+    /* codec FMT_CODEC_FIELDS: the sample's n_fields value records (FORMAT.md: sample
+     * tables), which the decoder reads; not part of the 48-byte encoding. (In this order
+     * the struct has no padding: tests compare records with memcmp.) */
+    uint32_t n_fields;
+    const uint8_t *vals;
 } fmt_sample;
 
 /* Whether a sample's stored bytes, hashing to sum (fmt_checksum), match its record. */
@@ -221,6 +229,8 @@ typedef struct fmt_index {
     uint32_t chunk_rec_len;  /* FMT_CHUNK_REC_LEN or FMT_CHUNK_REC2_LEN by version */
     uint32_t data_field;     /* version 2: the one stored (non-scalar) field the loader
                                 delivers, FMT_NO_FIELD when there is none or several */
+    bool fielded;            /* version 2 with fields besides one stored field and the
+                                label: samples are delivered as field records (fmt_frec) */
     const uint8_t *segments; /* S × FMT_SEGMENT_REC_LEN */
     const uint8_t *labels;   /* L × FMT_LABEL_REC_LEN */
     const uint8_t *strings;
@@ -266,6 +276,9 @@ typedef struct fmt_table {
     const uint64_t *off;
     const uint32_t *blk; /* a sizes view's block offsets (fmt_table2_blocks), or NULL */
     uint32_t stride, data_at, label_at;
+    /* A view of a dataset with fields (fmt_index.fielded): its F fields; a sample's stored
+     * length is its values', its raw length its field record's (fmt_frec_len). 0 otherwise. */
+    uint32_t fields;
     /* A view's raw lengths are read as at most this, its chunk record's largest: a sizes
      * view's records are not checked yet (its reader checks the table before it uses a
      * record), and a damaged one must not make a planner charge or allocate more than the
@@ -289,17 +302,63 @@ static inline uint64_t fmt_table_offset(const fmt_table *t, uint32_t slot)
     return t->rec != NULL ? fmt_rec_offset(t->rec + (size_t)slot * FMT_SAMPLE_REC_LEN)
                           : t->off[slot];
 }
+/* ---- field records: what a reader delivers for a sample with fields (FORMAT.md) -------- */
+#define FMT_FREC_MAGIC 0x46534448u /* "HDSF" */
+#define FMT_FREC_HEAD 8u
+#define FMT_FREC_ENTRY 16u
+/* One field of a field record (fmt_frec_field): state as a value record's (absent, stored,
+ * inline), the field's type; data and size the stored value's bytes in the record, or the
+ * inline value's 8 bytes (bits: an int64, a float32 in the low 4 bytes, a float64). */
+typedef struct fmt_frec_value {
+    const void *data;
+    uint64_t size;
+    uint64_t bits;
+    uint32_t state, type;
+} fmt_frec_value;
+/* Field f of the field record at rec (len bytes), checked against the record's bounds:
+ * HDMLP_E_INVAL for a buffer that is not one, HDMLP_E_RANGE for f past its fields. */
+int fmt_frec_field(const void *rec, uint64_t len, uint32_t f, fmt_frec_value *out);
+/* A sample's stored bytes (the sum of its stored values' lengths) from its nf value records. */
+static inline uint64_t fmt_vals_stored(const uint8_t *vals, uint32_t nf)
+{
+    uint64_t sum = 0;
+    for (uint32_t f = 0; f < nf; f++, vals += FMT_VALUE_REC_LEN) {
+        sum += (uint64_t)(vals[13] == FMT_VALUE_STORED) * fmt_ld32(vals);
+    }
+    return sum;
+}
+/* The length of the field record of a sample whose nf value records are at vals: the head,
+ * an entry a field, each stored value at a multiple of 8. */
+static inline uint64_t fmt_frec_len(const uint8_t *vals, uint32_t nf)
+{
+    uint64_t len = FMT_FREC_HEAD + (uint64_t)nf * FMT_FREC_ENTRY;
+    for (uint32_t f = 0; f < nf; f++, vals += FMT_VALUE_REC_LEN) {
+        len += (uint64_t)(vals[13] == FMT_VALUE_STORED) * ((fmt_ld32(vals + 4) + 7u) & ~7ull);
+    }
+    return len;
+}
+/* The longest field record of a sample whose values' raw lengths sum to raw, in a dataset of
+ * nf fields (each value padded by at most 7 bytes). */
+static inline uint64_t fmt_frec_bound(uint64_t raw, uint32_t nf)
+{
+    return raw + FMT_FREC_HEAD + (uint64_t)nf * (FMT_FREC_ENTRY + 7u);
+}
+
 static inline uint64_t fmt_table_stored_len(const fmt_table *t, uint32_t slot)
 {
-    return t->rec != NULL ? fmt_rec_stored_len(t->rec + (size_t)slot * FMT_SAMPLE_REC_LEN)
-                          : fmt_ld32(fmt_table_val(t, slot));
+    if (t->rec != NULL) {
+        return fmt_rec_stored_len(t->rec + (size_t)slot * FMT_SAMPLE_REC_LEN);
+    }
+    return t->fields ? fmt_vals_stored(t->val + (size_t)slot * t->stride, t->fields)
+                     : fmt_ld32(fmt_table_val(t, slot));
 }
 static inline uint64_t fmt_table_raw_len(const fmt_table *t, uint32_t slot)
 {
     if (t->rec != NULL) {
         return fmt_rec_raw_len(t->rec + (size_t)slot * FMT_SAMPLE_REC_LEN);
     }
-    const uint64_t raw = fmt_ld32(fmt_table_val(t, slot) + 4);
+    const uint64_t raw = t->fields ? fmt_frec_len(t->val + (size_t)slot * t->stride, t->fields)
+                                   : fmt_ld32(fmt_table_val(t, slot) + 4);
     return raw < t->max_raw ? raw : t->max_raw;
 }
 /* Decodes slot t's record (t < n). */

@@ -90,7 +90,8 @@ typedef struct hdmlp_sample_info {
     uint32_t label;       /* < hdmlp_dataset_label_count() */
     uint64_t raw_size;    /* bytes after decompression */
     uint64_t stored_size; /* bytes on disk */
-    uint32_t codec;       /* 0 none, 1 zstd, 2 zstd with the dataset dictionary */
+    uint32_t codec;       /* 0 none, 1 zstd, 2 zstd with the dataset dictionary; 255 a
+                             sample with fields (each value has its own) */
     uint32_t key_size;    /* bytes in key (not NUL-terminated; may hold any bytes) */
     const char *key;      /* original name; owned by the dataset, valid until close */
 } hdmlp_sample_info;
@@ -126,6 +127,70 @@ HDMLP_API const char *hdmlp_dataset_label_name(const hdmlp_dataset *ds, uint32_t
 /* Fills *info for sample `index`. HDMLP_E_RANGE if index >= sample count. */
 HDMLP_API int hdmlp_dataset_sample_info(const hdmlp_dataset *ds, uint64_t index,
                                         hdmlp_sample_info *info);
+/* ---- Fields ---------------------------------------------------------------------------
+ * A sample's values are fields: named and typed (hdmlp_field_info). A dataset whose only
+ * fields are one byte string (bytes, text, JSON, ndarray or image) and the label delivers
+ * each sample as that value's bytes (as every version-1 dataset does: fields "data" and
+ * "label"); raw_size is their length. Any other dataset (several stored values, scalars
+ * besides the label) delivers each sample as a FIELD RECORD, raw_size its length:
+ *   0   4  magic "HDSF"
+ *   4   4  F, the dataset's field count
+ *   8   16 × F entries, entry f: value (u64: a stored value's offset in the record, a
+ *          multiple of 8; an inline scalar's 8 bytes; 0 when absent), length (u32: a
+ *          stored value's bytes; 8 inline; 0 absent), state (u8: 0 absent, 1 stored,
+ *          2 inline), type (u8: hdmlp_field_type), 2 bytes 0
+ *   then the stored values in field order, each padded with zeros to a multiple of 8.
+ * All little-endian. hdmlp_sample_field reads one field of it without copying. */
+typedef enum hdmlp_field_type {
+    HDMLP_FIELD_BYTES = 0,
+    HDMLP_FIELD_TEXT = 1,    /* UTF-8 */
+    HDMLP_FIELD_JSON = 2,    /* UTF-8 JSON */
+    HDMLP_FIELD_INT64 = 3,   /* scalar, inline */
+    HDMLP_FIELD_FLOAT32 = 4, /* scalar, inline */
+    HDMLP_FIELD_FLOAT64 = 5, /* scalar, inline */
+    HDMLP_FIELD_NDARRAY = 6, /* each varying dim's size (u64), then the elements, C order */
+    HDMLP_FIELD_IMAGE = 7    /* encoded (JPEG, PNG, ...) */
+} hdmlp_field_type;
+
+typedef struct hdmlp_field_info {
+    const char *name; /* not NUL-terminated; owned by the dataset, valid until close */
+    uint32_t name_size;
+    uint32_t type;     /* hdmlp_field_type */
+    uint32_t dtype;    /* ndarray: 1 u8, 2 i8, 3 u16, 4 i16, 5 u32, 6 i32, 7 u64, 8 i64, 9 f16,
+                          10 f32, 11 f64; else 0 */
+    uint32_t ndim;     /* ndarray: 0..4 */
+    uint32_t shape[4]; /* ndarray: each dim's size, 0 = varies per sample */
+    uint32_t required; /* 1: every sample has it */
+    uint32_t is_label; /* 1: the label field (hdmlp_sample_view.label) */
+} hdmlp_field_info;
+
+/* One field of a sample (hdmlp_sample_field): present 0 when the sample lacks it; a stored
+ * value's bytes (data, size: zero-copy, valid while the sample's bytes are); an inline
+ * scalar's value in i64 (int64) or f64 (float32 and float64), data its 8 bytes. */
+typedef struct hdmlp_field_value {
+    const void *data;
+    uint64_t size;
+    int64_t i64;
+    double f64;
+    uint32_t present;
+    uint32_t type; /* hdmlp_field_type */
+} hdmlp_field_value;
+
+/* The dataset's fields: their count (version 1: 2, "data" and "label"), field f's
+ * description (HDMLP_E_RANGE past the count), the field named name[0..name_size)
+ * (HDMLP_E_NOTFOUND naming it), and whether samples are delivered as field records (1) or
+ * as their one value's bytes (0). */
+HDMLP_API uint32_t hdmlp_dataset_field_count(const hdmlp_dataset *ds);
+HDMLP_API int hdmlp_dataset_field(const hdmlp_dataset *ds, uint32_t f, hdmlp_field_info *out);
+HDMLP_API int hdmlp_dataset_field_index(const hdmlp_dataset *ds, const char *name,
+                                        size_t name_size, uint32_t *f);
+HDMLP_API int hdmlp_dataset_field_records(const hdmlp_dataset *ds);
+/* Field f of a sample delivered as a field record (data, size: a sample view's, or what
+ * hdmlp_dataset_read_sample wrote), checked against the record's bounds: HDMLP_E_INVAL for
+ * bytes that are not a field record, HDMLP_E_RANGE for f past its fields. */
+HDMLP_API int hdmlp_sample_field(const void *data, uint64_t size, uint32_t f,
+                                 hdmlp_field_value *out);
+
 /* Finds the first sample whose key equals key[0..key_size). HDMLP_E_NOTFOUND if none.
  * Linear in the sample count. */
 HDMLP_API int hdmlp_dataset_find_key(const hdmlp_dataset *ds, const char *key, size_t key_size,

@@ -114,13 +114,24 @@ static void *ds_table_buf(const hdmlp_dataset *ds, int *rc)
 
 /* Version 2: sample index's record (slot `slot` of chunk c) from the table held last, else
  * read, the one just read then held in its place. */
-static int ds_record_cached(const hdmlp_dataset *ds, uint64_t c, uint32_t slot, fmt_sample *out)
+/* Copies slot's value records of a version-2 view into vals (when not NULL). */
+static void copy_vals(const hdmlp_dataset *ds, const fmt_table *t, uint32_t slot, uint8_t *vals)
+{
+    if (vals != NULL && t->rec == NULL) {
+        memcpy(vals, t->val + (size_t)slot * t->stride,
+               (size_t)ds->ix.h.n_fields * FMT_VALUE_REC_LEN);
+    }
+}
+
+static int ds_record_cached(const hdmlp_dataset *ds, uint64_t c, uint32_t slot, fmt_sample *out,
+                            uint8_t *vals)
 {
     ds_private *p = ds_priv(ds);
     pthread_mutex_lock(&p->rec_lock);
     const bool hit = p->rec_chunk == c;
     if (hit) {
         fmt_table_sample(&p->rec_tab, slot, out);
+        copy_vals(ds, &p->rec_tab, slot, vals);
     }
     pthread_mutex_unlock(&p->rec_lock);
     if (hit) {
@@ -135,6 +146,7 @@ static int ds_record_cached(const hdmlp_dataset *ds, uint64_t c, uint32_t slot, 
     rc = ds_table(ds, c, buf, ds->tables.scratch, &t);
     if (rc == HDMLP_OK) {
         fmt_table_sample(&t, slot, out);
+        copy_vals(ds, &t, slot, vals);
         /* keep the table (a view into buf, or into memory the source holds) */
         pthread_mutex_lock(&p->rec_lock);
         uint8_t *old = p->rec_buf;
@@ -150,6 +162,11 @@ static int ds_record_cached(const hdmlp_dataset *ds, uint64_t c, uint32_t slot, 
 
 int ds_sample_record(const hdmlp_dataset *ds, uint64_t index, fmt_sample *out)
 {
+    return ds_sample_values(ds, index, out, NULL);
+}
+
+int ds_sample_values(const hdmlp_dataset *ds, uint64_t index, fmt_sample *out, uint8_t *vals)
+{
     if (index >= ds->ix.h.n_samples) {
         return hd_err(HDMLP_E_RANGE, "sample %llu out of range (%llu samples)", (ull)index,
                       (ull)ds->ix.h.n_samples);
@@ -157,12 +174,13 @@ int ds_sample_record(const hdmlp_dataset *ds, uint64_t index, fmt_sample *out)
     const uint64_t c = index / ds->ix.h.chunk_size;
     const uint32_t slot = (uint32_t)(index - c * ds->ix.h.chunk_size);
     if (ds->tables.scratch != 0) {
-        return ds_record_cached(ds, c, slot, out);
+        return ds_record_cached(ds, c, slot, out, vals);
     }
     fmt_table t;
     const int rc = ds_table(ds, c, NULL, 0, &t);
     if (rc == HDMLP_OK) {
         fmt_table_sample(&t, slot, out);
+        copy_vals(ds, &t, slot, vals);
     }
     return rc;
 }
@@ -270,9 +288,14 @@ int hdmlp_dataset_read_sample(hdmlp_dataset *ds, uint64_t index, void *buf, size
                       (ull)ds->ix.h.n_samples);
     }
     fmt_sample s;
-    int rc = ds_sample_record(ds, index, &s);
+    uint8_t vals[FMT_MAX_FIELDS * FMT_VALUE_REC_LEN];
+    int rc = ds_sample_values(ds, index, &s, ds->ix.fielded ? vals : NULL);
     if (rc != HDMLP_OK) {
         return rc;
+    }
+    if (ds->ix.fielded) {
+        s.vals = vals;
+        s.n_fields = ds->ix.h.n_fields;
     }
     const uint64_t c = index / ds->ix.h.chunk_size;
     fmt_chunk ch;
@@ -399,4 +422,99 @@ int hdmlp_dataset_verify(hdmlp_dataset *ds,
     hd_free(tbuf);
     hd_free(buf);
     return rc;
+}
+
+/* ---- fields ------------------------------------------------------------------------------ */
+
+uint32_t hdmlp_dataset_field_count(const hdmlp_dataset *ds)
+{
+    return ds == NULL ? 0 : ds->ix.h.major == 2 ? ds->ix.h.n_fields : 2;
+}
+
+int hdmlp_dataset_field(const hdmlp_dataset *ds, uint32_t f, hdmlp_field_info *out)
+{
+    if (ds == NULL || out == NULL) {
+        return hd_err(HDMLP_E_INVAL, "dataset_field: NULL argument");
+    }
+    const uint32_t nf = hdmlp_dataset_field_count(ds);
+    if (f >= nf) {
+        return hd_err(HDMLP_E_RANGE, "field %u out of range (%u fields)", f, nf);
+    }
+    memset(out, 0, sizeof(*out));
+    if (ds->ix.h.major != 2) { /* version 1: its bytes and its label */
+        out->name = f == 0 ? "data" : "label";
+        out->name_size = f == 0 ? 4 : 5;
+        out->type = f == 0 ? HDMLP_FIELD_BYTES : HDMLP_FIELD_INT64;
+        out->required = 1;
+        out->is_label = f == 1;
+        return HDMLP_OK;
+    }
+    fmt_field fd;
+    fmt_index_field(&ds->ix, f, &fd);
+    out->name = (const char *)ds->ix.strings + fd.name_off;
+    out->name_size = fd.name_len;
+    out->type = fd.type;
+    out->dtype = fd.dtype;
+    out->ndim = fd.ndim;
+    for (uint32_t d = 0; d < FMT_MAX_NDIM && d < 4; d++) {
+        out->shape[d] = fd.shape[d];
+    }
+    out->required = (fd.flags & FMT_FIELD_REQUIRED) != 0;
+    out->is_label = (fd.flags & FMT_FIELD_LABEL) != 0;
+    return HDMLP_OK;
+}
+
+int hdmlp_dataset_field_index(const hdmlp_dataset *ds, const char *name, size_t name_size,
+                              uint32_t *f)
+{
+    if (ds == NULL || f == NULL || (name == NULL && name_size != 0)) {
+        return hd_err(HDMLP_E_INVAL, "dataset_field_index: NULL argument");
+    }
+    const uint32_t nf = hdmlp_dataset_field_count(ds);
+    for (uint32_t i = 0; i < nf; i++) {
+        hdmlp_field_info in;
+        hdmlp_dataset_field(ds, i, &in);
+        if (in.name_size == name_size && memcmp(in.name, name, name_size) == 0) {
+            *f = i;
+            return HDMLP_OK;
+        }
+    }
+    return hd_err(HDMLP_E_NOTFOUND, "%s: no field named \"%.*s\" (%u fields)", ds->path,
+                  name_size > 200 ? 200 : (int)name_size, name_size ? name : "", nf);
+}
+
+int hdmlp_dataset_field_records(const hdmlp_dataset *ds)
+{
+    return ds != NULL && ds->ix.fielded;
+}
+
+int hdmlp_sample_field(const void *data, uint64_t size, uint32_t f, hdmlp_field_value *out)
+{
+    if (out == NULL) {
+        return hd_err(HDMLP_E_INVAL, "sample_field: NULL argument");
+    }
+    memset(out, 0, sizeof(*out));
+    fmt_frec_value v;
+    const int rc = fmt_frec_field(data, size, f, &v);
+    if (rc != HDMLP_OK) {
+        return rc;
+    }
+    out->present = v.state != FMT_VALUE_ABSENT;
+    out->type = v.type;
+    out->data = v.data;
+    out->size = v.size;
+    if (v.state == FMT_VALUE_INLINE) {
+        out->i64 = (int64_t)v.bits;
+        if (v.type == FMT_FIELD_FLOAT32) {
+            float x;
+            const uint32_t lo = (uint32_t)v.bits;
+            memcpy(&x, &lo, sizeof(x));
+            out->f64 = x;
+        } else if (v.type == FMT_FIELD_FLOAT64) {
+            memcpy(&out->f64, &v.bits, sizeof(out->f64));
+        } else {
+            out->f64 = (double)out->i64;
+        }
+    }
+    return HDMLP_OK;
 }

@@ -88,6 +88,9 @@ void ds_table_recheck(const hdmlp_dataset *ds, uint64_t c);
  * allocated when it needs one). HDMLP_E_RANGE for index ≥ N, HDMLP_E_NOMEM, ds_table's
  * errors. Thread-safe. */
 int ds_sample_record(const hdmlp_dataset *ds, uint64_t index, fmt_sample *out);
+/* As ds_sample_record, and for version 2 its value records (F × FMT_VALUE_REC_LEN bytes)
+ * into vals when not NULL (a sample with fields decodes from them). */
+int ds_sample_values(const hdmlp_dataset *ds, uint64_t index, fmt_sample *out, uint8_t *vals);
 
 /* Remote datasets (loader_dataset_remote.c): the store, its connections and the index
  * (a heap copy in index_map); the segments' sizes; one read; closing. */

@@ -368,19 +368,6 @@ int ds_tables2_open(ds_private *p)
 {
     hdmlp_dataset *ds = &p->pub;
     const fmt_index *ix = &ds->ix;
-    if (ix->data_field == FMT_NO_FIELD) {
-        uint32_t stored = 0;
-        for (uint32_t f = 0; f < ix->h.n_fields; f++) {
-            fmt_field fd;
-            fmt_index_field(ix, f, &fd);
-            stored += !fmt_field_scalar(fd.type);
-        }
-        return hd_err(HDMLP_E_UNSUPPORTED,
-                      "%s: a dataset of %u fields, %u of them stored (not scalars): the "
-                      "loader delivers exactly one stored field per sample (reading several "
-                      "is not supported yet)",
-                      ds->path, ix->h.n_fields, stored);
-    }
     p->table_ok = hd_calloc(ix->h.n_chunks ? (size_t)ix->h.n_chunks : 1, sizeof(atomic_uchar));
     if (p->table_ok == NULL) {
         return hd_err(HDMLP_E_NOMEM, "out of memory for the tables of %llu chunks",

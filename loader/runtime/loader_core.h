@@ -75,6 +75,8 @@ typedef struct ld_job {
      * the read plan are made. The I/O thread decodes, and plan_refresh plans again,
      * without the table. */
     uint8_t *rec;
+    uint8_t *vals; /* a dataset with fields: the n samples' value records (F each), copied
+                    * with the records; the decoder builds each field record from them */
     int prepared;
     hdmlp_refill mode; /* the read mode planning chose: the plan's, or auto's choice */
     int miss;          /* admitted for a miss: its plan counts as a whole or ranged refill */

@@ -59,6 +59,7 @@ void job_free(ld_job *job)
     hd_free(job->samples);
     hd_free(job->slots);
     hd_free(job->rec);
+    hd_free(job->vals);
     hd_free(job);
 }
 
@@ -269,6 +270,11 @@ static int check_records(ld_job *job)
  * view's records or offsets, or summed from a sizes view's block offsets. */
 static int copy_records(const struct hdmlp_loader *ld, ld_job *job, const fmt_table *table)
 {
+    const size_t sample_vals = (size_t)ld->ix->h.n_fields * FMT_VALUE_REC_LEN;
+    for (uint32_t i = 0; job->vals != NULL && i < job->n; i++) {
+        memcpy(job->vals + i * sample_vals, table->val + (size_t)job->slots[i] * table->stride,
+               sample_vals);
+    }
     if (table->rec == NULL && table->off == NULL) {
         const int rc = fmt_table2_records(ld->ix, job->chunk, table->val, table->blk,
                                           job->slots, job->n, job->rec);
@@ -346,9 +352,12 @@ int plan_job(struct hdmlp_loader *ld, uint64_t chunk, const fmt_table *table,
         job->samples = hd_calloc(n ? n : 1, sizeof(ld_sample *));
         job->slots = hd_malloc((n ? n : 1) * sizeof(uint32_t));
         job->rec = hd_malloc((n ? n : 1) * (size_t)FMT_SAMPLE_REC_LEN);
+        if (ld->ix->fielded) {
+            job->vals = hd_malloc((n ? n : 1) * (size_t)ld->ix->h.n_fields * FMT_VALUE_REC_LEN);
+        }
     }
-    if (rc == HDMLP_OK &&
-        (job == NULL || job->samples == NULL || job->slots == NULL || job->rec == NULL)) {
+    if (rc == HDMLP_OK && (job == NULL || job->samples == NULL || job->slots == NULL ||
+                           job->rec == NULL || (ld->ix->fielded && job->vals == NULL))) {
         rc = hd_err(HDMLP_E_NOMEM, "loader: out of memory for a refill");
     }
     for (uint32_t i = 0; rc == HDMLP_OK && i < n; i++) {

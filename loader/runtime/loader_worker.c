@@ -75,6 +75,10 @@ static int decode_samples(ld_worker *w, ld_job *job, const uint8_t *base, int wh
         ld_sample *s = job->samples[i];
         fmt_sample rec;
         fmt_sample_record(job->rec + (size_t)i * FMT_SAMPLE_REC_LEN, &rec);
+        if (job->vals != NULL) {
+            rec.n_fields = ld->ix->h.n_fields;
+            rec.vals = job->vals + (size_t)i * rec.n_fields * FMT_VALUE_REC_LEN;
+        }
         if (s->data == NULL) {
             s->data = hd_malloc(s->size ? s->size : 1);
         }

@@ -183,7 +183,62 @@ static PyObject *get_closed(DatasetObject *self, void *c)
     return PyBool_FromLong(self->ds == NULL);
 }
 
+/* The dataset's fields: a list of dicts (name, type, dtype, shape, required, label). */
+static PyObject *get_fields(DatasetObject *self, void *c)
+{
+    (void)c;
+    DS_OR_NULL(self);
+    static const char *const types[] = {"bytes",   "text",    "json",    "int64",
+                                        "float32", "float64", "ndarray", "image"};
+    static const char *const dtypes[] = {NULL,    "uint8",   "int8",    "uint16",
+                                         "int16", "uint32",  "int32",   "uint64",
+                                         "int64", "float16", "float32", "float64"};
+    const uint32_t nf = hdmlp_dataset_field_count(ds);
+    PyObject *list = PyList_New(nf);
+    for (uint32_t f = 0; list != NULL && f < nf; f++) {
+        hdmlp_field_info in;
+        hdmlp_dataset_field(ds, f, &in);
+        PyObject *shape = PyTuple_New(in.ndim);
+        for (uint32_t d = 0; shape != NULL && d < in.ndim; d++) {
+            PyTuple_SET_ITEM(shape, d,
+                             in.shape[d] ? PyLong_FromUnsignedLong(in.shape[d])
+                                         : Py_NewRef(Py_None));
+        }
+        PyObject *name = PyUnicode_DecodeUTF8(in.name, in.name_size, "surrogateescape");
+        const char *dtype = in.dtype < 12 ? dtypes[in.dtype] : NULL;
+        PyObject *d =
+            shape != NULL && name != NULL
+                ? Py_BuildValue("{s:O,s:s,s:z,s:O,s:O,s:O}", "name", name, "type",
+                                in.type < 8 ? types[in.type] : "unknown", "dtype", dtype,
+                                "shape", shape, "required", in.required ? Py_True : Py_False,
+                                "label", in.is_label ? Py_True : Py_False)
+                : NULL;
+        Py_XDECREF(shape);
+        Py_XDECREF(name);
+        if (d == NULL) {
+            Py_CLEAR(list);
+            break;
+        }
+        PyList_SET_ITEM(list, f, d);
+    }
+    return list;
+}
+
+static PyObject *get_field_records(DatasetObject *self, void *c)
+{
+    (void)c;
+    DS_OR_NULL(self);
+    return PyBool_FromLong(hdmlp_dataset_field_records(ds));
+}
+
 PyGetSetDef py_dataset_getset[] = {
+    {"fields", (getter)get_fields, NULL,
+     "The dataset's fields: a list of dicts (name, type, dtype, shape, required, label).",
+     NULL},
+    {"field_records", (getter)get_field_records, NULL,
+     "True when samples are delivered as field records (hdmlp.sample_fields reads them), "
+     "False when as their one value's bytes.",
+     NULL},
     {"path", (getter)get_path, NULL, "The path the dataset was opened with.", NULL},
     {"closed", (getter)get_closed, NULL, "True once closed.", NULL},
     {"chunk_size", (getter)get_chunk_size, NULL, "Samples per chunk (K).", NULL},

@@ -190,8 +190,10 @@ PyObject *py_dataset_info(DatasetObject *self, PyObject *key)
                           "slot", (unsigned)in.slot, "label", (unsigned)in.label, "label_name",
                           label_name, "raw_size", (unsigned long long)in.raw_size,
                           "stored_size", (unsigned long long)in.stored_size, "codec",
-                          in.codec < 3 ? codecs[in.codec] : "unknown", "key", in.key,
-                          (Py_ssize_t)in.key_size, "name", name);
+                          in.codec < 3      ? codecs[in.codec]
+                          : in.codec == 255 ? "fields"
+                                            : "unknown",
+                          "key", in.key, (Py_ssize_t)in.key_size, "name", name);
     }
     Py_XDECREF(label_name);
     Py_XDECREF(name);

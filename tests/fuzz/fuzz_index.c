@@ -206,7 +206,10 @@ static void walk_top_sum(const fmt_index *ix, uint64_t *exact)
         if (m == 0) {
             continue;
         }
-        const uint64_t got = top_sum2(ix, m);
+        /* A sample with fields is charged its field record: the head and entries more. */
+        const uint64_t extra =
+            ix->fielded ? fmt_frec_bound(0, h->n_fields) * (m < n ? m : n) : 0;
+        const uint64_t got = top_sum2(ix, m) - extra;
         if (m >= n) {
             check(got == h->raw_bytes, "raw_top_sum(m >= N) is raw_bytes");
             continue;
@@ -479,6 +482,14 @@ static void check_expanded(const fmt_index *ix, uint64_t c, const fmt_chunk *ch,
               "expanded sample inside its chunk");
         check(s.offset == pos, "expanded records back to back");
         pos = s.offset + s.stored_len;
+        if (ix->fielded) { /* a field record's: every stored value's, its own length */
+            const uint8_t *vals = raw + (size_t)t * nf * FMT_VALUE_REC_LEN;
+            check(s.codec == FMT_CODEC_FIELDS && s.stored_len == fmt_vals_stored(vals, nf) &&
+                      s.raw_len == fmt_frec_len(vals, nf) &&
+                      s.raw_len <= fmt_frec_bound(ch->max_raw, nf),
+                  "expanded record of a sample with fields");
+            continue;
+        }
         check(s.codec <= FMT_CODEC_ZSTD_DICT, "expanded codec");
         check(s.codec != FMT_CODEC_NONE || s.stored_len == s.raw_len, "expanded codec 0");
         check(s.codec != FMT_CODEC_ZSTD_DICT || ix->dict_len > 0, "expanded dict");
@@ -532,9 +543,7 @@ static bool exercise_tables(const fmt_index *ix, const uint8_t *tables, uint64_t
         const int rc = fmt_table2_expand(ix, c, raw, rec, &tab);
         const char *e = hdmlp_last_error();
         check(rc == HDMLP_OK || (e != NULL && e[0] != '\0'), "table error detail");
-        if (ix->data_field == FMT_NO_FIELD) {
-            check(rc == HDMLP_E_UNSUPPORTED, "expand without a single data field");
-        } else if (!valid) {
+        if (!valid) {
             check(rc == HDMLP_E_CORRUPT, "expand accepts a table FORMAT.md refuses");
         } else {
             check(rc == HDMLP_OK, "expand refuses a valid table");
@@ -688,6 +697,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         tlen = fmt_ld32(data + 4) < rest - ilen ? fmt_ld32(data + 4) : rest - ilen;
         klen = rest - ilen - tlen;
         ip = data + PREFIX_LEN;
+    }
+    /* The input as a field record (what hdmlp_sample_field reads from callers' bytes): a
+     * field it gives lies inside it. */
+    for (uint32_t f = 0; f < 4; f++) {
+        fmt_frec_value v;
+        if (fmt_frec_field(data, size, f, &v) == HDMLP_OK && v.state == FMT_VALUE_STORED) {
+            check((const uint8_t *)v.data >= data && v.size <= size &&
+                      (const uint8_t *)v.data - data <= (ptrdiff_t)(size - v.size),
+                  "a field record's value inside it");
+        }
     }
     uint8_t *idx = copy_exact(ip, ilen);
     uint8_t *tables = copy_exact(ip + ilen, tlen);

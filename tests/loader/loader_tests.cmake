@@ -20,6 +20,7 @@ hdmlp_add_test(NAME test_loader
           loader/runtime/test_loader_batches.c loader/runtime/test_loader_errors.c
           loader/runtime/test_loader_wait.c loader/runtime/test_loader_budget.c
           loader/runtime/test_loader_stats_size.c loader/runtime/test_loader_tables.c
+          loader/runtime/test_loader_fields.c
           support/loader_fixture.c support/release_queue.c support/testds.c
   LIBS m
   TIMEOUT 120)
@@ -172,3 +173,8 @@ hdmlp_add_test(NAME test_probe
           support/testds.c
   LIBS m
   TIMEOUT 180)
+
+# A dataset with fields for the Python tests (tests/python/test_fields.py, HDMLP_MKDS_FIELDS).
+add_executable(mkds_fields support/mkds_fields.c support/testds.c)
+target_link_libraries(mkds_fields PRIVATE hdmlp_static)
+target_include_directories(mkds_fields PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})

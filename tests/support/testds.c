@@ -249,6 +249,7 @@ typedef struct writer {
     uint8_t *enc;   /* compressed sample */
     size_t enc_cap;
     fmt_encoder *encoder;
+    int fields; /* testds_write_fields: "caption" and "score" after "data" and "label" */
 } writer;
 
 static int train_dict(writer *w)
@@ -276,6 +277,15 @@ static int train_dict(writer *w)
     free(all.p);
     free(sizes);
     return rc;
+}
+
+size_t testds_caption(uint64_t i, char *buf)
+{
+    if (i % 7 == 3) {
+        buf[0] = 0;
+        return 0;
+    }
+    return (size_t)snprintf(buf, 40, "caption of sample %llu", (unsigned long long)i);
 }
 
 /* Appends sample i's stored bytes to w->chunk and fills its record (offset set by caller). */
@@ -316,6 +326,10 @@ static int add_sample(writer *w, uint64_t i)
     if (rc == HDMLP_OK) {
         rc = bytes_append(&w->chunk, stored, stored_len);
     }
+    if (rc == HDMLP_OK && w->fields) { /* the caption's bytes follow the data's */
+        char caption[40];
+        rc = bytes_append(&w->chunk, caption, testds_caption(i, caption));
+    }
     return rc;
 }
 
@@ -323,9 +337,10 @@ static int add_sample(writer *w, uint64_t i)
 static int table_v2(writer *w, uint64_t c, uint64_t first, uint32_t n)
 {
     fmt_chunk *ch = &w->chunks[c];
+    const uint32_t nf = w->fields ? 4 : 2;
     ch->table_offset = w->tables.len;
     ch->raw_bytes = ch->max_raw = 0;
-    int rc = bytes_reserve(&w->tables, (size_t)n * 2 * FMT_VALUE_REC_LEN);
+    int rc = bytes_reserve(&w->tables, (size_t)n * nf * FMT_VALUE_REC_LEN);
     for (uint32_t j = 0; j < n && rc == HDMLP_OK; j++) {
         const fmt_sample *s = &w->samples[first + j];
         uint8_t *r = w->tables.p + w->tables.len;
@@ -334,12 +349,32 @@ static int table_v2(writer *w, uint64_t c, uint64_t first, uint32_t n)
         const fmt_value label = fmt_value_int64(s->label);
         fmt_value_encode(r, &data);
         fmt_value_encode(r + FMT_VALUE_REC_LEN, &label);
-        w->tables.len += 2 * FMT_VALUE_REC_LEN;
-        ch->raw_bytes += s->raw_len;
-        ch->max_raw = s->raw_len > ch->max_raw ? s->raw_len : ch->max_raw;
+        uint64_t raw = s->raw_len;
+        if (nf == 4) {
+            char caption[40];
+            const size_t len = testds_caption(first + j, caption);
+            fmt_value v = {.state = FMT_VALUE_ABSENT};
+            if (len != 0) {
+                v = fmt_value_stored(len, len, fmt_checksum(caption, len), FMT_CODEC_NONE);
+            }
+            fmt_value_encode(r + 2 * FMT_VALUE_REC_LEN, &v);
+            const double score = (double)(first + j) / 2;
+            uint64_t bits;
+            memcpy(&bits, &score, sizeof(bits));
+            uint8_t b8[8];
+            fmt_st64(b8, bits);
+            const fmt_value sv = {.inline_bits = bits,
+                                  .checksum = (uint32_t)(fmt_checksum(b8, 8) & UINT32_MAX),
+                                  .state = FMT_VALUE_INLINE};
+            fmt_value_encode(r + 3 * FMT_VALUE_REC_LEN, &sv);
+            raw += len;
+        }
+        w->tables.len += (size_t)nf * FMT_VALUE_REC_LEN;
+        ch->raw_bytes += raw;
+        ch->max_raw = raw > ch->max_raw ? raw : ch->max_raw;
     }
     ch->table_checksum =
-        fmt_checksum(w->tables.p + ch->table_offset, (size_t)n * 2 * FMT_VALUE_REC_LEN);
+        fmt_checksum(w->tables.p + ch->table_offset, (size_t)n * nf * FMT_VALUE_REC_LEN);
     ch->keys_offset = w->keys.len;
     for (uint32_t j = 0; j < n && rc == HDMLP_OK; j++) {
         uint8_t len[4];
@@ -440,14 +475,17 @@ static int write_index(writer *w)
     b.h.pack_seed = spec->seed;
     b.h.created = 1700000000u;
     b.n_samples = spec->n_samples;
-    fmt_field fields[2] = {
+    fmt_field fields[4] = {
         {.type = FMT_FIELD_BYTES, .flags = FMT_FIELD_REQUIRED},
-        {.type = FMT_FIELD_INT64, .flags = FMT_FIELD_REQUIRED | FMT_FIELD_LABEL}};
+        {.type = FMT_FIELD_INT64, .flags = FMT_FIELD_REQUIRED | FMT_FIELD_LABEL},
+        {.type = FMT_FIELD_TEXT},
+        {.type = FMT_FIELD_FLOAT64, .flags = FMT_FIELD_REQUIRED}};
+    const int nf = w->fields ? 4 : 2;
     if (spec->version == 1) {
         b.samples = w->samples;
     } else {
-        static const char *const names[2] = {"data", "label"};
-        for (int f = 0; f < 2; f++) {
+        static const char *const names[4] = {"data", "label", "caption", "score"};
+        for (int f = 0; f < nf; f++) {
             fields[f].name_off = (uint32_t)w->strings.len;
             fields[f].name_len = (uint32_t)strlen(names[f]);
             const int rc = bytes_append(&w->strings, names[f], fields[f].name_len);
@@ -457,7 +495,7 @@ static int write_index(writer *w)
         }
         b.version = 2;
         b.fields = fields;
-        b.n_fields = 2;
+        b.n_fields = (uint32_t)nf;
         b.h.label_field = 1;
         b.h.tables_bytes = w->tables.len;
         b.h.keys_bytes = w->keys.len;
@@ -497,7 +535,20 @@ static int write_index(writer *w)
     return rc;
 }
 
+static int write_dataset(const char *dir, const testds_spec *spec, int fields);
+
 int testds_write(const char *dir, const testds_spec *spec)
+{
+    return write_dataset(dir, spec, 0);
+}
+
+int testds_write_fields(const char *dir, const testds_spec *spec)
+{
+    return spec->version == 1 ? hd_err(HDMLP_E_INVAL, "testds: fields need version 2")
+                              : write_dataset(dir, spec, 1);
+}
+
+static int write_dataset(const char *dir, const testds_spec *spec, int fields)
 {
     if (spec->n_samples == 0 || spec->chunk_size == 0 ||
         spec->chunk_size > FMT_MAX_CHUNK_SIZE || spec->n_labels == 0 ||
@@ -511,6 +562,7 @@ int testds_write(const char *dir, const testds_spec *spec)
     memset(&w, 0, sizeof(w));
     w.spec = spec;
     w.dir = dir;
+    w.fields = fields;
     w.n_chunks = (spec->n_samples + spec->chunk_size - 1) / spec->chunk_size;
     w.per_seg = spec->chunks_per_segment ? spec->chunks_per_segment : w.n_chunks;
     w.n_segments = (uint32_t)((w.n_chunks + w.per_seg - 1) / w.per_seg);

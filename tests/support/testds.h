@@ -23,6 +23,10 @@ typedef struct testds_spec {
     uint32_t version;            /* format major: 1, or 2 (0: what hdmlp-pack writes) */
 } testds_spec;
 
+/* Sample i's caption (testds_write_fields) into buf (at least 40 bytes); its length, or 0
+ * when sample i has none. */
+size_t testds_caption(uint64_t i, char *buf);
+
 /* Content of sample i: deterministic in (i, seed), compressible, differs between samples. */
 void testds_fill(uint64_t i, uint64_t seed, void *buf, size_t len);
 /* Raw size of sample i under spec: uniform in [min_size, max_size], deterministic; when
@@ -35,6 +39,10 @@ uint64_t testds_dataset_id(uint64_t seed);
  * files (version 2: with DIR/tables and DIR/keys) then the index. Keys are "sample-%llu".
  * Returns HDMLP_OK or an HDMLP_E_* code with detail in hdmlp_last_error(). */
 int testds_write(const char *dir, const testds_spec *spec);
+/* As testds_write, version 2, with two more fields after "data" and "label": "caption"
+ * (text, stored uncompressed, absent when i % 7 == 3: testds_caption) and "score" (float64
+ * inline, i / 2). Its samples are delivered as field records. */
+int testds_write_fields(const char *dir, const testds_spec *spec);
 
 /* Makes a fresh directory "<base>/<tag>-XXXXXX" where base is $HDMLP_TEST_TMP or /tmp. */
 int testds_mkdtemp(const char *tag, char *buf, size_t cap);

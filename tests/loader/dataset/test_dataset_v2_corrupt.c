@@ -1,8 +1,8 @@
 /* Version-2 datasets damaged on disk: a flipped byte in DIR/tables (verify and reading that
  * chunk fail, other chunks read), in DIR/keys (find_key, sample_info and verify fail, the
- * samples read), tables and keys files truncated, grown or missing (open fails), and a
- * dataset of two stored fields (refused: not supported yet). Each failure names the file and
- * the chunk. Part of the test_dataset binary. */
+ * samples read), tables and keys files truncated, grown or missing (open fails), and
+ * values that do not fit their field. Each failure names the file and the chunk. Part of the
+ * test_dataset binary. */
 #include "loader_dataset.h"
 #include "support/dataset_fixture.h"
 #include "support/testds.h"
@@ -330,14 +330,22 @@ static void label_as_text(void)
     free(buf);
 }
 
-Test(dataset, v2_two_stored_fields_unsupported)
+/* The label field re-declared as text: the dataset opens (two stored fields are read as
+ * field records), and the first read of a table refuses the label's inline values by chunk,
+ * sample and field. */
+Test(dataset, v2_values_that_do_not_fit_their_field_are_refused_by_field)
 {
     cr_assert_eq(testds_write(g_dir, &spec2), HDMLP_OK, "%s", hdmlp_last_error());
     label_as_text();
-    hdmlp_dataset *ds = (hdmlp_dataset *)1;
-    cr_assert_eq(hdmlp_dataset_open(g_dir, &ds), HDMLP_E_UNSUPPORTED);
-    cr_assert_null(ds);
-    assert_error_has("2 fields, 2 of them stored", g_dir);
+    hdmlp_dataset *ds = open_ok();
+    cr_assert_eq(hdmlp_dataset_field_records(ds), 1);
+    uint8_t buf[512];
+    size_t size = 0;
+    cr_assert_eq(hdmlp_dataset_read_sample(ds, 3, buf, sizeof(buf), &size), HDMLP_E_CORRUPT);
+    assert_error_has("sample table of chunk 0: sample 0, field 1 (label): inline value in a "
+                     "field that is not a scalar",
+                     g_dir);
+    hdmlp_dataset_close(ds);
 }
 
 /* A table is checked whole on its first read after open, later reads check only its sums:
