@@ -185,6 +185,17 @@ HDMLP_API int hdmlp_dataset_field(const hdmlp_dataset *ds, uint32_t f, hdmlp_fie
 HDMLP_API int hdmlp_dataset_field_index(const hdmlp_dataset *ds, const char *name,
                                         size_t name_size, uint32_t *f);
 HDMLP_API int hdmlp_dataset_field_records(const hdmlp_dataset *ds);
+/* Over every sample (reads every chunk's table once), for each field f < n_out (n_out the
+ * field count, or fewer): how many samples have it, and their values' raw and stored bytes
+ * (scalars: 8 raw, 0 stored). Version 1: both fields of every sample. The tables' read and
+ * check errors. */
+typedef struct hdmlp_field_stats {
+    uint64_t present;
+    uint64_t raw_bytes;
+    uint64_t stored_bytes;
+} hdmlp_field_stats;
+HDMLP_API int hdmlp_dataset_field_stats(hdmlp_dataset *ds, hdmlp_field_stats *out,
+                                        uint32_t n_out);
 /* Field f of a sample delivered as a field record (data, size: a sample view's, or what
  * hdmlp_dataset_read_sample wrote), checked against the record's bounds: HDMLP_E_INVAL for
  * bytes that are not a field record, HDMLP_E_RANGE for f past its fields. */

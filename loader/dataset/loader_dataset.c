@@ -518,3 +518,39 @@ int hdmlp_sample_field(const void *data, uint64_t size, uint32_t f, hdmlp_field_
     }
     return HDMLP_OK;
 }
+
+int hdmlp_dataset_field_stats(hdmlp_dataset *ds, hdmlp_field_stats *out, uint32_t n_out)
+{
+    if (ds == NULL || (out == NULL && n_out != 0)) {
+        return hd_err(HDMLP_E_INVAL, "dataset_field_stats: NULL argument");
+    }
+    const fmt_index *ix = &ds->ix;
+    const uint32_t nf = hdmlp_dataset_field_count(ds);
+    n_out = n_out < nf ? n_out : nf;
+    memset(out, 0, n_out * sizeof(*out));
+    if (ix->h.major != 2) {
+        for (uint32_t f = 0; f < n_out; f++) {
+            out[f].present = ix->h.n_samples;
+            out[f].raw_bytes = f == 0 ? ix->h.raw_bytes : 8 * ix->h.n_samples;
+            out[f].stored_bytes = f == 0 ? ix->h.stored_bytes : 0;
+        }
+        return HDMLP_OK;
+    }
+    int rc;
+    uint8_t *buf = ds_table_buf(ds, &rc);
+    for (uint64_t c = 0; rc == HDMLP_OK && c < ix->h.n_chunks; c++) {
+        fmt_table t;
+        rc = ds_table(ds, c, buf, ds->tables.scratch, &t);
+        for (uint32_t s = 0; rc == HDMLP_OK && s < t.n; s++) {
+            const uint8_t *r = t.val + (size_t)s * t.stride;
+            for (uint32_t f = 0; f < n_out; f++, r += FMT_VALUE_REC_LEN) {
+                const bool stored = r[13] == FMT_VALUE_STORED, inl = r[13] == FMT_VALUE_INLINE;
+                out[f].present += stored || inl;
+                out[f].raw_bytes += stored ? fmt_ld32(r + 4) : inl ? 8 : 0;
+                out[f].stored_bytes += stored ? fmt_ld32(r) : 0;
+            }
+        }
+    }
+    hd_free(buf);
+    return rc;
+}

@@ -44,6 +44,46 @@ static void put_escaped(FILE *f, const char *s, size_t n)
     }
 }
 
+/* The fields: name, type (ndarray: dtype and shape), flags, samples that have it and its
+ * bytes; how samples are delivered. 0, or 1 after naming the error. */
+static int info_fields(hdmlp_dataset *ds)
+{
+    static const char *const types[] = {"bytes",   "text",    "json",    "int64",
+                                        "float32", "float64", "ndarray", "image"};
+    static const char *const dtypes[] = {"",      "uint8",   "int8",    "uint16",
+                                         "int16", "uint32",  "int32",   "uint64",
+                                         "int64", "float16", "float32", "float64"};
+    const uint32_t nf = hdmlp_dataset_field_count(ds);
+    hdmlp_field_stats *st = calloc(nf ? nf : 1, sizeof(*st));
+    if (st == NULL || hdmlp_dataset_field_stats(ds, st, nf) != HDMLP_OK) {
+        fprintf(stderr, PACK_CLI_NAME ": fields: %s\n",
+                st == NULL ? "out of memory" : hdmlp_last_error());
+        free(st);
+        return 1;
+    }
+    printf("fields        %u, samples delivered as %s\n", nf,
+           hdmlp_dataset_field_records(ds) ? "field records" : "their bytes");
+    for (uint32_t f = 0; f < nf; f++) {
+        hdmlp_field_info in;
+        hdmlp_dataset_field(ds, f, &in);
+        char h[32];
+        printf("  %-12.*s  %-8s", (int)in.name_size, in.name,
+               in.type < 8 ? types[in.type] : "unknown");
+        if (in.type == HDMLP_FIELD_NDARRAY) {
+            printf(" %s[", in.dtype < 12 ? dtypes[in.dtype] : "?");
+            for (uint32_t d = 0; d < in.ndim; d++) {
+                printf(in.shape[d] ? "%s%u" : "%s*", d ? "," : "", in.shape[d]);
+            }
+            printf("]");
+        }
+        printf("%s%s  %llu samples, %s raw\n", in.is_label ? "  label" : "",
+               in.required ? "  required" : "", (unsigned long long)st[f].present,
+               pack_human_bytes(st[f].raw_bytes, h, sizeof(h)));
+    }
+    free(st);
+    return 0;
+}
+
 int pack_cmd_info(const char *path)
 {
     hdmlp_dataset *ds;
@@ -58,12 +98,12 @@ int pack_cmd_info(const char *path)
         fprintf(stderr, PACK_CLI_NAME ": out of memory\n");
         return 1;
     }
-    uint64_t codecs[3] = {0, 0, 0};
+    uint64_t codecs[4] = {0, 0, 0, 0}; /* none, zstd, zstd+dict, field records */
     for (uint64_t i = 0; i < n; i++) {
         hdmlp_sample_info si;
         if (hdmlp_dataset_sample_info(ds, i, &si) == HDMLP_OK) {
             per_label[si.label < n_labels ? si.label : 0]++;
-            codecs[si.codec < 3 ? si.codec : 0]++;
+            codecs[si.codec < 3 ? si.codec : 3]++;
         }
     }
     const uint64_t raw = hdmlp_dataset_raw_bytes(ds);
@@ -79,9 +119,14 @@ int pack_cmd_info(const char *path)
     printf("stored bytes  %llu (%s), ratio %.3f\n", (unsigned long long)stored,
            pack_human_bytes(stored, h2, sizeof(h2)),
            stored ? (double)raw / (double)stored : 1.0);
-    printf("codecs        none %llu, zstd %llu, zstd+dict %llu\n",
-           (unsigned long long)codecs[0], (unsigned long long)codecs[1],
-           (unsigned long long)codecs[2]);
+    if (codecs[3] != 0) {
+        printf("codecs        per value (%llu samples with fields)\n",
+               (unsigned long long)codecs[3]);
+    } else {
+        printf("codecs        none %llu, zstd %llu, zstd+dict %llu\n",
+               (unsigned long long)codecs[0], (unsigned long long)codecs[1],
+               (unsigned long long)codecs[2]);
+    }
     printf("dictionary    %llu bytes\n", (unsigned long long)hdmlp_dataset_dict_size(ds));
     printf("seed          %llu\n", (unsigned long long)hdmlp_dataset_seed(ds));
     {
@@ -95,6 +140,11 @@ int pack_cmd_info(const char *path)
         printf("created       %s (%llu)\n", when, (unsigned long long)created);
     }
     pack_info_images(ds);
+    if (info_fields(ds) != 0) {
+        free(per_label);
+        hdmlp_dataset_close(ds);
+        return 1;
+    }
     printf("labels        %u\n", n_labels);
     for (uint32_t l = 0; l < n_labels; l++) {
         size_t len = 0;

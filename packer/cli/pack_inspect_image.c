@@ -48,6 +48,19 @@ void pack_info_images(hdmlp_dataset *ds)
     }
     uint64_t types[3] = {0, 0, 0}, no_header = 0, unreadable = 0;
     size_t k = 0;
+    /* Samples with fields: their first image field (none: no images line). */
+    uint32_t image_field = UINT32_MAX;
+    for (uint32_t f = 0; hdmlp_dataset_field_records(ds) && f < hdmlp_dataset_field_count(ds);
+         f++) {
+        hdmlp_field_info in;
+        if (hdmlp_dataset_field(ds, f, &in) == HDMLP_OK && in.type == HDMLP_FIELD_IMAGE) {
+            image_field = f;
+            break;
+        }
+    }
+    if (hdmlp_dataset_field_records(ds) && image_field == UINT32_MAX) {
+        goto out;
+    }
     for (size_t i = 0; i < m; i++) {
         hdmlp_sample_info si;
         size_t size = 0;
@@ -68,8 +81,17 @@ void pack_info_images(hdmlp_dataset *ds)
             unreadable++;
             continue;
         }
+        const unsigned char *img = buf;
+        if (image_field != UINT32_MAX) {
+            hdmlp_field_value v;
+            if (hdmlp_sample_field(buf, size, image_field, &v) != HDMLP_OK || !v.present) {
+                continue;
+            }
+            img = v.data;
+            size = (size_t)v.size;
+        }
         pack_image_info info;
-        const pack_image_type t = pack_image_probe(buf, size, &info);
+        const pack_image_type t = pack_image_probe(img, size, &info);
         types[t]++;
         if (t == PACK_IMAGE_OTHER) {
             continue;

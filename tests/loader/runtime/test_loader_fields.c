@@ -90,6 +90,24 @@ Test(loader_fields, the_dataset_describes_its_fields)
         cr_assert_eq(hdmlp_dataset_field_index(ds, names[f], strlen(names[f]), &at), HDMLP_OK);
         cr_assert_eq(at, f);
     }
+    /* Per field: samples that have it, raw and stored bytes (the tables' value records). */
+    hdmlp_field_stats st[4];
+    cr_assert_eq(hdmlp_dataset_field_stats(ds, st, 4), HDMLP_OK, "%s", hdmlp_last_error());
+    uint64_t data_raw = 0, captions = 0, caption_raw = 0;
+    for (uint64_t i = 0; i < spec.n_samples; i++) {
+        char text[40];
+        const size_t len = testds_caption(i, text);
+        data_raw += testds_size(&spec, i);
+        captions += len != 0;
+        caption_raw += len;
+    }
+    cr_expect(st[0].present == spec.n_samples && st[0].raw_bytes == data_raw);
+    cr_expect(st[1].present == spec.n_samples && st[1].raw_bytes == 8 * spec.n_samples &&
+              st[1].stored_bytes == 0);
+    cr_expect(st[2].present == captions && st[2].raw_bytes == caption_raw &&
+              st[2].stored_bytes == caption_raw);
+    cr_expect(st[3].present == spec.n_samples);
+    cr_expect_eq(st[0].raw_bytes + st[2].raw_bytes, hdmlp_dataset_raw_bytes(ds));
     hdmlp_field_info in;
     cr_assert_eq(hdmlp_dataset_field(ds, 4, &in), HDMLP_E_RANGE);
     uint32_t at;
