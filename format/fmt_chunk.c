@@ -95,6 +95,30 @@ int fmt_sample_verify(uint64_t index, const fmt_sample *s, const uint8_t *stored
     if (stored == NULL && s->stored_len != 0) {
         return hd_err(HDMLP_E_INVAL, "sample %llu: NULL stored bytes", (ull)index);
     }
+    if (s->codec == FMT_CODEC_FIELDS) { /* each stored value has its own checksum */
+        if (s->vals == NULL) {
+            return hd_err(HDMLP_E_INVAL, "sample %llu: a sample with fields needs its values",
+                          (ull)index);
+        }
+        uint64_t at = 0;
+        for (uint32_t f = 0; f < s->n_fields; f++) {
+            const uint8_t *r = s->vals + (size_t)f * FMT_VALUE_REC_LEN;
+            if (r[13] != FMT_VALUE_STORED) {
+                continue;
+            }
+            const uint64_t len = fmt_ld32(r);
+            const uint32_t got =
+                (uint32_t)(fmt_checksum(stored + at, (size_t)len) & UINT32_MAX);
+            if (at + len > s->stored_len || got != fmt_ld32(r + 8)) {
+                return hd_err(HDMLP_E_CORRUPT,
+                              "sample %llu, field %u: checksum mismatch (stored bytes hash to "
+                              "%08x, the table says %08x)",
+                              (ull)index, f, got, fmt_ld32(r + 8));
+            }
+            at += len;
+        }
+        return HDMLP_OK;
+    }
     const uint64_t got = fmt_checksum(stored, (size_t)s->stored_len);
     if (!fmt_sample_sum_ok(s, got)) {
         return hd_err(HDMLP_E_CORRUPT,

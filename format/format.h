@@ -535,7 +535,8 @@ void fmt_decoder_free(fmt_decoder *d);
  * (and its chunk) on mismatch or a decode that does not give exactly raw_len bytes. */
 int fmt_sample_decode(fmt_decoder *d, uint64_t index, const fmt_sample *s,
                       const uint8_t *stored, void *dst, size_t dst_cap);
-/* Checks only the checksum of a sample's stored bytes (for zero-copy codec-0 samples). */
+/* Checks only the checksum of a sample's stored bytes (for zero-copy codec-0 samples); of
+ * a sample with fields (codec FMT_CODEC_FIELDS), each stored value's, naming the field. */
 int fmt_sample_verify(uint64_t index, const fmt_sample *s, const uint8_t *stored);
 
 /* Compression context (one per thread) for the packer. level: zstd level (1..22). */

@@ -158,6 +158,53 @@ typedef struct pack_src {
     size_t root_len;
 } pack_src;
 
+/* ---- WebDataset shards: the types the context holds (functions in pack_wds.c below) --- */
+typedef enum pack_wds_field {
+    PACK_WDS_IMAGE = 0, /* .jpg .jpeg .png .webp .ppm .pgm .pbm .bmp .gif .tif .tiff */
+    PACK_WDS_LABEL = 1, /* .cls: a decimal class number */
+    PACK_WDS_TEXT = 2,  /* .txt .text: UTF-8 text */
+    PACK_WDS_JSON = 3,  /* .json */
+    PACK_WDS_BYTES = 4  /* any other extension (.npy, .flac, ...): its bytes as they are */
+} pack_wds_field;
+
+/* Fields a sample may have besides its label, and members a sample's group may hold. */
+#define PACK_WDS_MAX_FIELDS 64u
+
+/* The fields a WebDataset pack found (pack_wds.c): the member extensions (lowercased), in
+ * order of first sight (a field id is its index), each with its type and the samples that
+ * have it. After scanning (pack_wds_fields_finish), the dataset's fields: the extensions in
+ * name order with the label field ("cls") among them; `plain` when that is one field and the
+ * label (each sample is then that member's bytes, as without fields). */
+typedef struct pack_wds_fields {
+    pack_buf names;
+    uint32_t off[PACK_WDS_MAX_FIELDS], len[PACK_WDS_MAX_FIELDS];
+    uint8_t type[PACK_WDS_MAX_FIELDS]; /* enum fmt_field_type */
+    uint64_t count[PACK_WDS_MAX_FIELDS];
+    uint32_t n;
+    uint32_t final_of[PACK_WDS_MAX_FIELDS]; /* field id -> the dataset's field number */
+    uint32_t n_final, label_final;
+    int plain;
+} pack_wds_fields;
+
+/* The open group: its key, its members' values (spilled back to back from first_src, the
+ * field id and size of each), its label. */
+typedef struct pack_wds_val {
+    uint32_t field;
+    uint64_t size;
+} pack_wds_val;
+typedef struct pack_wds {
+    pack_buf key;
+    int open, has_label;
+    uint32_t label;
+    uint64_t first_src, bytes;
+    uint32_t n_vals;
+    pack_wds_val vals[PACK_WDS_MAX_FIELDS];
+} pack_wds;
+
+/* A sample's spilled bytes end with this trailer: n × (u32 field id, u32 size) in the order
+ * the values precede it, then u32 n and u32 PACK_WDS_TRAILER_MAGIC. */
+#define PACK_WDS_TRAILER_MAGIC 0x54574448u /* "HDWT" */
+
 typedef struct pack_ctx {
     const pack_opts *o;
     pack_src *srcs;
@@ -180,6 +227,7 @@ typedef struct pack_ctx {
     uint64_t n_items;
     uint64_t n_seq; /* next scan sequence number */
     pack_labels labels;
+    pack_wds_fields wds_fields; /* o->webdataset: the member extensions seen */
     uint64_t raw_bytes;
     char *tmpdir; /* temporary output directory */
     dev_t tmp_dev;
@@ -235,39 +283,35 @@ void pack_merge_sort(uint64_t *v, uint64_t *tmp, uint64_t n, pack_cmp_fn cmp, co
  * found is a label. */
 #define PACK_WDS_LABEL_MAX 16777215u
 
-typedef enum pack_wds_field {
-    PACK_WDS_IMAGE = 0, /* .jpg .jpeg .png .webp .ppm .pgm .pbm .bmp .gif .tif .tiff */
-    PACK_WDS_LABEL = 1, /* .cls: a decimal class number */
-    PACK_WDS_OTHER = 2  /* any other field, left out (PACK_SKIP_FIELD) */
-} pack_wds_field;
-
-/* The open group: its key, its image member (name, spilled bytes), its label. */
-typedef struct pack_wds {
-    pack_buf key;
-    int open, has_image, has_label;
-    pack_buf image_name; /* NUL-terminated */
-    uint64_t image_size, image_src;
-    uint32_t label;
-} pack_wds;
-
 /* A member name's key (name[0..*key_len): up to the first '.' of its last component) and
  * extension (after that '.'; empty without one). */
 void pack_wds_split(const char *name, size_t len, size_t *key_len, const char **ext,
                     size_t *ext_len);
 /* The field an extension names (case-insensitive). */
 pack_wds_field pack_wds_field_of(const char *ext, size_t ext_len);
-/* A member of each field, in shard order: an image (its bytes spilled at src), a .cls (its
- * bytes), another (counted as left out). A member of another key first emits the open
- * group's sample (pack_wds_finish). Errors name the shard `path`, the sample or member. */
-int pack_wds_image(pack_ctx *ctx, uint32_t input, const char *path, pack_wds *w,
-                   const char *name, size_t len, uint64_t size, uint64_t src);
-int pack_wds_label(pack_ctx *ctx, uint32_t input, const char *path, pack_wds *w,
-                   const char *name, size_t len, const uint8_t *bytes, size_t n);
-int pack_wds_other(pack_ctx *ctx, uint32_t input, const char *path, pack_wds *w,
-                   const char *name, size_t len);
-/* Emits the open group as a sample keyed by its key: HDMLP_E_INVAL naming it when it has no
- * image or no .cls member. */
-int pack_wds_finish(pack_ctx *ctx, uint32_t input, const char *path, pack_wds *w);
+struct pack_spill_writer;
+/* A member of the shard at `path`, in shard order: first pack_wds_begin, which emits the open
+ * group's sample when the member has another key (pack_wds_finish); then a .cls member's
+ * bytes (pack_wds_label), or any other's value as spilled at src (pack_wds_value: its field
+ * is its extension, registered in ctx->wds_fields). Errors name the shard, the sample or
+ * member. */
+int pack_wds_begin(pack_ctx *ctx, uint32_t input, const char *path, pack_wds *w,
+                   struct pack_spill_writer *spill, const char *name, size_t len);
+int pack_wds_label(pack_ctx *ctx, const char *path, pack_wds *w, const char *name, size_t len,
+                   const uint8_t *bytes, size_t n);
+int pack_wds_value(pack_ctx *ctx, const char *path, pack_wds *w, const char *name, size_t len,
+                   uint64_t size, uint64_t src);
+/* Emits the open group as a sample keyed by its key: its values and their trailer
+ * (PACK_WDS_TRAILER_MAGIC, appended to the spill) as the item's bytes. HDMLP_E_INVAL naming
+ * it when it has no .cls member or no other member. */
+int pack_wds_finish(pack_ctx *ctx, uint32_t input, const char *path, pack_wds *w,
+                    struct pack_spill_writer *spill);
+/* After scanning: the dataset's fields from the extensions seen (ctx->wds_fields). */
+void pack_wds_fields_finish(pack_wds_fields *f);
+/* Sample bytes as spilled (buf, len: values then trailer): its values' field ids and sizes
+ * in order into vals (at most PACK_WDS_MAX_FIELDS), *n of them, and where the values start
+ * (0). HDMLP_E_CORRUPT when the trailer does not describe buf. */
+int pack_wds_parse(const uint8_t *buf, uint64_t len, pack_wds_val *vals, uint32_t *n);
 void pack_wds_free(pack_wds *w);
 
 /* ---- the packed order ------------------------------------------------------------------ */
@@ -442,10 +486,11 @@ typedef struct pack_tablew {
  * header (the dataset's id). */
 int pack_tablew_open(pack_tablew *w, int dirfd, const char *dir, uint64_t dataset_id);
 /* Appends chunk rec's table and key block (its n samples: records s, whose key_off and
- * key_len give their keys in `keys`) and fills rec's table, keys, raw_bytes and max_raw
- * fields. */
-int pack_tablew_chunk(pack_tablew *w, const fmt_sample *s, const uint8_t *keys, uint32_t n,
-                      fmt_chunk *rec);
+ * key_len give their keys in `keys`; their value records nf a sample in vals for a dataset
+ * of fields, else NULL: a data and a label field from s) and fills rec's table, keys,
+ * raw_bytes and max_raw fields. */
+int pack_tablew_chunk(pack_tablew *w, const fmt_sample *s, const uint8_t *vals, uint32_t nf,
+                      const uint8_t *keys, uint32_t n, fmt_chunk *rec);
 /* Writes what is buffered, fsyncs and closes both files. */
 int pack_tablew_finish(pack_tablew *w);
 void pack_tablew_free(pack_tablew *w);

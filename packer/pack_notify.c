@@ -70,9 +70,6 @@ const char *pack_skip_reason_text(int reason)
         return "hdmlp datasets (directories, or archive members)";
     case PACK_SKIP_OUTPUT:
         return "the output being replaced, inside an input";
-    case PACK_SKIP_FIELD:
-        return "WebDataset members of fields other than the image and .cls (one data "
-               "field a sample)";
     default:
         return "?";
     }

@@ -221,6 +221,15 @@ static int scan_all(pack_ctx *ctx)
     if (rc != HDMLP_OK) {
         return rc;
     }
+    if (ctx->o->webdataset) {
+        pack_wds_fields_finish(&ctx->wds_fields);
+        if (!ctx->wds_fields.plain && ctx->o->image_max_side > 0) {
+            return hd_err(HDMLP_E_UNSUPPORTED,
+                          "--image-max-side with WebDataset shards of several fields (%u "
+                          "besides .cls): images among other fields are stored as they are",
+                          ctx->wds_fields.n);
+        }
+    }
     find_empty_labels(ctx);
     return HDMLP_OK;
 }
@@ -286,6 +295,7 @@ static void run_free(run_state *r)
     pack_items_free(ctx);
     pack_packed_free(&ctx->packed);
     pack_labels_free(&ctx->labels);
+    pack_buf_free(&ctx->wds_fields.names);
     if (ctx->spill_fd >= 0) {
         close(ctx->spill_fd);
     }
@@ -397,18 +407,34 @@ static int build_index(run_state *r, pack_summary *sum)
             return rc;
         }
     }
-    /* The fields: the sample's bytes (an image when images are prepared), its label. */
-    static const char *const field_name[PACK_FIELDS] = {"data", "label"};
-    fmt_field fields[PACK_FIELDS];
+    /* The fields: the sample's bytes (an image when images are prepared), its label; or a
+     * WebDataset's, one an extension, in name order, the label ("cls") among them, each
+     * required when every sample has it. */
+    fmt_field fields[PACK_WDS_MAX_FIELDS + 1];
     memset(fields, 0, sizeof(fields));
+    const pack_wds_fields *const wf = &ctx->wds_fields;
+    const int fielded = o->webdataset && !wf->plain;
+    const uint32_t nf = fielded ? wf->n_final : PACK_FIELDS;
+    const uint32_t label_field = fielded ? wf->label_final : PACK_FIELD_LABEL;
+    const char *name[PACK_WDS_MAX_FIELDS + 1] = {"data", "label"};
+    uint32_t name_len[PACK_WDS_MAX_FIELDS + 1] = {4, 5};
     fields[PACK_FIELD_DATA].type = o->image_max_side > 0 ? FMT_FIELD_IMAGE : FMT_FIELD_BYTES;
     fields[PACK_FIELD_DATA].flags = FMT_FIELD_REQUIRED;
-    fields[PACK_FIELD_LABEL].type = FMT_FIELD_INT64;
-    fields[PACK_FIELD_LABEL].flags = FMT_FIELD_REQUIRED | FMT_FIELD_LABEL;
-    for (uint32_t f = 0; f < PACK_FIELDS; f++) {
+    for (uint32_t i = 0; fielded && i < wf->n; i++) {
+        const uint32_t f = wf->final_of[i];
+        name[f] = (const char *)wf->names.p + wf->off[i];
+        name_len[f] = wf->len[i];
+        fields[f].type = wf->type[i];
+        fields[f].flags = wf->count[i] == n ? FMT_FIELD_REQUIRED : 0;
+    }
+    name[label_field] = fielded ? "cls" : "label";
+    name_len[label_field] = fielded ? 3 : 5;
+    fields[label_field].type = FMT_FIELD_INT64;
+    fields[label_field].flags = FMT_FIELD_REQUIRED | FMT_FIELD_LABEL;
+    for (uint32_t f = 0; f < nf; f++) {
         fields[f].name_off = (uint32_t)r->strings.len;
-        fields[f].name_len = (uint32_t)strlen(field_name[f]);
-        const int rc = pack_buf_append(&r->strings, field_name[f], fields[f].name_len);
+        fields[f].name_len = name_len[f];
+        const int rc = pack_buf_append(&r->strings, name[f], name_len[f]);
         if (rc != HDMLP_OK) {
             return rc;
         }
@@ -426,8 +452,8 @@ static int build_index(run_state *r, pack_summary *sum)
     b.version = 2;
     b.n_samples = n;
     b.fields = fields;
-    b.n_fields = PACK_FIELDS;
-    b.h.label_field = PACK_FIELD_LABEL;
+    b.n_fields = nf;
+    b.h.label_field = label_field;
     b.h.tables_bytes = r->tablew.bytes[0];
     b.h.keys_bytes = r->tablew.bytes[1];
     b.chunks = r->chunks;

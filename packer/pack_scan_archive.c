@@ -394,8 +394,8 @@ static int read_small(arc_scan *s, const char *name, uint8_t *buf, size_t cap, s
     }
 }
 
-/* A member of a WebDataset shard: regular files only, grouped by key (pack_wds.c); an image
- * member's bytes go to the spill, a .cls member's are read here, others are not read. */
+/* A member of a WebDataset shard: regular files only, grouped by key (pack_wds.c); a .cls
+ * member's bytes are read here, any other's go to the spill as a value of its field. */
 static int add_wds_member(arc_scan *s, struct archive_entry *e, const char *name, size_t len)
 {
     const mode_t type = archive_entry_filetype(e);
@@ -408,28 +408,29 @@ static int add_wds_member(arc_scan *s, struct archive_entry *e, const char *name
                       "WebDataset shards hold files only",
                       s->path, name);
     }
+    /* The group first: a member of another key emits the open one, whose values and
+     * trailer then precede this member's bytes in the spill. */
+    int rc = pack_wds_begin(s->ctx, s->input, s->path, &s->wds, &s->w, name, len);
+    if (rc != HDMLP_OK) {
+        return rc;
+    }
     size_t key_len, ext_len;
     const char *ext;
     pack_wds_split(name, len, &key_len, &ext, &ext_len);
-    const pack_wds_field f = pack_wds_field_of(ext, ext_len);
-    if (f == PACK_WDS_OTHER) {
-        return pack_wds_other(s->ctx, s->input, s->path, &s->wds, name, len);
-    }
-    if (f == PACK_WDS_LABEL) {
+    if (pack_wds_field_of(ext, ext_len) == PACK_WDS_LABEL) {
         uint8_t buf[32];
         size_t n = 0;
-        const int rc = read_small(s, name, buf, sizeof(buf), &n);
-        return rc != HDMLP_OK
-                   ? rc
-                   : pack_wds_label(s->ctx, s->input, s->path, &s->wds, name, len, buf, n);
+        rc = read_small(s, name, buf, sizeof(buf), &n);
+        return rc != HDMLP_OK ? rc
+                              : pack_wds_label(s->ctx, s->path, &s->wds, name, len, buf, n);
     }
     const uint64_t src = s->w.pos + s->w.len;
     uint64_t size = 0;
     uint8_t head[PACK_DATASET_MAGIC_LEN];
     size_t head_len = 0;
-    int rc = copy_member(s, name, &size, head, &head_len);
+    rc = copy_member(s, name, &size, head, &head_len);
     if (rc == HDMLP_OK) {
-        rc = pack_wds_image(s->ctx, s->input, s->path, &s->wds, name, len, size, src);
+        rc = pack_wds_value(s->ctx, s->path, &s->wds, name, len, size, src);
         pack_scan_tick(s->ctx, 0);
     }
     return rc;
@@ -895,7 +896,7 @@ int pack_scan_archive(pack_ctx *ctx, uint32_t input)
         }
     }
     if (rc == HDMLP_OK) { /* the shard's last sample */
-        rc = pack_wds_finish(ctx, input, s.path, &s.wds);
+        rc = pack_wds_finish(ctx, input, s.path, &s.wds, &s.w);
     }
     pack_wds_free(&s.wds);
     const int rc2 = pack_spill_close(ctx, &s.w, rc == HDMLP_OK);

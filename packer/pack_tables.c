@@ -58,18 +58,26 @@ static int flush(pack_tablew *w, int i)
     return HDMLP_OK;
 }
 
-int pack_tablew_chunk(pack_tablew *w, const fmt_sample *s, const uint8_t *keys, uint32_t n,
-                      fmt_chunk *rec)
+int pack_tablew_chunk(pack_tablew *w, const fmt_sample *s, const uint8_t *vals, uint32_t nf,
+                      const uint8_t *keys, uint32_t n, fmt_chunk *rec)
 {
-    /* Table: n × (data, label). Checksums are taken over the records as appended. */
-    const size_t tlen = (size_t)n * PACK_FIELDS * FMT_VALUE_REC_LEN;
+    /* Table: n × (data, label), or the given n × nf value records. Checksums are taken
+     * over the records as appended. */
+    const size_t tlen = (size_t)n * (vals ? nf : PACK_FIELDS) * FMT_VALUE_REC_LEN;
     const size_t t0 = w->buf[0].len;
     int rc = pack_buf_reserve(&w->buf[0], tlen);
     if (rc != HDMLP_OK) {
         return rc;
     }
     uint64_t raw = 0, max_raw = 0;
-    for (uint32_t t = 0; t < n; t++) {
+    if (vals != NULL) {
+        memcpy(w->buf[0].p + t0, vals, tlen);
+    }
+    for (uint32_t t = 0; vals != NULL && t < n; t++) {
+        raw += s[t].raw_len; /* its stored values' raw lengths */
+        max_raw = s[t].raw_len > max_raw ? s[t].raw_len : max_raw;
+    }
+    for (uint32_t t = 0; vals == NULL && t < n; t++) {
         uint8_t *const r = w->buf[0].p + t0 + (size_t)t * PACK_FIELDS * FMT_VALUE_REC_LEN;
         const fmt_value data =
             fmt_value_stored(s[t].stored_len, s[t].raw_len, s[t].checksum, s[t].codec);

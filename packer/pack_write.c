@@ -30,6 +30,7 @@ typedef struct wr_slot {
     pack_buf warn;    /* image preparation warnings of its samples, '\0'-terminated each */
     pack_item *items; /* its samples' items (key_off into keys) */
     fmt_sample *recs; /* its samples' records (key_off into keys) */
+    uint8_t *vals;    /* WebDataset fields: its samples' value records (F each), or NULL */
     pack_buf keys;    /* its samples' keys back to back */
     uint8_t *buf;
     uint64_t cap; /* capacity of buf */
@@ -160,6 +161,8 @@ typedef struct worker {
     fmt_encoder *enc;
     uint8_t *scratch;
     size_t scratch_cap;
+    uint8_t *item; /* WebDataset fields: a sample's spilled bytes */
+    uint64_t item_cap;
     pack_reader r;
 } worker;
 
@@ -232,9 +235,127 @@ static int prepare_image(worker *w, const pack_item *it, const uint8_t *key, uin
 
 /* Reads, prepares, encodes and checksums the sample in slot t of the chunk being built
  * into *buf + *off. */
+/* Compresses the raw bytes at dst in place when that pays (the configured mode; not
+ * media that is compressed already; at least 3 % smaller): *stored and *codec. */
+static int store_value(worker *w, uint8_t *dst, uint64_t raw, const pack_item *it,
+                       const uint8_t *key, uint64_t *stored, uint32_t *codec)
+{
+    *stored = raw;
+    *codec = FMT_CODEC_NONE;
+    const pack_compress mode = w->s->a->ctx->o->compress;
+    if (!w->enc || raw == 0 ||
+        (mode == PACK_COMPRESS_AUTO && pack_is_compressed_media(dst, raw))) {
+        return HDMLP_OK;
+    }
+    size_t out_len = 0;
+    uint32_t cc = FMT_CODEC_NONE;
+    const int rc = fmt_encode(w->enc, dst, raw, &w->scratch, &w->scratch_cap, &out_len, &cc);
+    if (rc != HDMLP_OK) {
+        return hd_err_wrap(rc, "compressing %.*s: ", (int)it->key_len, (const char *)key);
+    }
+    if ((uint64_t)out_len * 100 <= raw * 97) { /* shrinks by at least 3 % */
+        memcpy(dst, w->scratch, out_len);
+        *stored = out_len;
+        *codec = cc;
+    }
+    return HDMLP_OK;
+}
+
+static int finish_sample(worker *w, uint8_t **buf, uint64_t *cap, uint64_t *off, uint32_t t,
+                         uint64_t raw);
+
+/* A WebDataset sample (its values then their trailer, as spilled: pack_wds.c): with one
+ * field besides the label, that value's bytes; with fields, each value stored in the
+ * dataset's field order and its value record in the slot's vals (absent fields stay zero
+ * records but for the label's). Returns its raw bytes in *raw; sets *plain. */
+static int wds_values(worker *w, uint8_t **buf, uint64_t *cap, uint64_t off, uint32_t t,
+                      uint64_t *raw, uint64_t *stored, int *plain)
+{
+    const pack_wds_fields *f = &w->s->a->ctx->wds_fields;
+    const pack_item *const it = &w->slot->items[t];
+    const uint8_t *const key = w->slot->keys.p + it->key_off;
+    if (it->size > w->item_cap) {
+        uint8_t *nb = hd_realloc(w->item, (size_t)it->size);
+        if (nb == NULL) {
+            return hd_err(HDMLP_E_NOMEM, "out of memory for sample %.*s", (int)it->key_len,
+                          (const char *)key);
+        }
+        w->item = nb;
+        w->item_cap = it->size;
+    }
+    int rc = pack_read_item(&w->r, it, key, w->item, it->size);
+    pack_wds_val v[PACK_WDS_MAX_FIELDS];
+    uint32_t n = 0;
+    if (rc == HDMLP_OK) {
+        rc = pack_wds_parse(w->item, it->size, v, &n);
+    }
+    if (rc != HDMLP_OK) {
+        return hd_err_wrap(rc, "%.*s: ", (int)it->key_len, (const char *)key);
+    }
+    consumed(w->s, it->size);
+    *plain = f->plain;
+    *raw = *stored = 0;
+    uint8_t *const recs = w->slot->vals != NULL
+                              ? w->slot->vals + (size_t)t * f->n_final * FMT_VALUE_REC_LEN
+                              : NULL;
+    if (recs != NULL) {
+        const fmt_value label = fmt_value_int64(it->label);
+        fmt_value_encode(recs + (size_t)f->label_final * FMT_VALUE_REC_LEN, &label);
+    }
+    /* Values in the dataset's field order (the spilled order is the shard's). */
+    for (uint32_t j = 0; j < f->n_final; j++) {
+        uint64_t at = 0;
+        for (uint32_t i = 0; i < n; i++) {
+            if (f->final_of[v[i].field] == j || (f->plain && i == 0)) {
+                rc = ensure_cap(buf, cap, off + *stored + v[i].size);
+                if (rc != HDMLP_OK) {
+                    return rc;
+                }
+                uint8_t *const dst = *buf + off + *stored;
+                memcpy(dst, w->item + at, (size_t)v[i].size);
+                if (f->plain) { /* compressed, and prepared as an image, by the caller */
+                    *raw = *stored = v[i].size;
+                    return HDMLP_OK;
+                }
+                uint64_t st;
+                uint32_t codec;
+                rc = store_value(w, dst, v[i].size, it, key, &st, &codec);
+                if (rc != HDMLP_OK) {
+                    return rc;
+                }
+                const fmt_value val =
+                    fmt_value_stored(st, v[i].size, fmt_checksum(dst, st), codec);
+                fmt_value_encode(recs + (size_t)j * FMT_VALUE_REC_LEN, &val);
+                *raw += v[i].size;
+                *stored += st;
+                break;
+            }
+            at += v[i].size;
+        }
+    }
+    return HDMLP_OK;
+}
+
 static int build_sample(worker *w, uint8_t **buf, uint64_t *cap, uint64_t *off, uint32_t t)
 {
-    const pack_write_args *const a = w->s->a;
+    if (w->s->a->ctx->o->webdataset) {
+        uint64_t raw = 0, stored = 0;
+        int plain = 0;
+        const int rc = wds_values(w, buf, cap, *off, t, &raw, &stored, &plain);
+        if (rc != HDMLP_OK || plain) {
+            return rc != HDMLP_OK ? rc : finish_sample(w, buf, cap, off, t, raw);
+        }
+        const pack_item *const it = &w->slot->items[t];
+        fmt_sample *const rec = &w->slot->recs[t];
+        rec->key_off = (uint32_t)it->key_off;
+        rec->key_len = it->key_len;
+        rec->label = it->label;
+        rec->offset = *off;
+        rec->raw_len = raw;
+        rec->stored_len = stored;
+        *off += stored;
+        return HDMLP_OK;
+    }
     const pack_item *const it = &w->slot->items[t];
     const uint8_t *const key = w->slot->keys.p + it->key_off;
     int rc = ensure_cap(buf, cap, *off + it->size);
@@ -245,7 +366,17 @@ static int build_sample(worker *w, uint8_t **buf, uint64_t *cap, uint64_t *off, 
         return rc;
     }
     consumed(w->s, it->size);
-    uint64_t raw = it->size;
+    return finish_sample(w, buf, cap, off, t, it->size);
+}
+
+/* A sample whose raw bytes are at *buf + *off: prepared as an image (when on), compressed,
+ * checksummed, its record made. */
+static int finish_sample(worker *w, uint8_t **buf, uint64_t *cap, uint64_t *off, uint32_t t,
+                         uint64_t raw)
+{
+    const pack_item *const it = &w->slot->items[t];
+    const uint8_t *const key = w->slot->keys.p + it->key_off;
+    int rc;
     if (w->img) {
         rc = prepare_image(w, it, key, buf, cap, *off, &raw);
         if (rc != HDMLP_OK) {
@@ -253,22 +384,11 @@ static int build_sample(worker *w, uint8_t **buf, uint64_t *cap, uint64_t *off, 
         }
     }
     uint8_t *const dst = *buf + *off;
-    uint64_t stored = raw;
-    uint32_t codec = FMT_CODEC_NONE;
-    const pack_compress mode = a->ctx->o->compress;
-    if (w->enc && raw > 0 &&
-        !(mode == PACK_COMPRESS_AUTO && pack_is_compressed_media(dst, raw))) {
-        size_t out_len = 0;
-        uint32_t cc = FMT_CODEC_NONE;
-        rc = fmt_encode(w->enc, dst, raw, &w->scratch, &w->scratch_cap, &out_len, &cc);
-        if (rc != HDMLP_OK) {
-            return hd_err_wrap(rc, "compressing %.*s: ", (int)it->key_len, (const char *)key);
-        }
-        if ((uint64_t)out_len * 100 <= raw * 97) { /* shrinks by at least 3 % */
-            memcpy(dst, w->scratch, out_len);
-            stored = out_len;
-            codec = cc;
-        }
+    uint64_t stored;
+    uint32_t codec;
+    rc = store_value(w, dst, raw, it, key, &stored, &codec);
+    if (rc != HDMLP_OK) {
+        return rc;
     }
     fmt_sample *const rec = &w->slot->recs[t];
     rec->key_off = (uint32_t)it->key_off;
@@ -300,7 +420,10 @@ static int build_chunk(worker *w, uint64_t c, wr_slot *out)
     w->warn = &out->warn;
     w->slot = out; /* its items and keys are there (claim_items) */
     out->recs = hd_calloc(n, sizeof(fmt_sample));
-    if (!out->recs) {
+    const pack_wds_fields *const f = &a->ctx->wds_fields;
+    const int fielded = a->ctx->o->webdataset && !f->plain;
+    out->vals = fielded ? hd_calloc((size_t)n * f->n_final, FMT_VALUE_REC_LEN) : NULL;
+    if (!out->recs || (fielded && !out->vals)) {
         pool_put(s, buf, cap);
         return hd_err(HDMLP_E_NOMEM, "out of memory for chunk %llu", (unsigned long long)c);
     }
@@ -387,6 +510,7 @@ static void *worker_main(void *arg)
             pack_buf_free(&slot.warn);
             pack_buf_free(&slot.keys);
             hd_free(slot.recs);
+            hd_free(slot.vals);
             hd_free(slot.items);
             fail_locked(s, rc);
             pthread_mutex_unlock(&s->mu);
@@ -469,7 +593,9 @@ static void write_loop(wr_state *s)
         pack_buf_free(&tmp.warn);
         int rc = pack_segw_append(a->segw, mine.buf, mine.len, &a->chunks[c]);
         if (rc == HDMLP_OK) {
-            rc = pack_tablew_chunk(a->tablew, mine.recs, mine.keys.p, mine.n, &a->chunks[c]);
+            rc = pack_tablew_chunk(a->tablew, mine.recs, mine.vals,
+                                   mine.vals ? a->ctx->wds_fields.n_final : 0, mine.keys.p,
+                                   mine.n, &a->chunks[c]);
         }
         if (rc == HDMLP_OK) {
             a->raw_bytes += a->chunks[c].raw_bytes;
@@ -479,6 +605,7 @@ static void write_loop(wr_state *s)
             }
         }
         hd_free(tmp.recs);
+        hd_free(tmp.vals);
         hd_free(tmp.items);
         pack_buf_free(&tmp.keys);
         pool_put(s, mine.buf, mine.cap);
@@ -582,6 +709,7 @@ int pack_write_chunks(pack_write_args *a)
         pack_buf_free(&s.slots[i].warn);
         pack_buf_free(&s.slots[i].keys);
         hd_free(s.slots[i].recs);
+        hd_free(s.slots[i].vals);
         hd_free(s.slots[i].items);
     }
     for (uint64_t i = 0; i < s.pool_n; i++) {
@@ -599,6 +727,7 @@ int pack_write_chunks(pack_write_args *a)
         a->img.bytes_out += ws[i].img_totals.bytes_out;
         a->img.kept += ws[i].img_totals.kept;
         hd_free(ws[i].scratch);
+        hd_free(ws[i].item);
         pack_reader_free(&ws[i].r);
     }
     hd_free(ws);

@@ -136,9 +136,7 @@ typedef enum pack_skip_reason {
     PACK_SKIP_DATASET = 4,      /* hdmlp datasets (PACK_NESTED_SKIP): directories, or the
                                    dataset files of an archive */
     PACK_SKIP_OUTPUT = 5,       /* OUT (replaced with force), found inside an input */
-    PACK_SKIP_FIELD = 6,        /* WebDataset members of fields other than the image and the
-                                   label (a sample has one data field in this version) */
-    PACK_SKIP_N = 7
+    PACK_SKIP_N = 6
 } pack_skip_reason;
 
 /* A short plural phrase for a reason ("symbolic links naming no member of the archive");
@@ -201,8 +199,8 @@ typedef struct pack_opts {
     int image_quality;       /* JPEG quality 1..100 of re-encoded images (default 90) */
     pack_nested nested;      /* hdmlp datasets inside inputs (default PACK_NESTED_REFUSE) */
     int webdataset;          /* archive inputs are WebDataset shards (pack_wds.c): a sample
-                                is a key's image member, labelled by its .cls member; only
-                                archive inputs then */
+                                is a key's members, labelled by its .cls member, each other
+                                member a field's value; only archive inputs then */
     uint64_t sort_run_bytes; /* for tests: bytes of item records and keys sorted in memory
                                 at a time (more are merged from runs on disk); 0 = the
                                 default (64 MiB). Changes memory and time, not output. */

@@ -408,6 +408,10 @@ int hdmlp_dataset_verify(hdmlp_dataset *ds,
         for (uint32_t j = 0; j < t.n; j++) {
             fmt_sample s;
             fmt_table_sample(&t, j, &s);
+            if (ix->fielded) {
+                s.vals = t.val + (size_t)j * t.stride;
+                s.n_fields = ix->h.n_fields;
+            }
             rc = fmt_sample_verify(t.first + j, &s, buf + s.offset);
             if (rc != HDMLP_OK) {
                 ds_segment_path(ds, ch.segment, path, sizeof(path));

@@ -1,15 +1,18 @@
 #!/bin/bash
-# WebDataset shards (hdmlp-pack --webdataset): members grouped by key, the image member the
-# sample's bytes, the .cls member its label.
-#   - Two shards (.tar and .tar.gz) of samples with an image (.jpg, .png or .JPEG), a .cls,
-#     a .txt and a .json member, in varying member order: every sample once, keyed by its
-#     key, bytes equal to its image member's, labelled by its class number; labels "0" to
-#     the largest number in numeric order (a number no sample has is a label without
-#     samples, reported); the .txt and .json members counted as left out; verify passes.
+# WebDataset shards (hdmlp-pack --webdataset): members grouped by key, each extension a
+# field, the .cls member the label.
+#   - Two shards (.tar and .tar.gz) of samples with an image (.jpg, .png or .JPEG: one field,
+#     "image") and a .cls, in varying member order: every sample once, keyed by its key,
+#     bytes equal to its image member's, labelled by its class number; labels "0" to the
+#     largest number in numeric order (a number no sample has is a label without samples,
+#     reported); verify passes.
+#   - The same with a .txt (absent from every fifth sample) and a .json member: fields cls,
+#     image, json, txt (name order), txt not required; every field of every sample equals
+#     its member; --info lists the fields; verify passes.
 #   - Errors naming the shard and the sample or member: a sample without a .cls member,
-#     without an image, with two images, a .cls that is not a class number or above the
-#     largest allowed, a link member; a directory or list input with --webdataset. Nothing
-#     is left behind by a failed run.
+#     without any other member, with two images, a .cls that is not a class number or above
+#     the largest allowed, a link member; a directory or list input with --webdataset.
+#     Nothing is left behind by a failed run.
 source "$(dirname "$0")/lib.sh"
 need_dsdump
 
@@ -33,26 +36,34 @@ def fnv(b):
         h = ((h ^ x) * 0x100000001b3) & 0xffffffffffffffff
     return h
 
-want = []
-for shard, mode in ((0, "w"), (1, "w:gz")):
-    name = os.path.join(t, "shard-%d.tar%s" % (shard, ".gz" if mode == "w:gz" else ""))
-    with tarfile.open(name, mode) as tf:
-        for i in range(300):
-            key = "s%d/%06d" % (shard, i)
-            cls = (i * 7 + shard) % 12
-            cls = 13 if cls == 5 else cls  # no sample has 5 (nor 12): labels without samples
-            img = hashlib.sha256(key.encode()).digest() * (1 + i % 9)
-            ext = ("jpg", "png", "JPEG")[i % 3]
-            members = [(key + ".cls", b" %d\n" % cls), (key + "." + ext, img),
-                       (key + ".txt", b"a caption of " + key.encode()),
-                       (key + ".json", b'{"i": %d}' % i)]
-            if i % 2:
-                members.reverse()
-            for m, d in members:
-                add(tf, m, d)
-            want.append("%s\t%d\t%d\t%016x" % (key, cls, len(img), fnv(img)))
-with open(os.path.join(t, "want"), "w") as f:
-    f.write("\n".join(sorted(want)) + "\n")
+for kind in ("cls", "fields"):
+    want = []
+    for shard, mode in ((0, "w"), (1, "w:gz")):
+        name = os.path.join(t, "%s-%d.tar%s" % (kind, shard, ".gz" if mode == "w:gz" else ""))
+        with tarfile.open(name, mode) as tf:
+            for i in range(300):
+                key = "s%d/%06d" % (shard, i)
+                cls = (i * 7 + shard) % 12
+                cls = 13 if cls == 5 else cls  # no sample has 5 (nor 12): labels without samples
+                img = hashlib.sha256(key.encode()).digest() * (1 + i % 9)
+                ext = ("jpg", "png", "JPEG")[i % 3]
+                txt = b"a caption of " + key.encode() if i % 5 else None
+                js = b'{"i": %d}' % i
+                members = [(key + ".cls", b" %d\n" % cls), (key + "." + ext, img)]
+                if kind == "fields":
+                    members += [(key + ".json", js)] + ([(key + ".txt", txt)] if txt else [])
+                if i % 2:
+                    members.reverse()
+                for m, d in members:
+                    add(tf, m, d)
+                line = "%s\t%d\t%d\t%016x" % (key, cls, len(img), fnv(img))
+                if kind == "fields":
+                    line = "%s\t%d\tcls=#%d\timage=%d:%016x\tjson=%d:%016x\ttxt=%s" % (
+                        key, cls, cls, len(img), fnv(img), len(js), fnv(js),
+                        "%d:%016x" % (len(txt), fnv(txt)) if txt else "-")
+                want.append(line)
+    with open(os.path.join(t, "want-" + kind), "w") as f:
+        f.write("\n".join(sorted(want)) + "\n")
 
 def shard(name, members, links=()):
     with tarfile.open(os.path.join(t, name), "w") as tf:
@@ -63,19 +74,17 @@ def shard(name, members, links=()):
 
 ok = [("a.jpg", b"x"), ("a.cls", b"1")]
 shard("nocls.tar", ok + [("b.jpg", b"y")])
-shard("noimg.tar", ok + [("b.cls", b"2"), ("b.txt", b"t")])
+shard("noimg.tar", ok + [("b.cls", b"2")])
 shard("twoimg.tar", ok + [("b.jpg", b"y"), ("b.png", b"z"), ("b.cls", b"2")])
 shard("badcls.tar", ok + [("b.jpg", b"y"), ("b.cls", b"two")])
 shard("bigcls.tar", ok + [("b.jpg", b"y"), ("b.cls", b"16777216")])
 shard("link.tar", ok, links=[("b.jpg", "a.jpg")])
 PY
 
-# --- two shards --------------------------------------------------------------------------
+# --- two shards of images and classes -------------------------------------------------------
 O=$T/ds
-pk_ok --webdataset --seed 5 -j 2 -o "$O" "$T/shard-0.tar" "$T/shard-1.tar.gz"
+pk_ok --webdataset --seed 5 -j 2 -o "$O" "$T/cls-0.tar" "$T/cls-1.tar.gz"
 grep -q "Packed 600 samples with 14 labels" "$LOG/stdout" || fail "summary: $(head -3 "$LOG/stdout")"
-grep -q "WebDataset members of fields other than the image and .cls (one data field a sample) (1200)" \
-    "$LOG/stdout" || fail "the .txt and .json members are not counted as left out"
 grep -q "2 of 14 labels have no samples: 5, 12" "$LOG/stdout" ||
     fail "labels without samples not reported: $(grep -i label "$LOG/stdout")"
 ok
@@ -85,9 +94,24 @@ paste <(seq 0 13) <(seq 0 13) | diff - "$T/labels" >/dev/null ||
     fail "labels are not 0..13 numbered by value: $(tr '\n' ' ' <"$T/labels")"
 ok
 dump "$O" --hash | awk -F'\t' '{ print $3 "\t" $2 "\t" $4 "\t" $9 }' | LC_ALL=C sort >"$T/got"
-diff "$T/want" "$T/got" >"$LOG/diff" || fail "samples differ from the shards' ($(head -3 "$LOG/diff"))"
+diff "$T/want-cls" "$T/got" >"$LOG/diff" || fail "samples differ from the shards' ($(head -3 "$LOG/diff"))"
 ok
 verify_ok "$O" "two shards"
+
+# --- two shards with captions and JSON: fields ---------------------------------------------
+F=$T/fields
+pk_ok --webdataset --seed 5 -j 2 -o "$F" "$T/fields-0.tar" "$T/fields-1.tar.gz"
+grep -q "Packed 600 samples with 14 labels" "$LOG/stdout" || fail "fields summary: $(head -3 "$LOG/stdout")"
+dump "$F" --hash | awk -F'\t' '{ print $3 "\t" $2 "\t" $10 "\t" $11 "\t" $12 "\t" $13 }' |
+    LC_ALL=C sort >"$T/got"
+diff "$T/want-fields" "$T/got" >"$LOG/diff" || fail "fields differ from the members ($(head -3 "$LOG/diff"))"
+ok
+"$PACK" --info "$F" >"$LOG/info" || fail "--info of a dataset with fields"
+grep -q "^fields        4, samples delivered as field records" "$LOG/info" || fail "--info: $(grep -A4 fields "$LOG/info")"
+grep -Eq "^  txt +text +480 samples" "$LOG/info" || fail "--info txt: $(grep txt "$LOG/info")"
+grep -Eq "^  image +image +required  600 samples" "$LOG/info" || fail "--info image: $(grep image "$LOG/info")"
+ok
+verify_ok "$F" "fields"
 
 # --- errors ------------------------------------------------------------------------------
 E=$T/err
@@ -99,8 +123,8 @@ check_error() { # check_error SHARD PATTERN WHAT
     nothing_left "$E" "$3"
 }
 check_error nocls.tar 'sample b has no \.cls member' "no .cls"
-check_error noimg.tar 'sample b has no image member' "no image"
-check_error twoimg.tar 'sample b has two image members \(b\.jpg and b\.png\)' "two images"
+check_error noimg.tar 'sample b has no member besides its \.cls' "no image"
+check_error twoimg.tar 'sample b has two image members \(the second: b\.png\)' "two images"
 check_error badcls.tar 'member b\.cls: not a class number' "bad .cls"
 check_error bigcls.tar 'member b\.cls: not a class number \(a decimal integer 0\.\.16777215\)' "too large .cls"
 check_error link.tar 'member b\.jpg is not a regular file' "link member"

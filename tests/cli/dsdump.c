@@ -12,7 +12,9 @@
  * below 0x20 or equal to 0x7f (printed "\\xHH"), so a line always holds one record.
  *
  *   --header  print only the '#' lines
- *   --hash    read every sample (hdmlp_dataset_read_sample) and append FNV-1a-64 of its bytes
+ *   --hash    read every sample (hdmlp_dataset_read_sample) and append FNV-1a-64 of its bytes;
+ *             for a dataset of field records, then each field as NAME=SIZE:FNV (stored),
+ *             NAME=#VALUE (an inline int64) or NAME=- (absent), in field order
  *   --root R  read every sample and compare it byte for byte with the file R/KEY; each
  *             mismatch is reported on stderr and makes the exit status 1
  * Exit status: 0 ok, 1 a library call failed or a comparison failed, 2 usage.
@@ -172,6 +174,27 @@ int main(int argc, char **argv)
             }
             if (hash) {
                 printf("\t%016" PRIx64, fnv1a(buf, got));
+            }
+            for (uint32_t f = 0;
+                 hash && hdmlp_dataset_field_records(ds) && f < hdmlp_dataset_field_count(ds);
+                 f++) {
+                hdmlp_field_info in;
+                hdmlp_field_value v;
+                if (hdmlp_dataset_field(ds, f, &in) != HDMLP_OK ||
+                    hdmlp_sample_field(buf, got, f, &v) != HDMLP_OK) {
+                    fprintf(stderr, "dsdump: sample %" PRIu64 ", field %u: %s\n", i, f,
+                            hdmlp_last_error());
+                    status = 1;
+                    break;
+                }
+                printf("\t%.*s=", (int)in.name_size, in.name);
+                if (!v.present) {
+                    printf("-");
+                } else if (v.type == HDMLP_FIELD_INT64) {
+                    printf("#%" PRId64, v.i64);
+                } else {
+                    printf("%" PRIu64 ":%016" PRIx64, v.size, fnv1a(v.data, (size_t)v.size));
+                }
             }
             if (root != NULL) {
                 const size_t need = strlen(root) + si.key_size + 2;

@@ -10,8 +10,10 @@
 #include <criterion/criterion.h>
 #include <inttypes.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* A fresh directory in dir holding spec written with fields, opened. */
 static hdmlp_dataset *make_fields(const testds_spec *spec, char *dir, size_t cap)
@@ -188,6 +190,38 @@ Test(loader_fields, loaders_deliver_field_records, .timeout = 120)
         free(seen);
         hdmlp_loader_free(ld);
     }
+    hdmlp_dataset_close(ds);
+    testds_rm_rf(dir);
+}
+
+/* A flipped byte of a caption is found by verify and by reading the sample, naming the
+ * field; the other samples read. */
+Test(loader_fields, a_damaged_value_is_named_by_its_field)
+{
+    const testds_spec spec = fields_spec(64, 16);
+    char dir[512];
+    hdmlp_dataset *ds = make_fields(&spec, dir, sizeof(dir));
+    hdmlp_dataset_close(ds);
+    char path[600];
+    snprintf(path, sizeof(path), "%s/segment-000000", dir);
+    uint8_t *seg;
+    size_t len;
+    cr_assert_eq(testds_read_file(path, &seg, &len), 0);
+    const char needle[] = "caption of sample 15";
+    uint8_t *at = memmem(seg, len, needle, sizeof(needle) - 1);
+    cr_assert_not_null(at);
+    at[0] ^= 0x20;
+    cr_assert_eq(testds_write_file(path, seg, len), 0);
+    free(seg);
+    cr_assert_eq(hdmlp_dataset_open(dir, &ds), HDMLP_OK);
+    cr_assert_eq(hdmlp_dataset_verify(ds, NULL, NULL), HDMLP_E_CORRUPT);
+    cr_assert(strstr(hdmlp_last_error(), "sample 15, field 2: checksum mismatch"), "%s",
+              hdmlp_last_error());
+    uint8_t buf[512];
+    size_t size = 0;
+    cr_assert_eq(hdmlp_dataset_read_sample(ds, 15, buf, sizeof(buf), &size), HDMLP_E_CORRUPT);
+    cr_assert(strstr(hdmlp_last_error(), "field 2"), "%s", hdmlp_last_error());
+    cr_assert_eq(hdmlp_dataset_read_sample(ds, 14, buf, sizeof(buf), &size), HDMLP_OK);
     hdmlp_dataset_close(ds);
     testds_rm_rf(dir);
 }
