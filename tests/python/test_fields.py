@@ -66,3 +66,46 @@ def test_bytes_that_are_not_a_field_record_are_refused(fields_ds):
             hdmlp.sample_fields(b"\0" * 40, ds.fields)
         with pytest.raises(ValueError, match="not a field record"):
             hdmlp.sample_fields(ds[0][:20], ds.fields)
+
+
+def test_webdataset_shards_pack_into_fields(tmp_path):
+    """A shard of image, caption, JSON and class members packs into fields (hdmlp.pack with
+    webdataset=True) that a Loader delivers, every member's bytes under its field's name."""
+    import io
+    import tarfile
+
+    if not os.environ.get("HDMLP_PACK"):
+        pytest.skip("HDMLP_PACK not set (run through ctest)")
+    shard = tmp_path / "shard-0.tar"
+    want = {}
+    with tarfile.open(shard, "w") as tf:
+        for i in range(120):
+            key = f"{i:05d}"
+            members = {"jpg": bytes([i % 256]) * (10 + i), "cls": b"%d" % (i % 3),
+                       "json": b'{"i": %d}' % i}
+            if i % 4:
+                members["txt"] = f"caption {i}".encode()
+            for ext, data in members.items():
+                ti = tarfile.TarInfo(f"{key}.{ext}")
+                ti.size = len(data)
+                tf.addfile(ti, io.BytesIO(data))
+            want[key] = members
+    out = tmp_path / "ds"
+    hdmlp.pack([str(shard)], str(out), webdataset=True)
+    with hdmlp.Dataset(str(out)) as ds:
+        assert ds.field_records
+        assert [(f["name"], f["type"], f["required"]) for f in ds.fields] == [
+            ("cls", "int64", True), ("image", "image", True), ("json", "json", True),
+            ("txt", "text", False)]
+        seen = 0
+        for batch in hdmlp.Loader(ds, batch_size=16, memory="1MB", seed=1, epochs=1):
+            for s, i in zip(batch.samples, batch.indices):
+                key = ds.info(i)["key"].decode()
+                got = hdmlp.sample_fields(s, ds.fields)
+                m = want[key]
+                assert got["cls"] == int(m["cls"])
+                assert bytes(got["image"]) == m["jpg"]
+                assert bytes(got["json"]) == m["json"]
+                assert (None if got["txt"] is None else bytes(got["txt"])) == m.get("txt")
+                seen += 1
+        assert seen == 120
