@@ -229,6 +229,51 @@ static int find_sample(hdmlp_dataset *ds, const char *path, const char *what, ui
     return 0;
 }
 
+/* A sample with fields (its field record at buf): each present field into OUT.NAME (a
+ * stored value's bytes; an int64 or float as decimal text and a newline), naming each file
+ * on standard output. 0, or 1 after naming the error. */
+static int extract_fields(hdmlp_dataset *ds, const char *path, const unsigned char *buf,
+                          size_t size, const char *out)
+{
+    if (out == NULL) {
+        fprintf(stderr,
+                PACK_CLI_NAME ": %s: samples have fields: --extract writes each into "
+                              "PREFIX.FIELD, give -o PREFIX\n",
+                path);
+        return 1;
+    }
+    for (uint32_t f = 0; f < hdmlp_dataset_field_count(ds); f++) {
+        hdmlp_field_info in;
+        hdmlp_field_value v;
+        if (hdmlp_dataset_field(ds, f, &in) != HDMLP_OK ||
+            hdmlp_sample_field(buf, size, f, &v) != HDMLP_OK) {
+            fprintf(stderr, PACK_CLI_NAME ": %s: field %u: %s\n", path, f, hdmlp_last_error());
+            return 1;
+        }
+        if (!v.present) {
+            continue;
+        }
+        char name[4096], text[64];
+        snprintf(name, sizeof(name), "%s.%.*s", out, (int)in.name_size, in.name);
+        const void *data = v.data;
+        size_t len = (size_t)v.size;
+        if (in.type == HDMLP_FIELD_INT64) {
+            len = (size_t)snprintf(text, sizeof(text), "%lld\n", (long long)v.i64);
+            data = text;
+        } else if (in.type == HDMLP_FIELD_FLOAT32 || in.type == HDMLP_FIELD_FLOAT64) {
+            len = (size_t)snprintf(text, sizeof(text), "%.17g\n", v.f64);
+            data = text;
+        }
+        const int fd = open(name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+        if (fd < 0 || write_all(fd, data, len) != 0 || close(fd) != 0) {
+            fprintf(stderr, PACK_CLI_NAME ": cannot write %s: %s\n", name, strerror(errno));
+            return 1;
+        }
+        printf("%s\n", name);
+    }
+    return 0;
+}
+
 int pack_cmd_extract(const char *path, const char *what, const char *out_file)
 {
     hdmlp_dataset *ds;
@@ -258,6 +303,8 @@ int pack_cmd_extract(const char *path, const char *what, const char *out_file)
     int ret = 0;
     if (rc != HDMLP_OK) {
         ret = fail(path, rc);
+    } else if (hdmlp_dataset_field_records(ds)) {
+        ret = extract_fields(ds, path, buf, size, out_file);
     } else {
         const int fd = out_file ? open(out_file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666)
                                 : STDOUT_FILENO;

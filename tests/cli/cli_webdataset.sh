@@ -8,7 +8,8 @@
 #     reported); verify passes.
 #   - The same with a .txt (absent from every fifth sample) and a .json member: fields cls,
 #     image, json, txt (name order), txt not required; every field of every sample equals
-#     its member; --info lists the fields; verify passes.
+#     its member; --info lists the fields; --extract writes a sample's present fields
+#     (PREFIX.FIELD); verify passes.
 #   - Errors naming the shard and the sample or member: a sample without a .cls member,
 #     without any other member, with two images, a .cls that is not a class number or above
 #     the largest allowed, a link member; a directory or list input with --webdataset.
@@ -112,6 +113,15 @@ grep -Eq "^  txt +text +480 samples" "$LOG/info" || fail "--info txt: $(grep txt
 grep -Eq "^  image +image +required  600 samples" "$LOG/info" || fail "--info image: $(grep image "$LOG/info")"
 ok
 verify_ok "$F" "fields"
+"$PACK" --extract "$F" s0/000001 -o "$T/x" >"$LOG/extract" || fail "--extract of a sample with fields"
+[ "$(cat "$T/x.cls")" = 7 ] && [ "$(cat "$T/x.txt")" = "a caption of s0/000001" ] &&
+    [ "$(cat "$T/x.json")" = '{"i": 1}' ] && [ -s "$T/x.image" ] ||
+    fail "--extract fields: $(tr '\n' ' ' <"$LOG/extract")"
+"$PACK" --extract "$F" s0/000005 -o "$T/y" >/dev/null && [ ! -e "$T/y.txt" ] ||
+    fail "--extract wrote an absent field"
+"$PACK" --extract "$F" s0/000001 >/dev/null 2>"$LOG/stderr" && fail "--extract of fields to stdout"
+grep -q "give -o PREFIX" "$LOG/stderr" || fail "--extract without -o: $(cat "$LOG/stderr")"
+ok
 
 # --- errors ------------------------------------------------------------------------------
 E=$T/err

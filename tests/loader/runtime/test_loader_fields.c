@@ -225,3 +225,24 @@ Test(loader_fields, a_damaged_value_is_named_by_its_field)
     hdmlp_dataset_close(ds);
     testds_rm_rf(dir);
 }
+
+/* The image pipeline decodes samples that are images: on field records it is refused at
+ * create, naming the dataset and why. */
+Test(loader_fields, the_image_pipeline_is_refused_on_field_records)
+{
+    const testds_spec spec = fields_spec(64, 16);
+    char dir[512];
+    hdmlp_dataset *ds = make_fields(&spec, dir, sizeof(dir));
+    hdmlp_config *cfg = new_config(1u << 20, 16, 1);
+    hdmlp_image_config *ic = NULL;
+    cr_assert_eq(hdmlp_image_config_create(&ic), HDMLP_OK);
+    cr_assert_eq(hdmlp_config_set_image(cfg, ic), HDMLP_OK);
+    hdmlp_loader *ld = NULL;
+    cr_assert_eq(hdmlp_loader_create(ds, cfg, &ld), HDMLP_E_UNSUPPORTED);
+    cr_assert_null(ld);
+    cr_assert(strstr(hdmlp_last_error(), "field records"), "%s", hdmlp_last_error());
+    hdmlp_image_config_free(ic);
+    hdmlp_config_free(cfg);
+    hdmlp_dataset_close(ds);
+    testds_rm_rf(dir);
+}
