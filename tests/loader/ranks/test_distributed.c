@@ -184,6 +184,28 @@ Test(distributed, exactly_once_for_two_three_and_four_ranks, .timeout = 120)
     testds_rm_rf(dir);
 }
 
+/* Samples with fields (field records) travel between ranks as any sample does: with and
+ * without prefetch, every sample once per epoch, each rank's receipt checked against its own
+ * tables (size and label). */
+Test(distributed, samples_with_fields_travel_between_ranks, .timeout = 120)
+{
+    char dir[512];
+    cr_assert_eq(testds_mkdtemp("dist", dir, sizeof(dir)), 0);
+    const testds_spec spec = {3001, 16, 0, 78, 0, 900, 1, 0, 5, 2};
+    cr_assert_eq(testds_write_fields(dir, &spec), HDMLP_OK, "%s", hdmlp_last_error());
+    for (int pf = 0; pf < 2; pf++) {
+        const dist_params p = {3001, 16, 3, 0.3, pf ? 64 : 0, 2, 12, 32, -1, 0, 0, 0};
+        rank_run *runs = run_world(dir, &p);
+        check_exactly_once(runs, &p);
+        for (uint32_t r = 0; r < 3; r++) {
+            cr_expect_gt(runs[r].st.remote_hits + runs[r].st.remote_requests, 0,
+                         "rank %u received nothing from its peers", r);
+        }
+        free_runs(runs, 3);
+    }
+    testds_rm_rf(dir);
+}
+
 /* A consumer that holds one batch while it asks for the next (as a DataLoader worker does)
  * must never run out of budget, down to the smallest budget a rank accepts. */
 Test(distributed, holding_a_batch_never_exhausts_the_smallest_budgets, .timeout = 120)
