@@ -264,6 +264,23 @@ static int store_value(worker *w, uint8_t *dst, uint64_t raw, const pack_item *i
 static int finish_sample(worker *w, uint8_t **buf, uint64_t *cap, uint64_t *off, uint32_t t,
                          uint64_t raw);
 
+/* Sample t's record (its key, label, place and sizes) for the `stored` bytes at *off, which
+ * then moves past them. */
+static fmt_sample *put_record(worker *w, uint32_t t, uint64_t *off, uint64_t raw,
+                              uint64_t stored)
+{
+    const pack_item *const it = &w->slot->items[t];
+    fmt_sample *const rec = &w->slot->recs[t];
+    rec->key_off = (uint32_t)it->key_off;
+    rec->key_len = it->key_len;
+    rec->label = it->label;
+    rec->offset = *off;
+    rec->raw_len = raw;
+    rec->stored_len = stored;
+    *off += stored;
+    return rec;
+}
+
 /* A WebDataset sample (its values then their trailer, as spilled: pack_wds.c): with one
  * field besides the label, that value's bytes; with fields, each value stored in the
  * dataset's field order and its value record in the slot's vals (absent fields stay zero
@@ -345,15 +362,7 @@ static int build_sample(worker *w, uint8_t **buf, uint64_t *cap, uint64_t *off, 
         if (rc != HDMLP_OK || plain) {
             return rc != HDMLP_OK ? rc : finish_sample(w, buf, cap, off, t, raw);
         }
-        const pack_item *const it = &w->slot->items[t];
-        fmt_sample *const rec = &w->slot->recs[t];
-        rec->key_off = (uint32_t)it->key_off;
-        rec->key_len = it->key_len;
-        rec->label = it->label;
-        rec->offset = *off;
-        rec->raw_len = raw;
-        rec->stored_len = stored;
-        *off += stored;
+        put_record(w, t, off, raw, stored);
         return HDMLP_OK;
     }
     const pack_item *const it = &w->slot->items[t];
@@ -390,16 +399,9 @@ static int finish_sample(worker *w, uint8_t **buf, uint64_t *cap, uint64_t *off,
     if (rc != HDMLP_OK) {
         return rc;
     }
-    fmt_sample *const rec = &w->slot->recs[t];
-    rec->key_off = (uint32_t)it->key_off;
-    rec->key_len = it->key_len;
-    rec->label = it->label;
-    rec->offset = *off;
-    rec->raw_len = raw;
-    rec->stored_len = stored;
+    fmt_sample *const rec = put_record(w, t, off, raw, stored);
     rec->checksum = fmt_checksum(dst, stored);
     rec->codec = codec;
-    *off += stored;
     return HDMLP_OK;
 }
 
