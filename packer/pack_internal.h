@@ -308,6 +308,8 @@ int pack_wds_finish(pack_ctx *ctx, uint32_t input, const char *path, pack_wds *w
                     struct pack_spill_writer *spill);
 /* After scanning: the dataset's fields from the extensions seen (ctx->wds_fields). */
 void pack_wds_fields_finish(pack_wds_fields *f);
+/* Frees the extensions' names (safe on a zeroed one). */
+void pack_wds_fields_free(pack_wds_fields *f);
 /* Sample bytes as spilled (buf, len: values then trailer): its values' field ids and sizes
  * in order into vals (at most PACK_WDS_MAX_FIELDS), *n of them, and where the values start
  * (0). HDMLP_E_CORRUPT when the trailer does not describe buf. */

@@ -295,7 +295,7 @@ static void run_free(run_state *r)
     pack_items_free(ctx);
     pack_packed_free(&ctx->packed);
     pack_labels_free(&ctx->labels);
-    pack_buf_free(&ctx->wds_fields.names);
+    pack_wds_fields_free(&ctx->wds_fields);
     if (ctx->spill_fd >= 0) {
         close(ctx->spill_fd);
     }

@@ -298,6 +298,12 @@ int pack_wds_parse(const uint8_t *buf, uint64_t len, pack_wds_val *vals, uint32_
     return HDMLP_OK;
 }
 
+void pack_wds_fields_free(pack_wds_fields *f)
+{
+    pack_buf_free(&f->names);
+    memset(f, 0, sizeof(*f));
+}
+
 void pack_wds_free(pack_wds *w)
 {
     pack_buf_free(&w->key);
