@@ -244,9 +244,8 @@ int pack_wds_finish(pack_ctx *ctx, uint32_t input, const char *path, pack_wds *w
 }
 
 /* Field ids in name order (the label's "cls" among them). */
-static int by_name(const pack_wds_fields *f, const char *a, size_t al, const char *b, size_t bl)
+static int by_name(const char *a, size_t al, const char *b, size_t bl)
 {
-    (void)f;
     const int c = memcmp(a, b, al < bl ? al : bl);
     return c != 0 ? c : (al > bl) - (al < bl);
 }
@@ -256,17 +255,16 @@ void pack_wds_fields_finish(pack_wds_fields *f)
     /* final position of field i: the fields before it by name, and "cls" if before it */
     for (uint32_t i = 0; i < f->n; i++) {
         const char *ni = (const char *)f->names.p + f->off[i];
-        uint32_t pos = by_name(f, "cls", 3, ni, f->len[i]) < 0;
+        uint32_t pos = by_name("cls", 3, ni, f->len[i]) < 0;
         for (uint32_t j = 0; j < f->n; j++) {
-            pos +=
-                by_name(f, (const char *)f->names.p + f->off[j], f->len[j], ni, f->len[i]) < 0;
+            pos += by_name((const char *)f->names.p + f->off[j], f->len[j], ni, f->len[i]) < 0;
         }
         f->final_of[i] = pos;
     }
     f->label_final = 0;
     for (uint32_t j = 0; j < f->n; j++) {
         f->label_final +=
-            by_name(f, (const char *)f->names.p + f->off[j], f->len[j], "cls", 3) < 0;
+            by_name((const char *)f->names.p + f->off[j], f->len[j], "cls", 3) < 0;
     }
     f->n_final = f->n + 1;
     f->plain = f->n == 1;

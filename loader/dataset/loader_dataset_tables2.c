@@ -74,31 +74,31 @@ static int t2_pread(const ds_private *p, uint8_t *buf, uint64_t len, uint64_t of
     return ds_fd_read(p->tables_fd, buf, len, off, path, what);
 }
 
-/* A get that reads the table (a local file's pread, a remote object's range read) into
- * buf's start, its offsets after it (fmt_table2_scratch's layout); the view points into
- * buf. */
+/* Reads chunk c's table (a local file's pread, a remote object's range read) into buf's
+ * start (fmt_table2_scratch's layout); *off where its K offsets go, after it. */
+static int t2_read_table(const ds_private *p, uint64_t c, void *buf, size_t cap, uint64_t **off)
+{
+    const fmt_index *ix = &p->pub.ix;
+    const int rc = t2_check_args(p, c, buf, cap, fmt_table2_scratch(ix));
+    if (rc != HDMLP_OK) {
+        return rc;
+    }
+    fmt_chunk ch;
+    fmt_index_chunk(ix, c, &ch);
+    *off = (uint64_t *)(void *)((uint8_t *)buf +
+                                (size_t)ix->h.chunk_size * ix->h.n_fields * FMT_VALUE_REC_LEN);
+    char what[64];
+    snprintf(what, sizeof(what), "sample table of chunk %llu", (ull)c);
+    return t2_pread(p, buf, fmt_table2_len(ix, &ch), ch.table_offset, what);
+}
+
+/* A get that reads the table into buf; the view points into buf. */
 static int t2_get_read(void *ctx, uint64_t c, void *buf, size_t cap, fmt_table *out)
 {
     const ds_private *p = ctx;
-    int rc = t2_check_args(p, c, buf, cap, p->pub.tables.scratch);
-    if (rc != HDMLP_OK) {
-        return rc;
-    }
-    const fmt_index *ix = &p->pub.ix;
-    fmt_chunk ch;
-    fmt_index_chunk(ix, c, &ch);
-    const uint64_t len = fmt_table2_len(ix, &ch);
-    uint8_t *raw = buf;
-    uint64_t *off =
-        (uint64_t *)(void *)((uint8_t *)buf +
-                             (size_t)ix->h.chunk_size * ix->h.n_fields * FMT_VALUE_REC_LEN);
-    char what[64];
-    snprintf(what, sizeof(what), "sample table of chunk %llu", (ull)c);
-    rc = t2_pread(p, raw, len, ch.table_offset, what);
-    if (rc != HDMLP_OK) {
-        return rc;
-    }
-    return t2_view(p, c, raw, off, out);
+    uint64_t *off;
+    const int rc = t2_read_table(p, c, buf, cap, &off);
+    return rc != HDMLP_OK ? rc : t2_view(p, c, buf, off, out);
 }
 
 static uint64_t t2_raw_top_sum(void *ctx, uint64_t m)
@@ -199,34 +199,14 @@ static int t2_plan_view(ds_private *p, uint64_t c, const uint8_t *raw, uint64_t 
     return rc;
 }
 
-/* Bytes of a planning get's buffer: the table as read (none when held), then K offsets
- * (whether or not this dataset keeps block offsets: its loaders may differ). */
-static size_t t2_plan_scratch(const ds_private *p, int held)
-{
-    const fmt_index *ix = &p->pub.ix;
-    const size_t k = ix->h.chunk_size;
-    return (held ? 0 : k * ix->h.n_fields * FMT_VALUE_REC_LEN) + k * sizeof(uint64_t);
-}
-
 /* A planning get that reads the table (a pread into buf: its pages stay the page cache's,
  * nothing is mapped, so no TLB flush reaches the other threads' CPUs, as letting go of a
  * mapping's pages would), its offsets after it. */
 static int t2_get_plan_read(void *ctx, uint64_t c, void *buf, size_t cap, fmt_table *out)
 {
     ds_private *const p = ctx;
-    const fmt_index *ix = &p->pub.ix;
-    int rc = t2_check_args(p, c, buf, cap, t2_plan_scratch(p, 0));
-    if (rc != HDMLP_OK) {
-        return rc;
-    }
-    fmt_chunk ch;
-    fmt_index_chunk(ix, c, &ch);
-    char what[64];
-    snprintf(what, sizeof(what), "sample table of chunk %llu", (ull)c);
-    rc = t2_pread(p, buf, fmt_table2_len(ix, &ch), ch.table_offset, what);
-    uint64_t *off =
-        (uint64_t *)(void *)((uint8_t *)buf +
-                             (size_t)ix->h.chunk_size * ix->h.n_fields * FMT_VALUE_REC_LEN);
+    uint64_t *off;
+    const int rc = t2_read_table(p, c, buf, cap, &off);
     return rc != HDMLP_OK ? rc : t2_plan_view(p, c, buf, off, out);
 }
 
@@ -235,7 +215,7 @@ static int t2_get_plan_held(void *ctx, uint64_t c, void *buf, size_t cap, fmt_ta
 {
     ds_private *const p = ctx;
     const fmt_index *ix = &p->pub.ix;
-    const int rc = t2_check_args(p, c, buf, cap, t2_plan_scratch(p, 1));
+    const int rc = t2_check_args(p, c, buf, cap, t2_held_scratch(ix));
     if (rc != HDMLP_OK) {
         return rc;
     }
@@ -298,7 +278,7 @@ int ds_tables_plan(hdmlp_dataset *ds, int held, int blocks, fmt_tables *plan, fm
         *plan = (fmt_tables){.get = held ? t2_get_plan_held : t2_get_plan_read,
                              .raw_top_sum = t2_raw_top_sum,
                              .ctx = p,
-                             .scratch = t2_plan_scratch(p, held)};
+                             .scratch = held ? t2_held_scratch(ix) : fmt_table2_scratch(ix)};
         *views = (fmt_tables){.get = held ? t2_get_held : t2_get_read,
                               .raw_top_sum = t2_raw_top_sum,
                               .ctx = p,
