@@ -87,6 +87,11 @@ enum fmt_value_state { FMT_VALUE_ABSENT = 0, FMT_VALUE_STORED = 1, FMT_VALUE_INL
 #define FMT_FIELD_REQUIRED 1u /* no sample lacks it */
 #define FMT_FIELD_LABEL 2u    /* the dataset's label: an int64 in [0, L) */
 
+/* A field type's and an ndarray dtype's names ("image", "float32"; "" for no dtype; "?" past
+ * the known ones). Static storage. */
+const char *fmt_field_type_name(uint32_t type);
+const char *fmt_dtype_name(uint32_t dtype);
+
 static inline bool fmt_field_scalar(uint32_t type)
 {
     return type == FMT_FIELD_INT64 || type == FMT_FIELD_FLOAT32 || type == FMT_FIELD_FLOAT64;

@@ -123,7 +123,12 @@ int pack_labels_finish(pack_labels *lt);
 void pack_labels_free(pack_labels *lt);
 
 /* ---- inputs and the packing context ---------------------------------------------------- */
-enum pack_src_kind { PACK_SRC_DIR = 0, PACK_SRC_ARCHIVE = 1, PACK_SRC_LIST = 2 };
+enum pack_src_kind {
+    PACK_SRC_DIR = 0,
+    PACK_SRC_ARCHIVE = 1, /* its samples' bytes in the spill file */
+    PACK_SRC_LIST = 2,
+    PACK_SRC_MANIFEST = 3 /* its samples' bytes in the spill file */
+};
 
 /* Items in packed order on disk (pack_packed.c): bucket b holds packed positions
  * [b × per, (b + 1) × per), its records and keys as blocks in items.packed and
@@ -158,52 +163,70 @@ typedef struct pack_src {
     size_t root_len;
 } pack_src;
 
-/* ---- WebDataset shards: the types the context holds (functions in pack_wds.c below) --- */
-typedef enum pack_wds_field {
-    PACK_WDS_IMAGE = 0, /* .jpg .jpeg .png .webp .ppm .pgm .pbm .bmp .gif .tif .tiff */
-    PACK_WDS_LABEL = 1, /* .cls: a decimal class number */
-    PACK_WDS_TEXT = 2,  /* .txt .text: UTF-8 text */
-    PACK_WDS_JSON = 3,  /* .json */
-    PACK_WDS_BYTES = 4  /* any other extension (.npy, .flac, ...): its bytes as they are */
-} pack_wds_field;
+/* ---- samples with fields: the types the context holds (pack_fields.c below) ----------- */
+/* Fields a sample may have besides its label, and values a sample may hold. */
+#define PACK_MAX_FIELDS 64u
+/* The longest field name. */
+#define PACK_FIELD_NAME_MAX 63u
 
-/* Fields a sample may have besides its label, and members a sample's group may hold. */
-#define PACK_WDS_MAX_FIELDS 64u
+/* How a field's values are spilled (each field has one). */
+typedef enum pack_form {
+    PACK_FORM_FILE = 0, /* a file's or archive member's bytes; the type is its extension's */
+    PACK_FORM_JSON = 1, /* a JSON value's text as it stands in a JSONL manifest */
+    PACK_FORM_CELL = 2  /* a CSV cell, unquoted */
+} pack_form;
 
-/* The fields a WebDataset pack found (pack_wds.c): the member extensions (lowercased), in
- * order of first sight (a field id is its index), each with its type and the samples that
- * have it. After scanning (pack_wds_fields_finish), the dataset's fields: the extensions in
- * name order with the label field ("cls") among them; `plain` when that is one field and the
- * label (each sample is then that member's bytes, as without fields). */
-typedef struct pack_wds_fields {
+/* What a JSON or CSV field's values were (pack_fields.seen bits); the type follows at
+ * pack_fields_finish: all integers int64, all numbers float64, all strings (CSV: any cell
+ * not a number) text, anything else (JSON) JSON. */
+#define PACK_SEEN_INT 1u    /* an integer (in int64's range) */
+#define PACK_SEEN_REAL 2u   /* another number */
+#define PACK_SEEN_STRING 4u /* a JSON string; a CSV cell that is no number */
+#define PACK_SEEN_OTHER 8u  /* JSON: an object, array, true or false */
+
+/* The fields an input's samples have (WebDataset members by extension, manifest columns by
+ * name): in order of first sight (a field id is its index), each with its form, type (an
+ * ndarray's dtype, ndim and shape: a dim that differs between samples is 0), and the samples
+ * that have it. The label is apart: its name (label_name, "" when the dataset has none).
+ * After scanning (pack_fields_finish), the dataset's fields: every name in name order with
+ * the label's among them; `plain` when that is one value stored as it is and the label (each
+ * sample is then that value's bytes, as without fields). */
+typedef struct pack_fields {
     pack_buf names;
-    uint32_t off[PACK_WDS_MAX_FIELDS], len[PACK_WDS_MAX_FIELDS];
-    uint8_t type[PACK_WDS_MAX_FIELDS]; /* enum fmt_field_type */
-    uint64_t count[PACK_WDS_MAX_FIELDS];
+    uint32_t off[PACK_MAX_FIELDS], len[PACK_MAX_FIELDS];
+    uint8_t form[PACK_MAX_FIELDS]; /* enum pack_form */
+    uint8_t type[PACK_MAX_FIELDS]; /* enum fmt_field_type (JSON and CELL: from finish on) */
+    uint8_t seen[PACK_MAX_FIELDS]; /* JSON and CELL: PACK_SEEN_* */
+    uint8_t dtype[PACK_MAX_FIELDS], ndim[PACK_MAX_FIELDS];
+    uint32_t shape[PACK_MAX_FIELDS][FMT_MAX_NDIM];
+    uint64_t count[PACK_MAX_FIELDS];
     uint32_t n;
-    uint32_t final_of[PACK_WDS_MAX_FIELDS]; /* field id -> the dataset's field number */
-    uint32_t n_final, label_final;
+    char label_name[PACK_FIELD_NAME_MAX + 1];
+    uint32_t final_of[PACK_MAX_FIELDS]; /* field id -> the dataset's field number */
+    uint32_t n_final, label_final;      /* label_final FMT_NO_FIELD without a label */
     int plain;
-} pack_wds_fields;
+} pack_fields;
 
-/* The open group: its key, its members' values (spilled back to back from first_src, the
- * field id and size of each), its label. */
-typedef struct pack_wds_val {
+/* A sample's values as spilled: the field id and size of each. */
+typedef struct pack_field_val {
     uint32_t field;
     uint64_t size;
-} pack_wds_val;
+} pack_field_val;
+
+/* A WebDataset shard's open group: its key, its members' values (spilled back to back from
+ * first_src), its label. */
 typedef struct pack_wds {
     pack_buf key;
     int open, has_label;
     uint32_t label;
     uint64_t first_src, bytes;
     uint32_t n_vals;
-    pack_wds_val vals[PACK_WDS_MAX_FIELDS];
+    pack_field_val vals[PACK_MAX_FIELDS];
 } pack_wds;
 
 /* A sample's spilled bytes end with this trailer: n × (u32 field id, u32 size) in the order
- * the values precede it, then u32 n and u32 PACK_WDS_TRAILER_MAGIC. */
-#define PACK_WDS_TRAILER_MAGIC 0x54574448u /* "HDWT" */
+ * the values precede it, then u32 n and u32 PACK_FIELDS_TRAILER_MAGIC. */
+#define PACK_FIELDS_TRAILER_MAGIC 0x54574448u /* "HDWT" */
 
 typedef struct pack_ctx {
     const pack_opts *o;
@@ -227,7 +250,10 @@ typedef struct pack_ctx {
     uint64_t n_items;
     uint64_t n_seq; /* next scan sequence number */
     pack_labels labels;
-    pack_wds_fields wds_fields; /* o->webdataset: the member extensions seen */
+    pack_fields fields; /* pack_has_fields: the fields seen */
+    uint32_t manifests;          /* manifest inputs */
+    uint32_t labelled_manifests; /* of them, with a label column */
+    int label_names_numeric;     /* manifests: every label so far a class number */
     uint64_t raw_bytes;
     char *tmpdir; /* temporary output directory */
     dev_t tmp_dev;
@@ -244,6 +270,18 @@ typedef struct pack_ctx {
     uint32_t empty_labels;             /* after scanning: labels without samples */
     char empty_label_names[PACK_EMPTY_LABEL_NAMES];
 } pack_ctx;
+
+/* Whether samples have fields (WebDataset shards, manifests): their bytes are values and a
+ * trailer (pack_fields.c). */
+static inline bool pack_has_fields(const pack_ctx *ctx)
+{
+    return ctx->o->webdataset || ctx->manifests > 0;
+}
+/* Whether an input's samples are read from the spill file. */
+static inline bool pack_src_spilled(int kind)
+{
+    return kind == PACK_SRC_ARCHIVE || kind == PACK_SRC_MANIFEST;
+}
 
 /* Adds one item and its key (copied) to the current run, with the next scan sequence
  * number; a full run is sorted and written to the run files (created in ctx->tmpdir on
@@ -278,6 +316,60 @@ const char *pack_dataset_magic(const char *base, size_t len);
 typedef int (*pack_cmp_fn)(const void *ctx, uint64_t a, uint64_t b);
 void pack_merge_sort(uint64_t *v, uint64_t *tmp, uint64_t n, pack_cmp_fn cmp, const void *c);
 
+/* ---- samples with fields (pack_fields.c) ------------------------------------------------- */
+struct pack_spill_writer;
+/* The type a file's extension names: image extensions (jpg, jpeg, png, webp, ppm, pgm, pbm,
+ * bmp, gif, tif, tiff) image, txt and text text, json JSON, npy ndarray, any other bytes. */
+uint8_t pack_fields_ext_type(const char *ext, size_t ext_len);
+/* The field name[0..len) of `form` (PACK_FORM_FILE: of `type`), registered on first sight:
+ * *id. HDMLP_E_INVAL naming `where` and the field when the name is empty, longer than
+ * PACK_FIELD_NAME_MAX or the label's, or the field held another form or type before;
+ * HDMLP_E_RANGE past PACK_MAX_FIELDS. */
+int pack_fields_id(pack_fields *f, const char *where, const char *name, size_t len,
+                   pack_form form, uint8_t type, uint32_t *id);
+/* Notes a value of field id (size bytes; head[0..head_len) its first ones: a JSON or CSV
+ * value's whole text, an .npy file's header): what JSON and CSV values were, an ndarray's
+ * dtype, dims and shape. HDMLP_E_INVAL (or _UNSUPPORTED) naming `where` and the field for an
+ * .npy file that is malformed, not C-ordered little-endian numbers of up to FMT_MAX_NDIM
+ * dims, or of another dtype or number of dims than the field's earlier ones. */
+int pack_fields_note(pack_fields *f, uint32_t id, const char *where, const uint8_t *head,
+                     size_t head_len, uint64_t size);
+/* Bytes of an .npy file's start that hold its header (a longer header is refused). */
+#define PACK_NPY_HEAD_MAX 4096u
+/* An .npy file's header (b[0..n) of a file of `size` bytes). */
+typedef struct pack_npy {
+    uint8_t dtype, ndim;
+    uint32_t itemsize;
+    uint32_t shape[FMT_MAX_NDIM];
+    uint64_t data_off;
+} pack_npy;
+int pack_npy_parse(const uint8_t *b, size_t n, uint64_t size, pack_npy *out);
+/* HDMLP_E_INVAL naming `where` and the field when a field of `list` (comma-separated names;
+ * NULL or "" for none) has no value among v[0..n). */
+int pack_fields_check_required(const pack_fields *f, const char *list, const pack_field_val *v,
+                               uint32_t n, const char *where);
+/* Appends n values' trailer (PACK_FIELDS_TRAILER_MAGIC) to the spill. */
+int pack_fields_put_trailer(struct pack_spill_writer *spill, const pack_field_val *v,
+                            uint32_t n);
+/* Sample bytes as spilled (buf, len: values then trailer): its values' field ids and sizes
+ * in order into vals (at most PACK_MAX_FIELDS), *n of them. HDMLP_E_CORRUPT when the
+ * trailer does not describe buf. */
+int pack_fields_parse(const uint8_t *buf, uint64_t len, pack_field_val *vals, uint32_t *n);
+/* After scanning: the types of JSON and CSV fields, the dataset's field order, `plain`. */
+void pack_fields_finish(pack_fields *f);
+/* Room a value's stored form may take beyond its spilled size (an ndarray's dims). */
+#define PACK_FIELD_VALUE_EXTRA (8u * FMT_MAX_NDIM)
+/* Value v (n bytes as spilled) of field id as the dataset stores it: a scalar's record in
+ * *scalar (*out_len 0), else its bytes at out (room for n + PACK_FIELD_VALUE_EXTRA), *out_len
+ * of them. HDMLP_E_INVAL naming the field for a value that does not parse. */
+int pack_fields_value(const pack_fields *f, uint32_t id, const uint8_t *v, uint64_t n,
+                      uint8_t *out, uint64_t *out_len, fmt_value *scalar);
+/* s[0..n), the inside of a JSON string, unescaped into out (room for n): its length, or
+ * SIZE_MAX when an escape is malformed. */
+size_t pack_json_unescape(const uint8_t *s, size_t n, uint8_t *out);
+/* Frees the names (safe on a zeroed one). */
+void pack_fields_free(pack_fields *f);
+
 /* ---- WebDataset shards (pack_wds.c) ------------------------------------------------------ */
 /* The largest class number a .cls member may hold: every number up to the largest one
  * found is a label. */
@@ -287,33 +379,24 @@ void pack_merge_sort(uint64_t *v, uint64_t *tmp, uint64_t n, pack_cmp_fn cmp, co
  * extension (after that '.'; empty without one). */
 void pack_wds_split(const char *name, size_t len, size_t *key_len, const char **ext,
                     size_t *ext_len);
-/* The field an extension names (case-insensitive). */
-pack_wds_field pack_wds_field_of(const char *ext, size_t ext_len);
-struct pack_spill_writer;
+/* Whether an extension is the label's (.cls, case-insensitive). */
+bool pack_wds_is_label(const char *ext, size_t ext_len);
 /* A member of the shard at `path`, in shard order: first pack_wds_begin, which emits the open
  * group's sample when the member has another key (pack_wds_finish); then a .cls member's
  * bytes (pack_wds_label), or any other's value as spilled at src (pack_wds_value: its field
- * is its extension, registered in ctx->wds_fields). Errors name the shard, the sample or
- * member. */
+ * is its extension, registered in ctx->fields; head[0..head_len) its first bytes). Errors
+ * name the shard, the sample or member. */
 int pack_wds_begin(pack_ctx *ctx, uint32_t input, const char *path, pack_wds *w,
                    struct pack_spill_writer *spill, const char *name, size_t len);
 int pack_wds_label(pack_ctx *ctx, const char *path, pack_wds *w, const char *name, size_t len,
                    const uint8_t *bytes, size_t n);
 int pack_wds_value(pack_ctx *ctx, const char *path, pack_wds *w, const char *name, size_t len,
-                   uint64_t size, uint64_t src);
+                   uint64_t size, uint64_t src, const uint8_t *head, size_t head_len);
 /* Emits the open group as a sample keyed by its key: its values and their trailer
- * (PACK_WDS_TRAILER_MAGIC, appended to the spill) as the item's bytes. HDMLP_E_INVAL naming
- * it when it has no .cls member or no other member. */
+ * (appended to the spill) as the item's bytes. HDMLP_E_INVAL naming it when it has no .cls
+ * member or no other member. */
 int pack_wds_finish(pack_ctx *ctx, uint32_t input, const char *path, pack_wds *w,
                     struct pack_spill_writer *spill);
-/* After scanning: the dataset's fields from the extensions seen (ctx->wds_fields). */
-void pack_wds_fields_finish(pack_wds_fields *f);
-/* Frees the extensions' names (safe on a zeroed one). */
-void pack_wds_fields_free(pack_wds_fields *f);
-/* Sample bytes as spilled (buf, len: values then trailer): its values' field ids and sizes
- * in order into vals (at most PACK_WDS_MAX_FIELDS), *n of them, and where the values start
- * (0). HDMLP_E_CORRUPT when the trailer does not describe buf. */
-int pack_wds_parse(const uint8_t *buf, uint64_t len, pack_wds_val *vals, uint32_t *n);
 void pack_wds_free(pack_wds *w);
 
 /* ---- the packed order ------------------------------------------------------------------ */
@@ -375,6 +458,8 @@ void pack_scan_tick(pack_ctx *ctx, uint64_t pending);
 int pack_scan_dir(pack_ctx *ctx, uint32_t input);
 int pack_scan_archive(pack_ctx *ctx, uint32_t input);
 int pack_scan_list(pack_ctx *ctx, uint32_t input);
+/* A JSONL or CSV manifest (pack_scan_manifest.c; its kind by the .csv extension). */
+int pack_scan_manifest(pack_ctx *ctx, uint32_t input);
 
 /* ---- items in packed order (pack_packed.c) ------------------------------------------------
  */

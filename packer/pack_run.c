@@ -110,7 +110,18 @@ static int setup_srcs(pack_ctx *ctx, const pack_input *inputs, size_t n)
                           "shards: archives)",
                           path);
         }
-        if (inputs[i].kind == PACK_INPUT_LIST) {
+        if ((inputs[i].kind == PACK_INPUT_MANIFEST) != (inputs[0].kind == PACK_INPUT_MANIFEST) ||
+            (inputs[i].kind == PACK_INPUT_MANIFEST && ctx->o->webdataset)) {
+            return hd_err(HDMLP_E_INVAL,
+                          "%s: manifests are packed on their own (not with %s inputs)", path,
+                          ctx->o->webdataset ? "WebDataset" : "folder, archive or list");
+        }
+        if (inputs[i].kind == PACK_INPUT_MANIFEST) {
+            s->kind = PACK_SRC_MANIFEST;
+            ctx->manifests++;
+            const char *const slash = strrchr(path, '/');
+            rc = slash ? set_root(s, path, (size_t)(slash - path) + 1) : set_root(s, "", 0);
+        } else if (inputs[i].kind == PACK_INPUT_LIST) {
             s->kind = PACK_SRC_LIST;
             const char *const slash = strrchr(path, '/');
             if (strcmp(path, "-") == 0 || !slash) {
@@ -207,6 +218,9 @@ static int scan_all(pack_ctx *ctx)
         case PACK_SRC_ARCHIVE:
             rc = pack_scan_archive(ctx, (uint32_t)i);
             break;
+        case PACK_SRC_MANIFEST:
+            rc = pack_scan_manifest(ctx, (uint32_t)i);
+            break;
         default:
             rc = pack_scan_list(ctx, (uint32_t)i);
             break;
@@ -217,17 +231,28 @@ static int scan_all(pack_ctx *ctx)
     }
     pack_report(ctx->o, PACK_PHASE_SCAN, ctx->n_items, ctx->n_items, ctx->raw_bytes,
                 ctx->raw_bytes);
+    if (ctx->manifests > 0) {
+        const char *const col = ctx->o->label_field ? ctx->o->label_field : "label";
+        if (ctx->labelled_manifests != 0 && ctx->labelled_manifests != ctx->manifests) {
+            return hd_err(HDMLP_E_INVAL,
+                          "%u of %u manifests have the label column %s (all or none must)",
+                          ctx->labelled_manifests, ctx->manifests, col);
+        }
+        snprintf(ctx->fields.label_name, sizeof(ctx->fields.label_name), "%s",
+                 ctx->labelled_manifests > 0 ? col : "");
+        ctx->labels.numeric = ctx->label_names_numeric; /* class numbers in number order */
+    }
     const int rc = pack_labels_finish(&ctx->labels); /* the sort applies the final ids */
     if (rc != HDMLP_OK) {
         return rc;
     }
-    if (ctx->o->webdataset) {
-        pack_wds_fields_finish(&ctx->wds_fields);
-        if (!ctx->wds_fields.plain && ctx->o->image_max_side > 0) {
+    if (pack_has_fields(ctx)) {
+        pack_fields_finish(&ctx->fields);
+        if (!ctx->fields.plain && ctx->o->image_max_side > 0) {
             return hd_err(HDMLP_E_UNSUPPORTED,
-                          "--image-max-side with WebDataset shards of several fields (%u "
-                          "besides .cls): images among other fields are stored as they are",
-                          ctx->wds_fields.n);
+                          "--image-max-side with samples of several fields (%u besides the "
+                          "label): images among other fields are stored as they are",
+                          ctx->fields.n);
         }
     }
     find_empty_labels(ctx);
@@ -295,7 +320,7 @@ static void run_free(run_state *r)
     pack_items_free(ctx);
     pack_packed_free(&ctx->packed);
     pack_labels_free(&ctx->labels);
-    pack_wds_fields_free(&ctx->wds_fields);
+    pack_fields_free(&ctx->fields);
     if (ctx->spill_fd >= 0) {
         close(ctx->spill_fd);
     }
@@ -407,17 +432,17 @@ static int build_index(run_state *r, pack_summary *sum)
             return rc;
         }
     }
-    /* The fields: the sample's bytes (an image when images are prepared), its label; or a
-     * WebDataset's, one an extension, in name order, the label ("cls") among them, each
+    /* The fields: the sample's bytes (an image when images are prepared), its label; or,
+     * samples with fields, theirs in name order with the label's among them (if any), each
      * required when every sample has it. */
-    fmt_field fields[PACK_WDS_MAX_FIELDS + 1];
+    fmt_field fields[PACK_MAX_FIELDS + 1];
     memset(fields, 0, sizeof(fields));
-    const pack_wds_fields *const wf = &ctx->wds_fields;
-    const int fielded = o->webdataset && !wf->plain;
+    const pack_fields *const wf = &ctx->fields;
+    const int fielded = pack_has_fields(ctx) && !wf->plain;
     const uint32_t nf = fielded ? wf->n_final : PACK_FIELDS;
     const uint32_t label_field = fielded ? wf->label_final : PACK_FIELD_LABEL;
-    const char *name[PACK_WDS_MAX_FIELDS + 1] = {"data", "label"};
-    uint32_t name_len[PACK_WDS_MAX_FIELDS + 1] = {4, 5};
+    const char *name[PACK_MAX_FIELDS + 1] = {"data", "label"};
+    uint32_t name_len[PACK_MAX_FIELDS + 1] = {4, 5};
     fields[PACK_FIELD_DATA].type = o->image_max_side > 0 ? FMT_FIELD_IMAGE : FMT_FIELD_BYTES;
     fields[PACK_FIELD_DATA].flags = FMT_FIELD_REQUIRED;
     for (uint32_t i = 0; fielded && i < wf->n; i++) {
@@ -426,11 +451,18 @@ static int build_index(run_state *r, pack_summary *sum)
         name_len[f] = wf->len[i];
         fields[f].type = wf->type[i];
         fields[f].flags = wf->count[i] == n ? FMT_FIELD_REQUIRED : 0;
+        if (wf->type[i] == FMT_FIELD_NDARRAY) {
+            fields[f].dtype = wf->dtype[i];
+            fields[f].ndim = wf->ndim[i];
+            memcpy(fields[f].shape, wf->shape[i], sizeof(fields[f].shape));
+        }
     }
-    name[label_field] = fielded ? "cls" : "label";
-    name_len[label_field] = fielded ? 3 : 5;
-    fields[label_field].type = FMT_FIELD_INT64;
-    fields[label_field].flags = FMT_FIELD_REQUIRED | FMT_FIELD_LABEL;
+    if (label_field != FMT_NO_FIELD) {
+        name[label_field] = fielded ? wf->label_name : "label";
+        name_len[label_field] = (uint32_t)strlen(name[label_field]);
+        fields[label_field].type = FMT_FIELD_INT64;
+        fields[label_field].flags = FMT_FIELD_REQUIRED | FMT_FIELD_LABEL;
+    }
     for (uint32_t f = 0; f < nf; f++) {
         fields[f].name_off = (uint32_t)r->strings.len;
         fields[f].name_len = name_len[f];
@@ -509,6 +541,10 @@ int pack_run(const pack_opts *o, const pack_input *inputs, size_t n_inputs, cons
     r.ctx.run_budget = o->sort_run_bytes;
     r.ctx.spill_fd = -1;
     r.ctx.labels.numeric = o->webdataset; /* .cls class numbers */
+    r.ctx.label_names_numeric = 1;
+    if (o->webdataset) {
+        memcpy(r.ctx.fields.label_name, "cls", 4);
+    }
     r.tmp_fd = -1;
     r.segw.fd = -1;
     r.tablew.fd[0] = r.tablew.fd[1] = -1;

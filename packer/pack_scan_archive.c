@@ -195,9 +195,9 @@ static void arc_warn(arc_scan *s, const char *what)
 }
 
 /* Copies the member's data to the spill file; head[0..*head_len) = its first bytes (up to
- * PACK_DATASET_MAGIC_LEN). */
+ * head_cap). */
 static int copy_member(arc_scan *s, const char *name, uint64_t *size, uint8_t *head,
-                       size_t *head_len)
+                       size_t head_cap, size_t *head_len)
 {
     uint64_t n = 0;
     *head_len = 0;
@@ -223,8 +223,8 @@ static int copy_member(arc_scan *s, const char *name, uint64_t *size, uint8_t *h
             return hd_err(HDMLP_E_IO, "%s: cannot read member %s: %s", s->path, name,
                           archive_error_string(s->a));
         }
-        if (*head_len < PACK_DATASET_MAGIC_LEN) {
-            size_t k = PACK_DATASET_MAGIC_LEN - *head_len;
+        if (*head_len < head_cap) {
+            size_t k = head_cap - *head_len;
             k = k < (size_t)r ? k : (size_t)r;
             memcpy(head + *head_len, p, k);
             *head_len += k;
@@ -417,7 +417,7 @@ static int add_wds_member(arc_scan *s, struct archive_entry *e, const char *name
     size_t key_len, ext_len;
     const char *ext;
     pack_wds_split(name, len, &key_len, &ext, &ext_len);
-    if (pack_wds_field_of(ext, ext_len) == PACK_WDS_LABEL) {
+    if (pack_wds_is_label(ext, ext_len)) {
         uint8_t buf[32];
         size_t n = 0;
         rc = read_small(s, name, buf, sizeof(buf), &n);
@@ -426,11 +426,11 @@ static int add_wds_member(arc_scan *s, struct archive_entry *e, const char *name
     }
     const uint64_t src = s->w.pos + s->w.len;
     uint64_t size = 0;
-    uint8_t head[PACK_DATASET_MAGIC_LEN];
+    uint8_t head[PACK_NPY_HEAD_MAX]; /* an .npy member's header */
     size_t head_len = 0;
-    rc = copy_member(s, name, &size, head, &head_len);
+    rc = copy_member(s, name, &size, head, sizeof(head), &head_len);
     if (rc == HDMLP_OK) {
-        rc = pack_wds_value(s->ctx, s->path, &s->wds, name, len, size, src);
+        rc = pack_wds_value(s->ctx, s->path, &s->wds, name, len, size, src, head, head_len);
         pack_scan_tick(s->ctx, 0);
     }
     return rc;
@@ -478,7 +478,7 @@ static int add_member(arc_scan *s, struct archive_entry *e)
     uint64_t size = 0;
     uint8_t head[PACK_DATASET_MAGIC_LEN];
     size_t head_len = 0;
-    rc = copy_member(s, kname, &size, head, &head_len);
+    rc = copy_member(s, kname, &size, head, sizeof(head), &head_len);
     const char *const ds_file = rc == HDMLP_OK && s->ctx->o->nested != PACK_NESTED_PACK
                                     ? dataset_file(kname, len, head, head_len)
                                     : NULL;

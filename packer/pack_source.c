@@ -78,7 +78,7 @@ int pack_read_item(pack_reader *r, const pack_item *it, const uint8_t *key, uint
 {
     const pack_ctx *const ctx = r->ctx;
     uint64_t got = 0;
-    if (ctx->srcs[it->input].kind == PACK_SRC_ARCHIVE) {
+    if (pack_src_spilled(ctx->srcs[it->input].kind)) {
         const int e = read_fully(ctx->spill_fd, dst, len, it->src, ctx->o, &got);
         if (e < 0) {
             return HDMLP_E_INTERRUPTED;
@@ -128,7 +128,7 @@ void pack_prefetch_item(pack_reader *r, const pack_item *it, const uint8_t *key,
     if (len == 0) {
         return;
     }
-    if (ctx->srcs[it->input].kind == PACK_SRC_ARCHIVE) {
+    if (pack_src_spilled(ctx->srcs[it->input].kind)) {
         (void)posix_fadvise(ctx->spill_fd, (off_t)it->src, (off_t)len, POSIX_FADV_WILLNEED);
         return;
     }

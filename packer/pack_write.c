@@ -281,14 +281,14 @@ static fmt_sample *put_record(worker *w, uint32_t t, uint64_t *off, uint64_t raw
     return rec;
 }
 
-/* A WebDataset sample (its values then their trailer, as spilled: pack_wds.c): with one
- * field besides the label, that value's bytes; with fields, each value stored in the
- * dataset's field order and its value record in the slot's vals (absent fields stay zero
+/* A sample with fields (its values then their trailer, as spilled: pack_fields.c): when
+ * plain, its one value's bytes; else each value as the dataset stores it (pack_fields_value),
+ * in the dataset's field order, its value record in the slot's vals (absent fields stay zero
  * records but for the label's). Returns its raw bytes in *raw; sets *plain. */
-static int wds_values(worker *w, uint8_t **buf, uint64_t *cap, uint64_t off, uint32_t t,
-                      uint64_t *raw, uint64_t *stored, int *plain)
+static int field_values(worker *w, uint8_t **buf, uint64_t *cap, uint64_t off, uint32_t t,
+                        uint64_t *raw, uint64_t *stored, int *plain)
 {
-    const pack_wds_fields *f = &w->s->a->ctx->wds_fields;
+    const pack_fields *f = &w->s->a->ctx->fields;
     const pack_item *const it = &w->slot->items[t];
     const uint8_t *const key = w->slot->keys.p + it->key_off;
     if (it->size > w->item_cap) {
@@ -301,10 +301,10 @@ static int wds_values(worker *w, uint8_t **buf, uint64_t *cap, uint64_t off, uin
         w->item_cap = it->size;
     }
     int rc = pack_read_item(&w->r, it, key, w->item, it->size);
-    pack_wds_val v[PACK_WDS_MAX_FIELDS];
+    pack_field_val v[PACK_MAX_FIELDS];
     uint32_t n = 0;
     if (rc == HDMLP_OK) {
-        rc = pack_wds_parse(w->item, it->size, v, &n);
+        rc = pack_fields_parse(w->item, it->size, v, &n);
     }
     if (rc != HDMLP_OK) {
         return hd_err_wrap(rc, "%.*s: ", (int)it->key_len, (const char *)key);
@@ -312,42 +312,55 @@ static int wds_values(worker *w, uint8_t **buf, uint64_t *cap, uint64_t off, uin
     consumed(w->s, it->size);
     *plain = f->plain;
     *raw = *stored = 0;
-    uint8_t *const recs = w->slot->vals != NULL
-                              ? w->slot->vals + (size_t)t * f->n_final * FMT_VALUE_REC_LEN
-                              : NULL;
-    if (recs != NULL) {
+    if (f->plain) { /* compressed, and prepared as an image, by the caller */
+        rc = n == 1 ? ensure_cap(buf, cap, off + v[0].size)
+                    : hd_err(HDMLP_E_STATE, "%.*s: %u values", (int)it->key_len,
+                             (const char *)key, n);
+        if (rc == HDMLP_OK) {
+            memcpy(*buf + off, w->item, (size_t)v[0].size);
+            *raw = *stored = v[0].size;
+        }
+        return rc;
+    }
+    uint8_t *const recs = w->slot->vals + (size_t)t * f->n_final * FMT_VALUE_REC_LEN;
+    if (f->label_final != FMT_NO_FIELD) {
         const fmt_value label = fmt_value_int64(it->label);
         fmt_value_encode(recs + (size_t)f->label_final * FMT_VALUE_REC_LEN, &label);
     }
-    /* Values in the dataset's field order (the spilled order is the shard's). */
+    /* Values in the dataset's field order (the spilled order is the input's). */
+    uint64_t at[PACK_MAX_FIELDS];
+    for (uint32_t i = 0; i < n; i++) {
+        at[i] = i == 0 ? 0 : at[i - 1] + v[i - 1].size;
+    }
     for (uint32_t j = 0; j < f->n_final; j++) {
-        uint64_t at = 0;
         for (uint32_t i = 0; i < n; i++) {
-            if (f->final_of[v[i].field] == j || (f->plain && i == 0)) {
-                rc = ensure_cap(buf, cap, off + *stored + v[i].size);
-                if (rc != HDMLP_OK) {
-                    return rc;
-                }
-                uint8_t *const dst = *buf + off + *stored;
-                memcpy(dst, w->item + at, (size_t)v[i].size);
-                if (f->plain) { /* compressed, and prepared as an image, by the caller */
-                    *raw = *stored = v[i].size;
-                    return HDMLP_OK;
-                }
+            if (v[i].field >= f->n || f->final_of[v[i].field] != j) {
+                continue;
+            }
+            rc = ensure_cap(buf, cap, off + *stored + v[i].size + PACK_FIELD_VALUE_EXTRA);
+            if (rc != HDMLP_OK) {
+                return rc;
+            }
+            uint8_t *const dst = *buf + off + *stored;
+            uint64_t len = 0;
+            fmt_value val;
+            rc = pack_fields_value(f, v[i].field, w->item + at[i], v[i].size, dst, &len, &val);
+            if (rc != HDMLP_OK) {
+                return hd_err_wrap(rc, "sample %.*s: ", (int)it->key_len, (const char *)key);
+            }
+            if (!fmt_field_scalar(f->type[v[i].field])) {
                 uint64_t st;
                 uint32_t codec;
-                rc = store_value(w, dst, v[i].size, it, key, &st, &codec);
+                rc = store_value(w, dst, len, it, key, &st, &codec);
                 if (rc != HDMLP_OK) {
                     return rc;
                 }
-                const fmt_value val =
-                    fmt_value_stored(st, v[i].size, fmt_checksum(dst, st), codec);
-                fmt_value_encode(recs + (size_t)j * FMT_VALUE_REC_LEN, &val);
-                *raw += v[i].size;
+                val = fmt_value_stored(st, len, fmt_checksum(dst, st), codec);
+                *raw += len;
                 *stored += st;
-                break;
             }
-            at += v[i].size;
+            fmt_value_encode(recs + (size_t)j * FMT_VALUE_REC_LEN, &val);
+            break;
         }
     }
     return HDMLP_OK;
@@ -355,10 +368,10 @@ static int wds_values(worker *w, uint8_t **buf, uint64_t *cap, uint64_t off, uin
 
 static int build_sample(worker *w, uint8_t **buf, uint64_t *cap, uint64_t *off, uint32_t t)
 {
-    if (w->s->a->ctx->o->webdataset) {
+    if (pack_has_fields(w->s->a->ctx)) {
         uint64_t raw = 0, stored = 0;
         int plain = 0;
-        const int rc = wds_values(w, buf, cap, *off, t, &raw, &stored, &plain);
+        const int rc = field_values(w, buf, cap, *off, t, &raw, &stored, &plain);
         if (rc != HDMLP_OK || plain) {
             return rc != HDMLP_OK ? rc : finish_sample(w, buf, cap, off, t, raw);
         }
@@ -422,8 +435,8 @@ static int build_chunk(worker *w, uint64_t c, wr_slot *out)
     w->warn = &out->warn;
     w->slot = out; /* its items and keys are there (claim_items) */
     out->recs = hd_calloc(n, sizeof(fmt_sample));
-    const pack_wds_fields *const f = &a->ctx->wds_fields;
-    const int fielded = a->ctx->o->webdataset && !f->plain;
+    const pack_fields *const f = &a->ctx->fields;
+    const int fielded = pack_has_fields(a->ctx) && !f->plain;
     out->vals = fielded ? hd_calloc((size_t)n * f->n_final, FMT_VALUE_REC_LEN) : NULL;
     if (!out->recs || (fielded && !out->vals)) {
         pool_put(s, buf, cap);
@@ -596,7 +609,7 @@ static void write_loop(wr_state *s)
         int rc = pack_segw_append(a->segw, mine.buf, mine.len, &a->chunks[c]);
         if (rc == HDMLP_OK) {
             rc = pack_tablew_chunk(a->tablew, mine.recs, mine.vals,
-                                   mine.vals ? a->ctx->wds_fields.n_final : 0, mine.keys.p,
+                                   mine.vals ? a->ctx->fields.n_final : 0, mine.keys.p,
                                    mine.n, &a->chunks[c]);
         }
         if (rc == HDMLP_OK) {

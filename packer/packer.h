@@ -95,7 +95,8 @@ typedef enum pack_compress {
 
 typedef enum pack_input_kind {
     PACK_INPUT_PATH = 0, /* directory or archive, detected */
-    PACK_INPUT_LIST = 1  /* list file */
+    PACK_INPUT_LIST = 1,    /* list file */
+    PACK_INPUT_MANIFEST = 2 /* JSONL or CSV manifest (.csv): a sample a row, a field a column */
 } pack_input_kind;
 
 typedef enum pack_nested {
@@ -201,6 +202,16 @@ typedef struct pack_opts {
     int webdataset;          /* archive inputs are WebDataset shards (pack_wds.c): a sample
                                 is a key's members, labelled by its .cls member, each other
                                 member a field's value; only archive inputs then */
+    /* Samples with fields (WebDataset shards, manifests):
+     *   label_field:    manifests' label column (NULL: "label"); a manifest without it has
+     *                   no label (rows all have one or none do);
+     *   file_fields:    comma-separated manifest columns holding paths of files whose bytes
+     *                   are the value (NULL: "image");
+     *   require_fields: comma-separated fields every sample must have (NULL: none; others
+     *                   may be absent, which the index records). */
+    const char *label_field;
+    const char *file_fields;
+    const char *require_fields;
     uint64_t sort_run_bytes; /* for tests: bytes of item records and keys sorted in memory
                                 at a time (more are merged from runs on disk); 0 = the
                                 default (64 MiB). Changes memory and time, not output. */

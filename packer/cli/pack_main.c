@@ -58,7 +58,26 @@ static const char usage_text[] =
     "                 .cls alone give samples of the image's bytes; more fields\n"
     "                 give field records. A sample without a .cls or another\n"
     "                 member, with two of one field, or a link member, is an\n"
-    "                 error naming it.\n"
+    "                 error naming it. A .npy member is an ndarray (C-ordered,\n";
+static const char usage_inputs2[] =
+    "                 little-endian numbers, up to 4 dims; a field's arrays share\n"
+    "                 dtype and dims, sizes may vary).\n"
+    "  --manifest FILE  a JSONL file (one JSON object a line) or a CSV file (.csv:\n"
+    "                 a header row of column names, then RFC 4180 rows): a sample\n"
+    "                 a row, a field a column. --label-field (\"label\") is the\n"
+    "                 label column (labels numbered by value when all are class\n"
+    "                 numbers, else in name order; without the column, no label),\n"
+    "                 \"__key__\" the key (else FILE:LINE), the --file-fields\n"
+    "                 columns (\"image\") paths (relative to FILE's directory) of\n"
+    "                 files whose bytes are the value, typed by extension as in\n"
+    "                 WebDataset shards; other columns are values as they stand:\n"
+    "                 integers int64, numbers float64, strings text, other JSON\n"
+    "                 JSON. null or an empty cell is an absent value. Manifests\n"
+    "                 are packed with manifests only.\n"
+    "  --label-field NAME, --file-fields A,B,...  as above\n"
+    "  --require-fields A,B,...  fields every sample must have (a sample without\n"
+    "                 one is an error naming it and the field); others may be\n"
+    "                 absent, as the index records.\n"
     "\n"
     "Whatever is skipped is counted by reason in the summary (the first few are\n"
     "named in warnings), and so are labels left without samples.\n"
@@ -329,6 +348,10 @@ enum {
     OPT_SKIP_NESTED,
     OPT_ALLOW_NESTED,
     OPT_WEBDATASET,
+    OPT_MANIFEST,
+    OPT_LABEL_FIELD,
+    OPT_FILE_FIELDS,
+    OPT_REQUIRE_FIELDS,
     OPT_INFO,
     OPT_VERIFY,
     OPT_EXTRACT,
@@ -351,6 +374,10 @@ static const struct option long_opts[] = {
     {"skip-nested", no_argument, NULL, OPT_SKIP_NESTED},
     {"allow-nested", no_argument, NULL, OPT_ALLOW_NESTED},
     {"webdataset", no_argument, NULL, OPT_WEBDATASET},
+    {"manifest", required_argument, NULL, OPT_MANIFEST},
+    {"label-field", required_argument, NULL, OPT_LABEL_FIELD},
+    {"file-fields", required_argument, NULL, OPT_FILE_FIELDS},
+    {"require-fields", required_argument, NULL, OPT_REQUIRE_FIELDS},
     {"force", no_argument, NULL, 'f'},
     {"quiet", no_argument, NULL, 'q'},
     {"help", no_argument, NULL, 'h'},
@@ -404,8 +431,21 @@ static int parse_args(int argc, char **argv, args *a)
             a->inputs[a->n_inputs++].path = optarg;
             break;
         case OPT_LIST:
-            a->inputs[a->n_inputs].kind = PACK_INPUT_LIST;
+        case OPT_MANIFEST:
+            a->inputs[a->n_inputs].kind = c == OPT_LIST ? PACK_INPUT_LIST : PACK_INPUT_MANIFEST;
             a->inputs[a->n_inputs++].path = optarg;
+            a->pack_only = 1;
+            break;
+        case OPT_LABEL_FIELD:
+            a->o.label_field = optarg;
+            a->pack_only = 1;
+            break;
+        case OPT_FILE_FIELDS:
+            a->o.file_fields = optarg;
+            a->pack_only = 1;
+            break;
+        case OPT_REQUIRE_FIELDS:
+            a->o.require_fields = optarg;
             a->pack_only = 1;
             break;
         case 'o':
@@ -504,6 +544,7 @@ static int parse_args(int argc, char **argv, args *a)
             break;
         case 'h':
             fputs(usage_text, stdout);
+            fputs(usage_inputs2, stdout);
             fputs(usage_opts, stdout);
             fputs(usage_text2, stdout);
             return 0;
