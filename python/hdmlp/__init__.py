@@ -27,6 +27,7 @@ Objects
                          images (with an ImagePipeline)
     ImagePipeline(...)   decode and augmentation on the loader's threads (Loader(image=))
     sample_fields(s, ds.fields)  a sample with fields as {name: value} (zero-copy)
+    batch_fields(samples, ds.fields)  a batch's values by field name
 Errors (all derive from hdmlp.Error; `code`, `name`, `detail` attributes)
     CorruptDataError, FormatVersionError, StorageError (also OSError) with NotFoundError,
     ExistsError, PeerError; InvalidArgumentError (also ValueError), OutOfMemoryError (also
@@ -58,7 +59,7 @@ from ._hdmlp import (  # noqa: F401
 )
 from . import _hdmlp
 from .pack import pack  # noqa: F401  (hdmlp-pack from Python)
-from .fields import sample_fields  # noqa: F401  (field records, zero-copy)
+from .fields import batch_fields, sample_fields  # noqa: F401  (field records, zero-copy)
 
 __version__ = library_version
 

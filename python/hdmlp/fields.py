@@ -10,9 +10,10 @@ record; `sample_fields` turns one into a dict by field name:
             f = hdmlp.sample_fields(sample, ds.fields)
             image, caption = f["jpg"], bytes(f["txt"]).decode()
 
-Stored values (bytes, text, JSON, ndarray, image) are memoryviews into the sample's buffer,
-valid while the batch is; scalars are int (int64) or float (float32, float64); an absent
-value is None.
+Stored values (bytes, text, JSON, image) are memoryviews into the sample's buffer, valid
+while the batch is; ndarray values are numpy arrays of the field's dtype and the value's
+shape viewing the same buffer (numpy is needed for them); scalars are int (int64) or float
+(float32, float64); an absent value is None. `batch_fields` gives a batch's values by field.
 """
 import struct
 
@@ -21,6 +22,29 @@ _HEAD = struct.Struct("<II")
 _ENTRY = struct.Struct("<QIBB2x")
 _STORED, _INLINE = 1, 2
 _INT64, _FLOAT32, _FLOAT64 = 3, 4, 5
+
+
+def _ndarray(view, field):
+    """An ndarray value (FORMAT.md: the sizes of the dims the field leaves open, as u64, then
+    the elements in C order) as a numpy array viewing it."""
+    import numpy as np  # ndarray fields need numpy
+    shape, at = [], 0
+    for dim in field["shape"]:
+        if dim is None:
+            if len(view) < at + 8:
+                raise ValueError(f"field {field['name']!r}: an ndarray value of {len(view)} "
+                                 "bytes, too short for its sizes")
+            dim = int.from_bytes(view[at:at + 8], "little")
+            at += 8
+        shape.append(dim)
+    dtype = np.dtype(field["dtype"]).newbyteorder("<")
+    count = 1
+    for dim in shape:
+        count *= dim
+    if len(view) - at != count * dtype.itemsize:
+        raise ValueError(f"field {field['name']!r}: an ndarray of shape {tuple(shape)} in "
+                         f"{len(view) - at} bytes")
+    return np.frombuffer(view[at:], dtype=dtype).reshape(shape)
 
 
 def sample_fields(sample, fields):
@@ -44,6 +68,8 @@ def sample_fields(sample, fields):
                 raise ValueError(f"field {field['name']!r}: {length} bytes at {value}, past "
                                  f"the record's {len(view)}")
             out[field["name"]] = view[value:value + length]
+            if field["type"] == "ndarray":
+                out[field["name"]] = _ndarray(out[field["name"]], field)
         elif state == _INLINE:
             raw = value.to_bytes(8, "little")
             if ftype == _FLOAT32:
@@ -54,4 +80,16 @@ def sample_fields(sample, fields):
                 out[field["name"]] = struct.unpack_from("<q", raw)[0]
         else:
             out[field["name"]] = None
+    return out
+
+
+def batch_fields(samples, fields):
+    """Dict {field name: list of one value a sample} (each as `sample_fields` gives it) of a
+    batch's field records (`samples`: e.g. `batch.samples`, or `batch.views(writable=True)`
+    for writable buffers): variable-length values as a list of buffers. Stacking and
+    conversion are the caller's (hdmlp.torch.collate_fields does both for PyTorch)."""
+    out = {field["name"]: [] for field in fields}
+    for sample in samples:
+        for name, value in sample_fields(sample, fields).items():
+            out[name].append(value)
     return out

@@ -123,6 +123,8 @@ def _option_args(options):
             continue
         if isinstance(value, (bytes, os.PathLike)):
             value = os.fsdecode(value)
+        elif isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+            value = ",".join(value)  # --file-fields a,b and the like
         elif not isinstance(value, (str, int, float)):
             raise _error_inval(f"{key}: expected a string or a number, got "
                                f"{type(value).__name__}")
@@ -310,13 +312,16 @@ def _failure(status, messages):
     return exc
 
 
-def pack(inputs, out, *, lists=None, chunk_size=None, seed=None, compress=None, dict=False,
+def pack(inputs, out, *, lists=None, manifests=None, chunk_size=None, seed=None, compress=None, dict=False,
          image_max_side=None, image_quality=None, threads=None, segment_size=None,
          force=False, quiet=False, progress=None, **options):
     """Packs inputs into the dataset directory out with hdmlp-pack; returns out (a str).
 
     inputs: a path or a list of paths (directories of class folders, archives); lists: a
-    path or a list of paths of list files (--list: lines "PATH<TAB>LABEL"). The options
+    path or a list of paths of list files (--list: lines "PATH<TAB>LABEL"); manifests: a path
+    or a list of paths of JSONL or CSV manifests (--manifest: a sample a row, a field a
+    column; inputs is then None; label_field, file_fields (a list or "a,b") and
+    require_fields name columns as hdmlp-pack --help says). The options
     are hdmlp-pack's (see `hdmlp-pack --help`): chunk_size (--chunk-size K or "auto", the default),
     seed (--seed; default random, printed in the summary and stored), compress ('none',
     'auto', 'zstd', 'zstd:LEVEL'), dict (--dict), image_max_side, image_quality, threads
@@ -343,6 +348,8 @@ def pack(inputs, out, *, lists=None, chunk_size=None, seed=None, compress=None, 
     argv = [tool_path("hdmlp-pack")] + _option_args(named) + ["-o", out]
     for path in _paths(lists, "lists"):
         argv += ["--list", path]
+    for path in _paths(manifests, "manifests"):
+        argv += ["--manifest", path]
     argv += ["--"] + _paths(inputs, "inputs")
     status, messages = _run(argv, _want_tty(progress, quiet))
     if status != 0:

@@ -21,6 +21,15 @@ Batches, not samples: use DataLoader(batch_size=None). Each item is (samples, la
     they are tensors of one shape (collate 'auto'/True). The transform runs wherever
     __iter__ runs: in the DataLoader workers when num_workers > 0.
 
+Samples with fields (Dataset.field_records: image + caption + JSON + arrays ...): each item
+is a dict by field name, the label under its field's name ("__index__": the indices with
+with_indices=True). collate_fields(samples, fields) makes it from the batch's samples, each
+a dict hdmlp.sample_fields gives (or what transform makes of one); the default,
+hdmlp.torch.collate_fields, gives scalars as int64/float32/float64 tensors (a list with
+None where absent), text as str, JSON parsed, ndarrays of a fixed shape stacked (else a
+list of tensors), bytes and images as uint8 tensors (zero-copy views without workers).
+With a transform and no collate_fields: torch's default_collate of what transform returns.
+
 Images: with image=hdmlp.ImagePipeline(...) the loader decodes and augments each sample
 on its own C threads and each item is (images, labels): one (n, H, W, C) uint8 tensor (or
 the pipeline's layout and dtype) viewing the batch's memory without a copy (num_workers=0),
@@ -102,7 +111,7 @@ from torch.utils.data import IterableDataset, get_worker_info
 import hdmlp
 from hdmlp import _hdmlp, _plane
 
-__all__ = ["HdmlpIterableDataset", "DataLoader", "rank_and_world"]
+__all__ = ["HdmlpIterableDataset", "DataLoader", "collate_fields", "rank_and_world"]
 
 _REQUIRED = object()  # a required argument not given (checked after unknown keywords)
 
@@ -291,6 +300,48 @@ def _as_tensors(batch):
     return out
 
 
+_SCALAR_DTYPES = {"int64": torch.int64, "float32": torch.float32, "float64": torch.float64}
+
+
+def _tensor_of(value):
+    """A uint8 tensor viewing a stored value (a memoryview), or a tensor of an array."""
+    if not isinstance(value, memoryview):
+        return torch.from_numpy(value)
+    if len(value) == 0:
+        return torch.empty(0, dtype=torch.uint8)
+    if value.readonly:
+        return torch.frombuffer(bytearray(value), dtype=torch.uint8)
+    return torch.frombuffer(value, dtype=torch.uint8)
+
+
+def collate_fields(samples, fields):
+    """The default collation of a batch of samples with fields (`samples`: one dict by field
+    name a sample, as hdmlp.sample_fields gives; `fields`: Dataset.fields) into one dict by
+    field name: scalars (the label too) a tensor of their type, or a list when some are
+    absent (None); text a list of str; JSON a list of parsed values; ndarrays of a fixed
+    shape, all present, one stacked tensor (n, *shape), else a list of tensors (None where
+    absent); bytes and images a list of uint8 tensors viewing the values."""
+    import json
+    out = {}
+    for field in fields:
+        name, kind = field["name"], field["type"]
+        values = [s[name] for s in samples]
+        present = all(v is not None for v in values)
+        if kind in _SCALAR_DTYPES:
+            out[name] = torch.tensor(values, dtype=_SCALAR_DTYPES[kind]) if present else values
+        elif kind == "text":
+            out[name] = [None if v is None else str(v, "utf-8") for v in values]
+        elif kind == "json":
+            out[name] = [None if v is None else json.loads(str(v, "utf-8")) for v in values]
+        elif kind == "ndarray":
+            tensors = [None if v is None else _tensor_of(v) for v in values]
+            fixed = None not in field["shape"]
+            out[name] = torch.stack(tensors) if fixed and present and tensors else tensors
+        else:
+            out[name] = [None if v is None else _tensor_of(v) for v in values]
+    return out
+
+
 class HdmlpIterableDataset(IterableDataset):
     """IterableDataset yielding one batch per item from an hdmlp Loader (see module doc).
 
@@ -313,7 +364,7 @@ class HdmlpIterableDataset(IterableDataset):
     def __init__(self, dataset, batch_size=_REQUIRED, memory=_REQUIRED, *, seed=0,
                  transform=None, collate="auto", with_indices=False, rank=None, world=None,
                  drop_last=False, num_workers=0, peers=None, host=None, image=None,
-                 **loader_kwargs):
+                 collate_fields=None, **loader_kwargs):
         super().__init__()
         self._check_keywords(loader_kwargs)
         for name, value in (("batch_size", batch_size), ("memory", memory)):
@@ -347,6 +398,11 @@ class HdmlpIterableDataset(IterableDataset):
             raise TypeError(f"image: expected an hdmlp.ImagePipeline, got "
                             f"{type(image).__name__}")
         self.image = image
+        if collate_fields is not None and not callable(collate_fields):
+            raise TypeError(f"collate_fields: expected a callable, got "
+                            f"{type(collate_fields).__name__}")
+        self.collate_fields = collate_fields
+        self.fields = self._dataset.fields if self._dataset.field_records else None
         self.classes = self._dataset.classes
         self.num_workers = num_workers
         self._peers = None  # every rank's endpoint (world > 1)
@@ -580,7 +636,25 @@ class HdmlpIterableDataset(IterableDataset):
             batch.copy_into(out.numpy())
         return out
 
+    def _convert_fields(self, batch):
+        samples = [hdmlp.sample_fields(v, self.fields) for v in batch.views(writable=True)]
+        if self.transform is not None:
+            samples = [self.transform(s) for s in samples]
+        if self.collate_fields is not None:
+            item = self.collate_fields(samples)
+        elif self.transform is not None:
+            item = torch.utils.data.default_collate(samples) if self.collate is not False \
+                else samples
+        else:
+            item = collate_fields(samples, self.fields)
+        if self.with_indices and isinstance(item, dict):
+            item["__index__"] = torch.frombuffer(batch.indices, dtype=torch.int64).clone() \
+                if len(batch) else torch.empty(0, dtype=torch.int64)
+        return item
+
     def _convert(self, batch, shared=False):
+        if self.fields is not None and self.image is None:
+            return self._convert_fields(batch)
         labels = torch.frombuffer(batch.labels, dtype=torch.int64)
         if self.image is not None:
             samples = self._images(batch, shared)
@@ -635,6 +709,14 @@ class HdmlpIterableDataset(IterableDataset):
         # join opens the plane's session for this iteration
         args = (info.id, info.num_workers, request, self._epoch_request.take,
                 self._iteration_token, info.seed - info.id)
+        if self.fields is not None and self.image is None:
+            # Fields: collated here; what crosses the queue is made of few tensors (views
+            # of the batch's memory are copied: the batch is released after this item).
+            for batch in client.iterate(*args):
+                item = _detached(self._convert(batch, shared=True))
+                del batch
+                yield item
+            return
         if self.transform is None and self.image is None:
             # Raw bytes: the batch stays in the plane's arena and crosses the worker queue
             # as its place; the training process copies it out (_from_plane).
@@ -656,6 +738,23 @@ class HdmlpIterableDataset(IterableDataset):
 # transformed batch: one shared tensor for the samples when they are large, and everything
 # by value when the batch is small. Raw-byte batches cross by place instead (_InPlane).
 BY_VALUE_MAX = 1 << 20
+
+
+def _detached(item):
+    """An item of a worker's batch made to cross the worker queue: tensors viewing the
+    batch's memory copied (the plane's record is released after it), lists of tensors
+    packed as one (_Packed), small tensors by value; dicts, lists and tuples through."""
+    if isinstance(item, torch.Tensor):
+        return _ByValue(item.clone()) if item.numel() * item.element_size() <= BY_VALUE_MAX \
+            else item.clone().share_memory_()
+    if isinstance(item, dict):
+        return {k: _detached(v) for k, v in item.items()}
+    if isinstance(item, (list, tuple)):
+        out = [_detached(v) for v in item]
+        if isinstance(item, list) and out and all(isinstance(v, _ByValue) for v in out):
+            return _Packed(v.t for v in out)
+        return out if isinstance(item, list) else tuple(out)
+    return item
 
 
 def _queue_tensor(shape, shared):
