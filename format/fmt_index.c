@@ -430,10 +430,12 @@ int fmt_index_decode(const void *buf, size_t size, fmt_index *out)
     rc = check_segments(&ix);
     if (rc == HDMLP_OK && v2) {
         rc = fmt_index2_check_fields(&ix, strict, &ix.data_field);
-        /* One stored field, alone or with the label: delivered as its bytes; else as a
-         * field record. */
+        /* One stored field but an ndarray (its shape is in the record), alone or with the
+         * label: delivered as its bytes; else as a field record. */
         const uint32_t plain = ix.h.label_field == FMT_NO_FIELD ? 1 : 2;
-        ix.fielded = ix.data_field == FMT_NO_FIELD || ix.h.n_fields != plain;
+        ix.fielded =
+            ix.data_field == FMT_NO_FIELD || ix.h.n_fields != plain ||
+            ix.fields[(size_t)ix.data_field * FMT_FIELD_REC_LEN + 8] == FMT_FIELD_NDARRAY;
     }
     if (rc == HDMLP_OK) {
         rc = check_chunks(&ix, strict);

@@ -8,9 +8,9 @@
 
 static const char *const type_name[FMT_FIELD_TYPES] = {
     "bytes", "text", "json", "int64", "float32", "float64", "ndarray", "image"};
-static const char *const dtype_name[FMT_DTYPES] = {
-    "",      "uint8", "int8",   "uint16",  "int16",   "uint32",
-    "int32", "uint64", "int64", "float16", "float32", "float64"};
+static const char *const dtype_name[FMT_DTYPES] = {"",      "uint8",   "int8",    "uint16",
+                                                   "int16", "uint32",  "int32",   "uint64",
+                                                   "int64", "float16", "float32", "float64"};
 
 const char *fmt_field_type_name(uint32_t type)
 {

@@ -43,8 +43,9 @@ uint8_t pack_fields_ext_type(const char *ext, size_t ext_len)
 
 static const char *form_name(uint8_t form)
 {
-    return form == PACK_FORM_JSON ? "a JSONL column" : form == PACK_FORM_CELL ? "a CSV column"
-                                                                               : "files";
+    return form == PACK_FORM_JSON   ? "a JSONL column"
+           : form == PACK_FORM_CELL ? "a CSV column"
+                                    : "files";
 }
 
 int pack_fields_id(pack_fields *f, const char *where, const char *name, size_t len,
@@ -62,12 +63,11 @@ int pack_fields_id(pack_fields *f, const char *where, const char *name, size_t l
             continue;
         }
         if (f->form[i] != form || f->type[i] != type) {
-            return hd_err(HDMLP_E_INVAL,
-                          "%s: field %.*s holds %s of type %s here, %s of type %s before", where,
-                          (int)len, name, form_name(form),
-                          form == PACK_FORM_FILE ? fmt_field_type_name(type) : "?",
-                          form_name(f->form[i]),
-                          f->form[i] == PACK_FORM_FILE ? fmt_field_type_name(f->type[i]) : "?");
+            return hd_err(
+                HDMLP_E_INVAL, "%s: field %.*s holds %s of type %s here, %s of type %s before",
+                where, (int)len, name, form_name(form),
+                form == PACK_FORM_FILE ? fmt_field_type_name(type) : "?", form_name(f->form[i]),
+                f->form[i] == PACK_FORM_FILE ? fmt_field_type_name(f->type[i]) : "?");
         }
         *id = i;
         return HDMLP_OK;
@@ -159,9 +159,10 @@ int pack_npy_parse(const uint8_t *b, size_t n, uint64_t size, pack_npy *out)
         }
     }
     if (out->dtype == 0 || !(order == '<' || order == '|' || order == '=' || isz == 1)) {
-        return hd_err(HDMLP_E_UNSUPPORTED,
-                      "an .npy dtype %.*s (little-endian bool, int, uint or float of 1-8 bytes)",
-                      (int)(end - descr - 1), descr + 1);
+        return hd_err(
+            HDMLP_E_UNSUPPORTED,
+            "an .npy dtype %.*s (little-endian bool, int, uint or float of 1-8 bytes)",
+            (int)(end - descr - 1), descr + 1);
     }
     out->itemsize = (uint32_t)isz;
     out->ndim = 0;
@@ -191,9 +192,10 @@ int pack_npy_parse(const uint8_t *b, size_t n, uint64_t size, pack_npy *out)
     out->data_off = at + hl;
     const uint64_t data = size - out->data_off;
     if (size < out->data_off || elems > data / isz || elems * isz != data) {
-        return hd_err(HDMLP_E_INVAL, "an .npy array of %llu data bytes, its shape says %llu",
-                      (unsigned long long)(size < out->data_off ? 0 : data),
-                      (unsigned long long)(elems > UINT64_MAX / isz ? UINT64_MAX : elems * isz));
+        return hd_err(
+            HDMLP_E_INVAL, "an .npy array of %llu data bytes, its shape says %llu",
+            (unsigned long long)(size < out->data_off ? 0 : data),
+            (unsigned long long)(elems > UINT64_MAX / isz ? UINT64_MAX : elems * isz));
     }
     return HDMLP_OK;
 }
@@ -288,7 +290,8 @@ int pack_fields_check_required(const pack_fields *f, const char *list, const pac
         const size_t l = comma ? (size_t)(comma - p) : strlen(p);
         bool found = false;
         for (uint32_t i = 0; i < n && !found; i++) {
-            found = f->len[v[i].field] == l && memcmp(f->names.p + f->off[v[i].field], p, l) == 0;
+            found =
+                f->len[v[i].field] == l && memcmp(f->names.p + f->off[v[i].field], p, l) == 0;
         }
         if (!found) {
             return hd_err(HDMLP_E_INVAL, "%s: no value of the required field %.*s", where,
@@ -331,7 +334,8 @@ int pack_fields_parse(const uint8_t *buf, uint64_t len, pack_field_val *vals, ui
 {
     *n = 0;
     if (len < 8 || fmt_ld32(buf + len - 4) != PACK_FIELDS_TRAILER_MAGIC) {
-        return hd_err(HDMLP_E_CORRUPT, "sample with fields: no trailer in its %llu spilled bytes",
+        return hd_err(HDMLP_E_CORRUPT,
+                      "sample with fields: no trailer in its %llu spilled bytes",
                       (unsigned long long)len);
     }
     const uint32_t count = fmt_ld32(buf + len - 8);
@@ -399,8 +403,8 @@ void pack_fields_finish(pack_fields *f)
     f->n_final = f->n + (ll > 0);
     /* One value of bytes, text, JSON or an image and the label: each sample that value's
      * bytes, as datasets without fields store them. */
-    f->plain = f->n == 1 && ll > 0 && f->form[0] == PACK_FORM_FILE &&
-               f->type[0] != FMT_FIELD_NDARRAY;
+    f->plain =
+        f->n == 1 && ll > 0 && f->form[0] == PACK_FORM_FILE && f->type[0] != FMT_FIELD_NDARRAY;
 }
 
 /* ---- a value as the dataset stores it ---------------------------------------------------- */
@@ -432,16 +436,34 @@ size_t pack_json_unescape(const uint8_t *s, size_t n, uint8_t *out)
         }
         uint32_t u;
         switch (s[i]) {
-        case '"': out[o++] = '"'; continue;
-        case '\\': out[o++] = '\\'; continue;
-        case '/': out[o++] = '/'; continue;
-        case 'b': out[o++] = '\b'; continue;
-        case 'f': out[o++] = '\f'; continue;
-        case 'n': out[o++] = '\n'; continue;
-        case 'r': out[o++] = '\r'; continue;
-        case 't': out[o++] = '\t'; continue;
-        case 'u': break;
-        default: return SIZE_MAX;
+        case '"':
+            out[o++] = '"';
+            continue;
+        case '\\':
+            out[o++] = '\\';
+            continue;
+        case '/':
+            out[o++] = '/';
+            continue;
+        case 'b':
+            out[o++] = '\b';
+            continue;
+        case 'f':
+            out[o++] = '\f';
+            continue;
+        case 'n':
+            out[o++] = '\n';
+            continue;
+        case 'r':
+            out[o++] = '\r';
+            continue;
+        case 't':
+            out[o++] = '\t';
+            continue;
+        case 'u':
+            break;
+        default:
+            return SIZE_MAX;
         }
         if (i + 5 > n || !hex4(s + i + 1, &u)) {
             return SIZE_MAX;

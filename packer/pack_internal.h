@@ -250,7 +250,7 @@ typedef struct pack_ctx {
     uint64_t n_items;
     uint64_t n_seq; /* next scan sequence number */
     pack_labels labels;
-    pack_fields fields; /* pack_has_fields: the fields seen */
+    pack_fields fields;          /* pack_has_fields: the fields seen */
     uint32_t manifests;          /* manifest inputs */
     uint32_t labelled_manifests; /* of them, with a label column */
     int label_names_numeric;     /* manifests: every label so far a class number */

@@ -110,7 +110,8 @@ static int setup_srcs(pack_ctx *ctx, const pack_input *inputs, size_t n)
                           "shards: archives)",
                           path);
         }
-        if ((inputs[i].kind == PACK_INPUT_MANIFEST) != (inputs[0].kind == PACK_INPUT_MANIFEST) ||
+        if ((inputs[i].kind == PACK_INPUT_MANIFEST) !=
+                (inputs[0].kind == PACK_INPUT_MANIFEST) ||
             (inputs[i].kind == PACK_INPUT_MANIFEST && ctx->o->webdataset)) {
             return hd_err(HDMLP_E_INVAL,
                           "%s: manifests are packed on their own (not with %s inputs)", path,

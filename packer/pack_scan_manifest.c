@@ -210,7 +210,8 @@ static int spill_file(man_scan *s, const char *col, size_t col_len, const char *
                       uint64_t *size, uint8_t *head, size_t *head_len)
 {
     s->path.len = 0;
-    int rc = rel[0] == '/' ? HDMLP_OK : pack_buf_append(&s->path, s->src->root, s->src->root_len);
+    int rc =
+        rel[0] == '/' ? HDMLP_OK : pack_buf_append(&s->path, s->src->root, s->src->root_len);
     if (rc == HDMLP_OK) {
         rc = pack_buf_append(&s->path, rel, strlen(rel) + 1);
     }
@@ -251,8 +252,9 @@ static int spill_file(man_scan *s, const char *col, size_t col_len, const char *
         if (r == 0) {
             break;
         }
-        const size_t k = PACK_NPY_HEAD_MAX - *head_len < (size_t)r ? PACK_NPY_HEAD_MAX - *head_len
-                                                                     : (size_t)r;
+        const size_t k = PACK_NPY_HEAD_MAX - *head_len < (size_t)r
+                             ? PACK_NPY_HEAD_MAX - *head_len
+                             : (size_t)r;
         memcpy(head + *head_len, p, k);
         *head_len += k;
         s->w.len += (size_t)r;
@@ -281,8 +283,8 @@ static int add_value(man_scan *s, const char *col, size_t col_len, const uint8_t
     const int is_file = in_list(o->file_fields ? o->file_fields : "image", col, col_len);
     s->text.len = 0;
     if (is_key || is_label || is_file) { /* their text: unquoted */
-        if (!s->csv && !quoted && !(is_label && v[0] != '{' && v[0] != '[' && v[0] != 't' &&
-                                    v[0] != 'f')) {
+        if (!s->csv && !quoted &&
+            !(is_label && v[0] != '{' && v[0] != '[' && v[0] != 't' && v[0] != 'f')) {
             return row_err(s, HDMLP_E_INVAL, col, col_len,
                            is_label ? "a label must be a string or a number"
                                     : "must be a string");
@@ -317,8 +319,8 @@ static int add_value(man_scan *s, const char *col, size_t col_len, const uint8_t
         return pack_buf_append(&s->label, s->text.p, s->text.len);
     }
     char where[512];
-    snprintf(where, sizeof(where), "%s:%llu: column %.*s", s->file,
-             (unsigned long long)s->line, (int)col_len, col);
+    snprintf(where, sizeof(where), "%s:%llu: column %.*s", s->file, (unsigned long long)s->line,
+             (int)col_len, col);
     const uint64_t src = s->w.pos + s->w.len;
     uint8_t head[PACK_NPY_HEAD_MAX];
     size_t head_len = 0;
@@ -537,8 +539,8 @@ static int csv_cells(man_scan *s, uint8_t *r, size_t n,
                 }
             }
             if (p < n && r[p] != ',') {
-                return hd_err(HDMLP_E_INVAL, "%s:%llu: text after a quoted cell's end",
-                              s->file, (unsigned long long)s->line);
+                return hd_err(HDMLP_E_INVAL, "%s:%llu: text after a quoted cell's end", s->file,
+                              (unsigned long long)s->line);
             }
         } else {
             while (p < n && r[p] != ',') {
@@ -615,7 +617,8 @@ static int scan_lines(man_scan *s, FILE *f)
         const ssize_t r = getline(&line, &cap, f);
         if (r < 0) {
             if (ferror(f)) {
-                rc = hd_err(HDMLP_E_IO, "cannot read manifest %s: %s", s->file, strerror(errno));
+                rc =
+                    hd_err(HDMLP_E_IO, "cannot read manifest %s: %s", s->file, strerror(errno));
             } else if (rec.len > 0) {
                 s->line = rec_line;
                 rc = hd_err(HDMLP_E_INVAL, "%s:%llu: a quoted cell without its end", s->file,

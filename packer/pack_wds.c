@@ -3,9 +3,10 @@
  * extension naming the field) form one sample keyed by it. Its label is the decimal class
  * number in its .cls member; every other member is a value of the field its extension names
  * (text for .txt, JSON for .json, an ndarray for .npy, bytes as they are for others), image
- * extensions (.jpg, .png, ...) all the field "image" (pack_fields.c). A group's values are spilled back to back and
- * followed by a trailer naming each value's field and size, so the writer finds them in
- * the item's bytes. What is held is the open group only, and the fields seen. */
+ * extensions (.jpg, .png, ...) all the field "image" (pack_fields.c). A group's values are
+ * spilled back to back and followed by a trailer naming each value's field and size, so the
+ * writer finds them in the item's bytes. What is held is the open group only, and the fields
+ * seen. */
 #include "pack_internal.h"
 
 #include <ctype.h>
@@ -88,10 +89,9 @@ static int field_id(pack_ctx *ctx, const char *path, const char *name, const cha
     char where[512];
     snprintf(where, sizeof(where), "%s: member %s", path, name);
     if (ext_len == 0 || ext_len >= sizeof(e)) {
-        return hd_err(HDMLP_E_INVAL,
-                      "%s: %s (a field is named by the member's extension, 1 to %u bytes)",
-                      where, ext_len == 0 ? "no extension" : "extension too long",
-                      PACK_FIELD_NAME_MAX);
+        return hd_err(
+            HDMLP_E_INVAL, "%s: %s (a field is named by the member's extension, 1 to %u bytes)",
+            where, ext_len == 0 ? "no extension" : "extension too long", PACK_FIELD_NAME_MAX);
     }
     for (size_t i = 0; i < ext_len; i++) {
         e[i] = (char)tolower((unsigned char)ext[i]);

@@ -609,8 +609,8 @@ static void write_loop(wr_state *s)
         int rc = pack_segw_append(a->segw, mine.buf, mine.len, &a->chunks[c]);
         if (rc == HDMLP_OK) {
             rc = pack_tablew_chunk(a->tablew, mine.recs, mine.vals,
-                                   mine.vals ? a->ctx->fields.n_final : 0, mine.keys.p,
-                                   mine.n, &a->chunks[c]);
+                                   mine.vals ? a->ctx->fields.n_final : 0, mine.keys.p, mine.n,
+                                   &a->chunks[c]);
         }
         if (rc == HDMLP_OK) {
             a->raw_bytes += a->chunks[c].raw_bytes;

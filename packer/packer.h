@@ -94,7 +94,7 @@ typedef enum pack_compress {
 } pack_compress;
 
 typedef enum pack_input_kind {
-    PACK_INPUT_PATH = 0, /* directory or archive, detected */
+    PACK_INPUT_PATH = 0,    /* directory or archive, detected */
     PACK_INPUT_LIST = 1,    /* list file */
     PACK_INPUT_MANIFEST = 2 /* JSONL or CSV manifest (.csv): a sample a row, a field a column */
 } pack_input_kind;

@@ -403,7 +403,7 @@ static void scan_once(int wds)
     pack_buf_free(&fx_keys);
     pack_items_free(&ctx);
     pack_labels_free(&ctx.labels);
-    pack_wds_fields_free(&ctx.wds_fields);
+    pack_fields_free(&ctx.fields);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
