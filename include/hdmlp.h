@@ -718,6 +718,14 @@ HDMLP_API int hdmlp_image_config_set_decode_threads(hdmlp_image_config *ic, uint
 /* Decode-ahead depth: batches decoded ahead of the consumer, 1..16. Default 2. Each costs
  * one output buffer in the memory budget. */
 HDMLP_API int hdmlp_image_config_set_prefetch(hdmlp_image_config *ic, uint32_t batches);
+/* Samples with fields (hdmlp_dataset_field_records): the field the pipeline decodes, by
+ * name (NUL-terminated, 1..255 bytes; copied), of type image or bytes. Unset (NULL, the
+ * default): the dataset's one field of type image. The other fields pass through: each
+ * decoded image's sample as a field record (hdmlp_batch_fields). A sample without a value
+ * of the field is a corrupt sample naming it. hdmlp_loader_create fails with
+ * HDMLP_E_INVAL naming the field when the dataset has no such field (or, unset, not
+ * exactly one image field), or when a field is set and the samples are not field records. */
+HDMLP_API int hdmlp_image_config_set_field(hdmlp_image_config *ic, const char *name);
 /* JPEG DCT scaling (above), 0 or 1. Default 1. */
 HDMLP_API int hdmlp_image_config_set_dct_scaling(hdmlp_image_config *ic, int on);
 /* Fast JPEG decoding, 0 or 1. Default 0. With 1, JPEGs decode with libjpeg-turbo's fast
@@ -780,6 +788,11 @@ typedef struct hdmlp_image_batch {
  * = one image's bytes). HDMLP_E_STATE when the loader has no image pipeline, HDMLP_E_INVAL
  * on NULL. Any thread, while the batch is held. */
 HDMLP_API int hdmlp_batch_image(const hdmlp_batch *batch, hdmlp_image_batch *out);
+/* With an image pipeline on samples with fields: each image's sample as its field record
+ * (hdmlp_sample_field reads it; the decoded field's value included), hdmlp_batch_size() of
+ * them in the images' order, owned by the batch, valid until hdmlp_batch_release; they are
+ * charged to the budget's image share until then. NULL otherwise. */
+HDMLP_API const hdmlp_sample_view *hdmlp_batch_fields(const hdmlp_batch *batch);
 
 /* Counters since creation. All byte counts are exact. The struct only grows: a new field is
  * appended at its end (every field is a uint64_t or an array of them); none is ever moved,

@@ -31,6 +31,7 @@ struct hdmlp_image_config {
     void *(*alloc)(void *arg, size_t bytes);
     void (*free)(void *arg, void *ptr, size_t bytes);
     void *alloc_arg;
+    char field[256]; /* samples with fields: the field to decode; "" = the one image field */
 };
 
 /* The flip probability in effect (the mode's default unless set). */

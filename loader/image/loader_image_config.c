@@ -210,6 +210,18 @@ int hdmlp_image_config_set_prefetch(hdmlp_image_config *ic, uint32_t batches)
     return HDMLP_OK;
 }
 
+int hdmlp_image_config_set_field(hdmlp_image_config *ic, const char *name)
+{
+    CHECK_IC(ic);
+    const size_t n = name != NULL ? strlen(name) : 0;
+    if (name != NULL && (n == 0 || n >= sizeof(ic->field))) {
+        return hd_err(HDMLP_E_INVAL, "image field: a name of %zu bytes (1..%zu)", n,
+                      sizeof(ic->field) - 1);
+    }
+    memcpy(ic->field, name != NULL ? name : "", n + 1);
+    return HDMLP_OK;
+}
+
 int hdmlp_image_config_set_dct_scaling(hdmlp_image_config *ic, int on)
 {
     CHECK_IC(ic);

@@ -129,9 +129,10 @@ uint64_t loader_aligned_chunk_bytes(const fmt_index *ix)
 }
 
 /* The image pipeline's part (loader_image_pipe.c): output buffers for the batches decoded
- * ahead and the two the consumer may hold, and the raw batches queued for decoding beyond
- * the two `batches` keeps room for. 0 without a pipeline; UINT64_MAX on overflow. */
-static uint64_t image_part(const struct hdmlp_config *cfg, uint64_t one_batch)
+ * ahead and the two the consumer may hold, and the raw batches queued for decoding (or held
+ * with their images) beyond the two `batches` keeps room for. 0 without a pipeline; UINT64_MAX on overflow. */
+static uint64_t image_part(const fmt_index *ix, const struct hdmlp_config *cfg,
+                           uint64_t one_batch)
 {
     const struct hdmlp_image_config *ic = cfg->image;
     if (ic == NULL) {
@@ -139,7 +140,9 @@ static uint64_t image_part(const struct hdmlp_config *cfg, uint64_t one_batch)
     }
     const uint64_t img = image_out_bytes(ic);
     const uint64_t batches = (uint64_t)ic->prefetch + 2;
-    const uint64_t raw = ic->prefetch > 1 ? ic->prefetch - 1u : 0u;
+    /* Field records stay with their decoded batch (hdmlp_batch_fields) until it is
+     * released: prefetch + 2 raw batches, not prefetch - 1. */
+    const uint64_t raw = ix->fielded ? ic->prefetch : ic->prefetch > 1 ? ic->prefetch - 1u : 0u;
     if (one_batch == UINT64_MAX || img > UINT64_MAX / batches / cfg->batch ||
         (raw > 0 && one_batch > UINT64_MAX / 4 / raw)) {
         return UINT64_MAX;
@@ -190,7 +193,7 @@ static void size_parts_of(const fmt_index *ix, const struct hdmlp_config *cfg, u
     p->answers = cfg->world > 1 ? one_batch : 0;
     /* The image pipeline's buffers come off the budget first: the rest is sized (and the
      * order chosen) as for a loader without the pipeline given that rest. */
-    p->images = image_part(cfg, p->one_batch);
+    p->images = image_part(ix, cfg, p->one_batch);
     const uint64_t base = p->io + p->batches + p->remote_cap + p->answers + p->images;
     p->ram = cfg->ram_cache;
     if (p->ram == HDMLP_RAM_CACHE_AUTO) {

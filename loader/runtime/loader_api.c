@@ -131,12 +131,9 @@ int loader_create_with(hdmlp_dataset *ds, const hdmlp_config *cfg,
         rc = hd_err(HDMLP_E_INVAL, "loader: start epoch %llu is not below the %llu epochs",
                     (unsigned long long)cfg->start_epoch, (unsigned long long)cfg->epochs);
     }
-    if (rc == HDMLP_OK && cfg->image != NULL && ds->ix.fielded) {
-        rc = hd_err(HDMLP_E_UNSUPPORTED,
-                    "%s: the image pipeline decodes samples that are images, and this "
-                    "dataset's samples are field records (%u fields): read its image field "
-                    "with hdmlp_sample_field and decode it yourself for now",
-                    ds->path, ds->ix.h.n_fields);
+    if (rc == HDMLP_OK && cfg->image != NULL) {
+        uint32_t field;
+        rc = image_field_of(ds, cfg->image, &field); /* named before anything starts */
     }
     if (rc != HDMLP_OK) {
         return rc;

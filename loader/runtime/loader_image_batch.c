@@ -78,8 +78,10 @@ static int submit(struct hdmlp_loader *ld, image_pipe *p, hdmlp_batch *b)
         o->raw_size = hd_calloc(n, sizeof(uint64_t));
         o->labels = hd_calloc(n, sizeof(uint32_t));
         o->indices = hd_calloc(n, sizeof(uint64_t));
+        o->records = p->field != FMT_NO_FIELD ? hd_calloc(n, sizeof(hdmlp_sample_view)) : NULL;
     }
-    if (o == NULL || !o->result || !o->err || !o->raw_size || !o->labels || !o->indices) {
+    if (o == NULL || !o->result || !o->err || !o->raw_size || !o->labels || !o->indices ||
+        (p->field != FMT_NO_FIELD && o->records == NULL)) {
         image_out_recycle(ld, o);
         image_out_free(o);
         return hd_err(HDMLP_E_NOMEM, "image: out of memory for a batch of %zu images", b->n);
@@ -159,6 +161,9 @@ static int finalize(struct hdmlp_loader *ld, image_pipe *p, image_out *o)
         o->indices[n] = s->index;
         b->views[n] =
             (hdmlp_sample_view){o->buf + n * p->img_bytes, p->img_bytes, s->index, s->label, 0};
+        if (o->records != NULL) {
+            o->records[n] = (hdmlp_sample_view){s->data, s->size, s->index, s->label, 0};
+        }
         n++;
     }
     b->n = n;
@@ -334,6 +339,11 @@ int image_pipe_next(struct hdmlp_loader *ld, image_raw_next_fn raw, hdmlp_batch 
             return hd_err(HDMLP_E_TIMEOUT, "loader: no decoded batch within the timeout");
         }
     }
+}
+
+const hdmlp_sample_view *hdmlp_batch_fields(const hdmlp_batch *batch)
+{
+    return batch != NULL && batch->image != NULL ? batch->image->records : NULL;
 }
 
 int hdmlp_batch_image(const hdmlp_batch *batch, hdmlp_image_batch *out)

@@ -181,8 +181,22 @@ static void *decode_main(void *arg)
         const uint64_t t0 = loader_now_ns();
         int dct = 0;
         int rc = crc;
+        const void *img = s->data;
+        uint64_t img_size = s->size;
+        if (rc == HDMLP_OK && p->field != FMT_NO_FIELD) { /* the image field's value */
+            fmt_frec_value v;
+            rc = fmt_frec_field(s->data, s->size, p->field, &v);
+            if (rc == HDMLP_OK && v.state != FMT_VALUE_STORED) {
+                hdmlp_field_info in;
+                hdmlp_dataset_field(ld->ds, p->field, &in);
+                rc = hd_err(HDMLP_E_CORRUPT, "no value of the image field %.*s",
+                            (int)in.name_size, in.name);
+            }
+            img = v.data;
+            img_size = v.size;
+        }
         if (rc == HDMLP_OK) {
-            rc = decode_one(p, &c, s->data, s->size, ld->cfg.seed, epoch, index,
+            rc = decode_one(p, &c, img, img_size, ld->cfg.seed, epoch, index,
                             o->buf + (size_t)i * p->img_bytes, &dct);
         }
         char *err = NULL;
@@ -202,13 +216,19 @@ static void *decode_main(void *arg)
                 rc = HDMLP_E_CORRUPT;
             }
         }
-        /* The raw bytes are not needed any more: back to the budget now. */
-        sample_data_free(s);
+        /* The raw bytes are not needed any more: back to the budget now. A field record
+         * decoded stays with the batch (its other fields pass through). */
+        const int keep = rc == HDMLP_OK && p->field != FMT_NO_FIELD;
+        if (!keep) {
+            sample_data_free(s);
+        }
         const uint64_t now = loader_now_ns();
 
         pthread_mutex_lock(&ld->lock);
-        ld->charged -= loader_sample_charge(s->size);
-        s->size = 0;
+        if (!keep) {
+            ld->charged -= loader_sample_charge(s->size);
+            s->size = 0;
+        }
         o->result[i] = rc;
         o->err[i] = err;
         o->done++;
@@ -246,6 +266,7 @@ void image_out_free(image_out *o)
     hd_free(o->raw_size);
     hd_free(o->labels);
     hd_free(o->indices);
+    hd_free(o->records);
     if (o->buf_free != NULL) {
         if (o->buf != NULL) {
             o->buf_free(o->buf_arg, o->buf, o->buf_bytes);
@@ -274,14 +295,61 @@ static void pipe_free(image_pipe *p)
     hd_free(p);
 }
 
+int image_field_of(const hdmlp_dataset *ds, const struct hdmlp_image_config *ic,
+                   uint32_t *field)
+{
+    *field = FMT_NO_FIELD;
+    const char *const want = ic->field;
+    if (!hdmlp_dataset_field_records(ds)) {
+        return want[0] == '\0' ? HDMLP_OK
+                                : hd_err(HDMLP_E_INVAL,
+                                         "image field %s: this dataset's samples are not field "
+                                         "records (each is the image decoded): leave it unset",
+                                         want);
+    }
+    const uint32_t nf = hdmlp_dataset_field_count(ds);
+    uint32_t found = 0;
+    for (uint32_t f = 0; f < nf; f++) {
+        hdmlp_field_info in;
+        hdmlp_dataset_field(ds, f, &in);
+        const int named = want[0] != '\0' && in.name_size == strlen(want) &&
+                          memcmp(in.name, want, in.name_size) == 0;
+        if (named && in.type != HDMLP_FIELD_IMAGE && in.type != HDMLP_FIELD_BYTES) {
+            return hd_err(HDMLP_E_INVAL, "image field %s: of type %s (image or bytes decode)",
+                          want, fmt_field_type_name(in.type));
+        }
+        if (named || (want[0] == '\0' && in.type == HDMLP_FIELD_IMAGE)) {
+            *field = f;
+            found++;
+        }
+    }
+    if (found == 1) {
+        return HDMLP_OK;
+    }
+    *field = FMT_NO_FIELD;
+    if (want[0] != '\0') {
+        return hd_err(HDMLP_E_INVAL, "image field %s: the dataset has no such field", want);
+    }
+    return hd_err(HDMLP_E_INVAL,
+                  "image pipeline: the dataset's samples have %u fields of type image, not "
+                  "one: name the field to decode (hdmlp_image_config_set_field)",
+                  found);
+}
+
 int image_pipe_start(struct hdmlp_loader *ld)
 {
     const struct hdmlp_image_config *ic = ld->cfg.image;
+    uint32_t field;
+    const int frc = image_field_of(ld->ds, ic, &field);
+    if (frc != HDMLP_OK) {
+        return frc;
+    }
     image_pipe *p = hd_calloc(1, sizeof(*p));
     if (p == NULL) {
         return hd_err(HDMLP_E_NOMEM, "image: out of memory for the pipeline");
     }
     p->ic = *ic;
+    p->field = field;
     p->img_bytes = image_out_bytes(ic);
     pthread_cond_init(&p->work_cv, NULL);
     pthread_cond_init(&p->io_cv, NULL);

@@ -28,7 +28,8 @@ typedef struct image_out {
     uint64_t *raw_size; /* per sample raw bytes (stats of skipped samples) */
     uint32_t *labels;
     uint64_t *indices;
-    uint64_t pos_epoch, pos; /* the consumer's position after this batch */
+    hdmlp_sample_view *records; /* samples with fields: each image's field record */
+    uint64_t pos_epoch, pos;    /* the consumer's position after this batch */
 } image_out;
 
 typedef struct image_pipe image_pipe;
@@ -44,6 +45,8 @@ typedef struct decode_thread {
 struct image_pipe {
     struct hdmlp_image_config ic;
     uint64_t img_bytes; /* one output image */
+    uint32_t field;     /* samples with fields: the one decoded (the others pass through);
+                         * FMT_NO_FIELD when each sample is an image */
     uint64_t reserve; /* output buffers' bytes reserved (BUDGET_IMAGES; image_charged's cap) */
     /* Output buffers kept for reuse (loader_image_batch.c): full batches' buffers handed
      * back, so their pages stay mapped instead of being faulted and zeroed again for every
@@ -83,6 +86,11 @@ struct image_pipe {
 typedef int (*image_raw_next_fn)(struct hdmlp_loader *ld, struct hdmlp_batch **out,
                                  const struct timespec *deadline);
 
+/* The field the pipeline decodes on dataset ds (hdmlp_image_config_set_field): *field, or
+ * FMT_NO_FIELD when each sample is the image. HDMLP_E_INVAL naming the field or the
+ * choice when there is none to decode. */
+int image_field_of(const struct hdmlp_dataset *ds, const struct hdmlp_image_config *ic,
+                   uint32_t *field);
 /* Starts the pipeline of ld->cfg.image (at create, after the I/O threads): checks that the
  * budget holds its buffers and takes them from planning, starts the decode threads. */
 int image_pipe_start(struct hdmlp_loader *ld);

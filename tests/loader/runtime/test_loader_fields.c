@@ -226,23 +226,61 @@ Test(loader_fields, a_damaged_value_is_named_by_its_field)
     testds_rm_rf(dir);
 }
 
-/* The image pipeline decodes samples that are images: on field records it is refused at
- * create, naming the dataset and why. */
-Test(loader_fields, the_image_pipeline_is_refused_on_field_records)
+/* The image pipeline on field records decodes one field: the dataset's one image field, or
+ * the one named. Without an image field, a field of another type, a field that is not
+ * there, or a name on a dataset without fields, create fails naming it; a field of bytes
+ * that are no images gives corrupt samples named by sample (the plumbing: the images proper
+ * are tests/python/test_fields.py's). */
+static int create_with_image_field(hdmlp_dataset *ds, const char *field)
+{
+    hdmlp_config *cfg = new_config(1u << 20, 16, 1);
+    hdmlp_image_config *ic = NULL;
+    cr_assert_eq(hdmlp_image_config_create(&ic), HDMLP_OK);
+    cr_assert_eq(hdmlp_image_config_set_size(ic, 8, 8), HDMLP_OK);
+    if (field != NULL) {
+        cr_assert_eq(hdmlp_image_config_set_field(ic, field), HDMLP_OK);
+    }
+    cr_assert_eq(hdmlp_config_set_image(cfg, ic), HDMLP_OK);
+    hdmlp_loader *ld = NULL;
+    int rc = hdmlp_loader_create(ds, cfg, &ld);
+    if (rc == HDMLP_OK) {
+        hdmlp_batch *b = NULL;
+        rc = hdmlp_loader_next(ld, &b);
+        cr_assert_null(b);
+        hdmlp_loader_free(ld);
+    } else {
+        cr_assert_null(ld);
+    }
+    hdmlp_image_config_free(ic);
+    hdmlp_config_free(cfg);
+    return rc;
+}
+
+Test(loader_fields, the_image_pipeline_decodes_the_field_named)
 {
     const testds_spec spec = fields_spec(64, 16);
     char dir[512];
     hdmlp_dataset *ds = make_fields(&spec, dir, sizeof(dir));
-    hdmlp_config *cfg = new_config(1u << 20, 16, 1);
-    hdmlp_image_config *ic = NULL;
-    cr_assert_eq(hdmlp_image_config_create(&ic), HDMLP_OK);
-    cr_assert_eq(hdmlp_config_set_image(cfg, ic), HDMLP_OK);
-    hdmlp_loader *ld = NULL;
-    cr_assert_eq(hdmlp_loader_create(ds, cfg, &ld), HDMLP_E_UNSUPPORTED);
-    cr_assert_null(ld);
-    cr_assert(strstr(hdmlp_last_error(), "field records"), "%s", hdmlp_last_error());
-    hdmlp_image_config_free(ic);
-    hdmlp_config_free(cfg);
+    cr_assert_eq(create_with_image_field(ds, NULL), HDMLP_E_INVAL);
+    cr_assert(strstr(hdmlp_last_error(), "0 fields of type image"), "%s", hdmlp_last_error());
+    cr_assert_eq(create_with_image_field(ds, "caption"), HDMLP_E_INVAL);
+    cr_assert(strstr(hdmlp_last_error(), "image field caption: of type text"), "%s",
+              hdmlp_last_error());
+    cr_assert_eq(create_with_image_field(ds, "boxes"), HDMLP_E_INVAL);
+    cr_assert(strstr(hdmlp_last_error(), "image field boxes: the dataset has no such field"),
+              "%s", hdmlp_last_error());
+    cr_assert_eq(create_with_image_field(ds, "data"), HDMLP_E_CORRUPT);
+    cr_assert(strstr(hdmlp_last_error(), "image: sample "), "%s", hdmlp_last_error());
     hdmlp_dataset_close(ds);
     testds_rm_rf(dir);
+    testds_spec plain = fields_spec(64, 16);
+    hdmlp_dataset *pds = NULL;
+    char pdir[600];
+    snprintf(pdir, sizeof(pdir), "%.500s.plain", dir);
+    cr_assert_eq(testds_write(pdir, &plain), HDMLP_OK);
+    cr_assert_eq(hdmlp_dataset_open(pdir, &pds), HDMLP_OK);
+    cr_assert_eq(create_with_image_field(pds, "data"), HDMLP_E_INVAL);
+    cr_assert(strstr(hdmlp_last_error(), "not field records"), "%s", hdmlp_last_error());
+    hdmlp_dataset_close(pds);
+    testds_rm_rf(pdir);
 }
