@@ -130,7 +130,8 @@ uint64_t loader_aligned_chunk_bytes(const fmt_index *ix)
 
 /* The image pipeline's part (loader_image_pipe.c): output buffers for the batches decoded
  * ahead and the two the consumer may hold, and the raw batches queued for decoding (or held
- * with their images) beyond the two `batches` keeps room for. 0 without a pipeline; UINT64_MAX on overflow. */
+ * with their images) beyond the two `batches` keeps room for. 0 without a pipeline; UINT64_MAX
+ * on overflow. */
 static uint64_t image_part(const fmt_index *ix, const struct hdmlp_config *cfg,
                            uint64_t one_batch)
 {

@@ -302,10 +302,10 @@ int image_field_of(const hdmlp_dataset *ds, const struct hdmlp_image_config *ic,
     const char *const want = ic->field;
     if (!hdmlp_dataset_field_records(ds)) {
         return want[0] == '\0' ? HDMLP_OK
-                                : hd_err(HDMLP_E_INVAL,
-                                         "image field %s: this dataset's samples are not field "
-                                         "records (each is the image decoded): leave it unset",
-                                         want);
+                               : hd_err(HDMLP_E_INVAL,
+                                        "image field %s: this dataset's samples are not field "
+                                        "records (each is the image decoded): leave it unset",
+                                        want);
     }
     const uint32_t nf = hdmlp_dataset_field_count(ds);
     uint32_t found = 0;

@@ -80,13 +80,15 @@ class ImagePipeline:
     1/4 or 1/8 when the crop is still at least twice the output (faster; a few levels off a
     full decode). fast_decode: JPEG decoding with the fast IDCT and upsampling (less CPU;
     off by default: its pixels differ from PIL's beyond that tolerance, a level or two on
-    average and more at colour edges). Every draw is seeded by (loader seed, epoch,
+    average and more at colour edges). field: on samples with fields, the field decoded
+    (default: the dataset's one image field); the others come through as batch.records
+    (field records, hdmlp.sample_fields). Every draw is seeded by (loader seed, epoch,
     sample): runs reproduce. A plain picklable value (DataLoader workers and the data plane receive it)."""
 
     def __init__(self, size=224, *, mode="train", scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3),
                  crop_fraction=0.875, flip=None, layout="NHWC", dtype="uint8",
                  normalize=False, mean=None, std=None, channels=3, threads=0, prefetch=2,
-                 dct_scaling=True, fast_decode=False):
+                 dct_scaling=True, fast_decode=False, field=None):
         if isinstance(size, int) and not isinstance(size, bool):
             size = (size, size)
         self.size = tuple(int(v) for v in size)
@@ -109,6 +111,7 @@ class ImagePipeline:
         self.prefetch = int(prefetch)
         self.dct_scaling = int(bool(dct_scaling))
         self.fast_decode = int(bool(fast_decode))
+        self.field = None if field is None else str(field)
         _hdmlp._check_image(self)  # the library's range checks, naming the parameter
 
     @property
@@ -126,7 +129,7 @@ class ImagePipeline:
     def __repr__(self):
         keys = ("size", "mode", "scale", "ratio", "crop_fraction", "flip", "layout", "dtype",
                 "mean", "std", "channels", "threads", "prefetch", "dct_scaling",
-                "fast_decode")
+                "fast_decode", "field")
         return "hdmlp.ImagePipeline(%s)" % ", ".join(f"{k}={getattr(self, k)!r}"
                                                      for k in keys)
 

@@ -29,6 +29,9 @@ hdmlp.torch.collate_fields, gives scalars as int64/float32/float64 tensors (a li
 None where absent), text as str, JSON parsed, ndarrays of a fixed shape stacked (else a
 list of tensors), bytes and images as uint8 tensors (zero-copy views without workers).
 With a transform and no collate_fields: torch's default_collate of what transform returns.
+With image=hdmlp.ImagePipeline(...) the pipeline decodes the image field (ImagePipeline's
+`field`, default the one image field): the dict holds the images tensor under its name and
+the other fields collated as above.
 
 Images: with image=hdmlp.ImagePipeline(...) the loader decodes and augments each sample
 on its own C threads and each item is (images, labels): one (n, H, W, C) uint8 tensor (or
@@ -572,6 +575,9 @@ class HdmlpIterableDataset(IterableDataset):
         # (+ headers, + the end of the arena a record does not fit into) never block.
         if self.image is not None:
             largest = self.batch_size * self.image.image_bytes + 64 * self.batch_size
+            if self.fields is not None:  # each image's field record beside it
+                largest += self._dataset.largest_batch_bytes(self.batch_size) + \
+                    72 * self.batch_size + 128
         else:
             largest = self._dataset.largest_batch_bytes(self.batch_size) + 64 * self.batch_size
         arena = int(math.ceil((workers + 2) * largest / 4096)) * 4096
@@ -636,8 +642,24 @@ class HdmlpIterableDataset(IterableDataset):
             batch.copy_into(out.numpy())
         return out
 
-    def _convert_fields(self, batch):
-        samples = [hdmlp.sample_fields(v, self.fields) for v in batch.views(writable=True)]
+    def _image_field(self):
+        """The field the image pipeline decodes (ImagePipeline.field, or the one image)."""
+        if self.image.field is not None:
+            return self.image.field
+        return next(f["name"] for f in self.fields if f["type"] == "image")
+
+    def _convert_fields(self, batch, images=None):
+        fields = self.fields
+        if images is None:
+            records = batch.views(writable=True)
+        else:  # the decoded field comes as images; the others from the records
+            decoded = self._image_field()
+            fields = [f for f in fields if f["name"] != decoded]
+            records = batch.records
+        samples = [hdmlp.sample_fields(v, self.fields) for v in records]
+        if images is not None:
+            for s in samples:
+                del s[decoded]
         if self.transform is not None:
             samples = [self.transform(s) for s in samples]
         if self.collate_fields is not None:
@@ -646,15 +668,18 @@ class HdmlpIterableDataset(IterableDataset):
             item = torch.utils.data.default_collate(samples) if self.collate is not False \
                 else samples
         else:
-            item = collate_fields(samples, self.fields)
+            item = collate_fields(samples, fields)
+        if images is not None and isinstance(item, dict):
+            item[decoded] = images
         if self.with_indices and isinstance(item, dict):
             item["__index__"] = torch.frombuffer(batch.indices, dtype=torch.int64).clone() \
                 if len(batch) else torch.empty(0, dtype=torch.int64)
         return item
 
     def _convert(self, batch, shared=False):
-        if self.fields is not None and self.image is None:
-            return self._convert_fields(batch)
+        if self.fields is not None:
+            images = None if self.image is None else self._images(batch, shared)
+            return self._convert_fields(batch, images)
         labels = torch.frombuffer(batch.labels, dtype=torch.int64)
         if self.image is not None:
             samples = self._images(batch, shared)
@@ -727,6 +752,9 @@ class HdmlpIterableDataset(IterableDataset):
         for batch in client.iterate(*args):
             item = self._convert(batch, shared=True)
             del batch
+            if isinstance(item, dict):  # fields beside decoded images
+                yield _detached(item)
+                continue
             yield tuple(_Packed(x) if isinstance(x, list) else
                         _ByValue(x) if isinstance(x, torch.Tensor) and not x.is_shared() else x
                         for x in item)
@@ -744,6 +772,8 @@ def _detached(item):
     """An item of a worker's batch made to cross the worker queue: tensors viewing the
     batch's memory copied (the plane's record is released after it), lists of tensors
     packed as one (_Packed), small tensors by value; dicts, lists and tuples through."""
+    if isinstance(item, torch.Tensor) and item.is_shared():
+        return item  # made for the queue (the decoded images)
     if isinstance(item, torch.Tensor):
         return _ByValue(item.clone()) if item.numel() * item.element_size() <= BY_VALUE_MAX \
             else item.clone().share_memory_()

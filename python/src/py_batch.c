@@ -26,6 +26,7 @@ typedef struct SampleBufferObject {
     BatchObject *batch;
     Py_ssize_t i;
     int writable;
+    int record; /* a field record (Batch.records), not a sample */
 } SampleBufferObject;
 
 static const char empty_sample[1] = {0};
@@ -42,7 +43,7 @@ static int sb_getbuffer(SampleBufferObject *self, Py_buffer *view, int flags)
         view->obj = NULL;
         return -1;
     }
-    const hdmlp_sample_view *v = &b->views[self->i];
+    const hdmlp_sample_view *v = &(self->record ? b->records : b->views)[self->i];
     void *data = v->data != NULL ? (void *)v->data : (void *)empty_sample;
     if (PyBuffer_FillInfo(view, (PyObject *)self, data, (Py_ssize_t)v->size, !self->writable,
                           flags) < 0) {
@@ -66,8 +67,9 @@ static void sb_dealloc(SampleBufferObject *self)
     Py_DECREF(tp);
 }
 
-/* A memoryview of sample i (0 <= i < n, batch not released). */
-static PyObject *sample_view(py_state *st, BatchObject *b, Py_ssize_t i, int writable)
+/* A memoryview of sample i, or of its field record (0 <= i < n, batch not released). */
+static PyObject *sample_view(py_state *st, BatchObject *b, Py_ssize_t i, int writable,
+                             int record)
 {
     SampleBufferObject *sb = PyObject_New(SampleBufferObject, st->SampleBufferType);
     if (sb == NULL) {
@@ -76,6 +78,7 @@ static PyObject *sample_view(py_state *st, BatchObject *b, Py_ssize_t i, int wri
     sb->batch = (BatchObject *)Py_NewRef(b);
     sb->i = i;
     sb->writable = writable;
+    sb->record = record;
     PyObject *mv = PyMemoryView_FromObject((PyObject *)sb);
     Py_DECREF(sb);
     return mv;
@@ -95,6 +98,7 @@ PyObject *py_batch_new(py_state *st, hdmlp_batch *batch)
     if (b != NULL && has_image) {
         b->has_image = 1;
         b->image = image;
+        b->records = hdmlp_batch_fields(batch);
     }
     return (PyObject *)b;
 }
@@ -119,6 +123,7 @@ PyObject *py_batch_wrap(py_state *st, void *owner, void (*release)(void *), Py_s
     self->weakrefs = NULL;
     self->has_image = 0;
     memset(&self->image, 0, sizeof(self->image));
+    self->records = NULL;
     return (PyObject *)self;
 }
 
@@ -158,10 +163,10 @@ static PyObject *batch_item(BatchObject *self, Py_ssize_t i)
         PyErr_SetString(PyExc_IndexError, "batch index out of range");
         return NULL;
     }
-    return sample_view(state_of((PyObject *)self), self, i, 0);
+    return sample_view(state_of((PyObject *)self), self, i, 0, 0);
 }
 
-static PyObject *view_list(BatchObject *self, int writable)
+static PyObject *view_list(BatchObject *self, int writable, int records)
 {
     if (check_live(self) < 0) {
         return NULL;
@@ -169,7 +174,7 @@ static PyObject *view_list(BatchObject *self, int writable)
     py_state *st = state_of((PyObject *)self);
     PyObject *list = PyList_New(self->n);
     for (Py_ssize_t i = 0; list != NULL && i < self->n; i++) {
-        PyObject *mv = sample_view(st, self, i, writable);
+        PyObject *mv = sample_view(st, self, i, writable, records);
         if (mv == NULL) {
             Py_CLEAR(list);
             break;
@@ -182,7 +187,16 @@ static PyObject *view_list(BatchObject *self, int writable)
 static PyObject *get_samples(BatchObject *self, void *c)
 {
     (void)c;
-    return view_list(self, 0);
+    return view_list(self, 0, 0);
+}
+
+static PyObject *get_records(BatchObject *self, void *c)
+{
+    (void)c;
+    if (self->records == NULL) {
+        return check_live(self) < 0 ? NULL : Py_NewRef(Py_None);
+    }
+    return view_list(self, 1, 1);
 }
 
 static PyObject *batch_views(BatchObject *self, PyObject *args, PyObject *kwds)
@@ -192,7 +206,7 @@ static PyObject *batch_views(BatchObject *self, PyObject *args, PyObject *kwds)
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "|$p:views", kwlist, &writable)) {
         return NULL;
     }
-    return view_list(self, writable);
+    return view_list(self, writable, 0);
 }
 
 /* array(typecode) built from one 64-bit field of every view. */
@@ -397,6 +411,11 @@ static PyGetSetDef batch_getset[] = {
      "The decoded images (Loader(image=hdmlp.ImagePipeline(...))): a numpy array of shape "
      "(n, H, W, C) or (n, C, H, W), uint8 or float32, viewing the batch's memory (zero-copy, "
      "writable; the batch stays alive while it does).",
+     NULL},
+    {"records", (getter)get_records, NULL,
+     "With an ImagePipeline on samples with fields: each image's sample as its field record "
+     "(writable memoryviews; hdmlp.sample_fields reads them), in the images' order; else "
+     "None.",
      NULL},
     {"epoch", (getter)get_epoch, NULL, "Epoch (0-based) of every sample in the batch.", NULL},
     {"released", (getter)get_released, NULL, "True once the C batch was released.", NULL},

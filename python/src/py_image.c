@@ -155,6 +155,23 @@ int py_image_config(py_state *st, PyObject *pipe, hdmlp_image_config **out)
         hdmlp_image_config_free(ic);
         return -1;
     }
+    /* field: samples with fields, the one decoded (None: the dataset's one image field) */
+    PyObject *field = PyObject_GetAttrString(pipe, "field");
+    if (field == NULL) {
+        PyErr_Clear(); /* an object without it: the default */
+    } else if (field != Py_None) {
+        const char *name = PyUnicode_Check(field) ? PyUnicode_AsUTF8(field) : NULL;
+        if (name == NULL) {
+            PyErr_Clear();
+            py_raise_arg(st, "image", "field must be a str or None");
+        }
+        if (name == NULL || check(st, hdmlp_image_config_set_field(ic, name)) < 0) {
+            Py_DECREF(field);
+            hdmlp_image_config_free(ic);
+            return -1;
+        }
+    }
+    Py_XDECREF(field);
     *out = ic;
     return 0;
 }

@@ -129,8 +129,9 @@ typedef struct BatchObject {
     PyObject *labels;   /* cached array('q') */
     PyObject *indices;  /* cached array('Q') */
     PyObject *weakrefs;
-    int has_image;           /* decoded by the loader's image pipeline: */
-    hdmlp_image_batch image; /* hdmlp_batch_image()'s description */
+    int has_image;                    /* decoded by the loader's image pipeline: */
+    hdmlp_image_batch image;          /* hdmlp_batch_image()'s description */
+    const hdmlp_sample_view *records; /* n field records beside the images, or NULL */
 } BatchObject;
 
 int py_batch_init_types(PyObject *module, py_state *st);

@@ -18,7 +18,9 @@
  *
  * Record layout (64-byte aligned):
  *   header (64 bytes) | sizes u64[n] | indices u64[n] | labels u32[n] (padded to 8) |
- *   (pad to 64) sample data back to back
+ *   (pad to 64) sample data back to back |
+ *   with field records beside images (Batch.records; header records_off != 0), at
+ *   records_off (a multiple of 64): sizes u64[n] (pad to 64) | records back to back
  */
 #include "py_internal.h"
 
@@ -35,7 +37,8 @@ typedef struct ring_header {
     uint64_t epoch;
     uint64_t length; /* bytes of the whole record, header included */
     uint64_t data_off;
-    uint64_t reserved[2];
+    uint64_t records_off; /* 0: no field records */
+    uint64_t reserved;
 } ring_header;
 
 _Static_assert(sizeof(ring_header) == RING_ALIGN, "one cache line");
@@ -47,13 +50,29 @@ static uint64_t align_up(uint64_t v)
 
 static uint64_t meta_bytes(uint64_t n) { return 16 * n + ((4 * n + 7) & ~(uint64_t)7); }
 
-static uint64_t record_bytes(const BatchObject *b)
+/* Bytes of the n views' sizes and data, the data from the first multiple of 64. */
+static uint64_t views_bytes(const hdmlp_sample_view *v, Py_ssize_t n, uint64_t meta)
 {
     uint64_t data = 0;
-    for (Py_ssize_t i = 0; i < b->n; i++) {
-        data += b->views[i].size;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        data += v[i].size;
     }
-    return align_up(sizeof(ring_header) + meta_bytes((uint64_t)b->n)) + align_up(data);
+    return align_up(meta) + align_up(data);
+}
+
+/* Where the field records start (0 without them) and the whole record's length. */
+static uint64_t record_bytes_at(const BatchObject *b, uint64_t *records_off)
+{
+    const uint64_t n = (uint64_t)b->n;
+    const uint64_t samples = views_bytes(b->views, b->n, sizeof(ring_header) + meta_bytes(n));
+    *records_off = b->records != NULL ? samples : 0;
+    return samples + (b->records != NULL ? views_bytes(b->records, b->n, 8 * n) : 0);
+}
+
+static uint64_t record_bytes(const BatchObject *b)
+{
+    uint64_t unused;
+    return record_bytes_at(b, &unused);
 }
 
 static BatchObject *live_batch(py_state *st, PyObject *obj)
@@ -108,7 +127,8 @@ static PyObject *ring_put(PyObject *module, PyObject *args)
     if (b == NULL) {
         return NULL;
     }
-    const uint64_t len = record_bytes(b);
+    uint64_t records_off;
+    const uint64_t len = record_bytes_at(b, &records_off);
     Py_buffer view;
     if (arena_range(arena, offset, len, &view, 1) < 0) {
         return NULL;
@@ -132,12 +152,24 @@ static PyObject *ring_put(PyObject *module, PyObject *args)
             data += v[i].size;
         }
     }
+    if (records_off != 0) {
+        uint64_t *rsizes = (uint64_t *)(void *)(rec + records_off);
+        char *rdata = rec + records_off + align_up(8 * n);
+        for (uint64_t i = 0; i < n; i++) {
+            rsizes[i] = b->records[i].size;
+            if (rsizes[i] > 0) {
+                memcpy(rdata, b->records[i].data, (size_t)rsizes[i]);
+                rdata += rsizes[i];
+            }
+        }
+    }
     *h = (ring_header){.magic = RING_MAGIC,
                        .seq = seq,
                        .n = n,
                        .epoch = b->epoch,
                        .length = len,
-                       .data_off = data_off};
+                       .data_off = data_off,
+                       .records_off = records_off};
     __atomic_store_n(&h->released, 0, __ATOMIC_RELEASE);
     PyEval_RestoreThread(ts);
     PyBuffer_Release(&view);
@@ -253,7 +285,10 @@ static PyObject *ring_take(PyObject *module, PyObject *args)
     const uint64_t room = (uint64_t)view.len - offset;
     const uint64_t n = h->n;
     if (h->magic != RING_MAGIC || h->seq != seq || h->length > room || n > h->length / 16 ||
-        h->data_off < sizeof(*h) + meta_bytes(n) || h->data_off > h->length) {
+        h->data_off < sizeof(*h) + meta_bytes(n) || h->data_off > h->length ||
+        (h->records_off != 0 &&
+         (h->records_off < h->data_off || h->records_off % RING_ALIGN != 0 ||
+          h->records_off > h->length || align_up(8 * n) > h->length - h->records_off))) {
         PyBuffer_Release(&view);
         return PyErr_Format(st->CorruptDataError,
                             "data plane: ring record %llu at offset %llu is damaged "
@@ -261,7 +296,8 @@ static PyObject *ring_take(PyObject *module, PyObject *args)
                             seq, offset, (unsigned)h->magic, (unsigned long long)h->seq,
                             (unsigned long long)h->length);
     }
-    ring_taken *t = malloc(sizeof(*t) + n * sizeof(hdmlp_sample_view));
+    const uint64_t n_views = h->records_off != 0 ? 2 * n : n;
+    ring_taken *t = malloc(sizeof(*t) + n_views * sizeof(hdmlp_sample_view));
     if (t == NULL) {
         PyBuffer_Release(&view);
         return PyErr_NoMemory();
@@ -272,22 +308,33 @@ static PyObject *ring_take(PyObject *module, PyObject *args)
     const uint64_t *sizes = (const uint64_t *)(const void *)(rec + sizeof(*h));
     const uint64_t *indices = sizes + n;
     const uint32_t *labels = (const uint32_t *)(indices + n);
-    const char *data = rec + h->data_off;
-    uint64_t left = h->length - h->data_off;
-    for (uint64_t i = 0; i < n; i++) {
-        if (sizes[i] > left) {
-            free(t);
-            PyBuffer_Release(&view);
-            return PyErr_Format(st->CorruptDataError,
-                                "data plane: ring record %llu: sample %llu overruns the record",
-                                seq, (unsigned long long)i);
+    const uint64_t end = h->records_off != 0 ? h->records_off : h->length;
+    const uint64_t *rsizes = (const uint64_t *)(const void *)(rec + h->records_off);
+    for (uint64_t part = 0; part < (h->records_off != 0 ? 2u : 1u); part++) {
+        const uint64_t *sz = part == 0 ? sizes : rsizes;
+        const char *data = rec + (part == 0 ? h->data_off : h->records_off + align_up(8 * n));
+        uint64_t left = part == 0 ? end - h->data_off : h->length - (uint64_t)(data - rec);
+        for (uint64_t i = 0; i < n; i++) {
+            if (sz[i] > left) {
+                free(t);
+                PyBuffer_Release(&view);
+                return PyErr_Format(st->CorruptDataError,
+                                    "data plane: ring record %llu: %s %llu overruns the record",
+                                    seq, part == 0 ? "sample" : "field record",
+                                    (unsigned long long)i);
+            }
+            t->views[part * n + i] = (hdmlp_sample_view){
+                .data = data, .size = sz[i], .index = indices[i], .label = labels[i]};
+            data += sz[i];
+            left -= sz[i];
         }
-        t->views[i] = (hdmlp_sample_view){
-            .data = data, .size = sizes[i], .index = indices[i], .label = labels[i]};
-        data += sizes[i];
-        left -= sizes[i];
     }
-    return py_batch_wrap(st, t, ring_give_back, (Py_ssize_t)n, t->views, h->epoch);
+    BatchObject *b =
+        (BatchObject *)py_batch_wrap(st, t, ring_give_back, (Py_ssize_t)n, t->views, h->epoch);
+    if (b != NULL && h->records_off != 0) {
+        b->records = t->views + n;
+    }
+    return (PyObject *)b;
 }
 
 static PyMethodDef ring_functions[] = {

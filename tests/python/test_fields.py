@@ -307,3 +307,65 @@ def test_torch_dicts_by_field_with_workers(tmp_path):
     assert all(torch.equal(a["fix"], b["fix"]) for a, b in zip(with_workers, epoch(0)))
     hooked = epoch(2, collate_fields=lambda samples: sorted(s["count"] for s in samples))
     assert sorted(c for batch in hooked for c in batch) == sorted(by_count)
+
+
+def test_image_pipeline_decodes_the_image_field(tmp_path):
+    """Loader(image=...) on samples with fields decodes the image field, pixel for pixel as
+    on a dataset of those images alone, and passes the other fields through as
+    batch.records; hdmlp.torch gives one dict (images under the field's name) with and
+    without workers, every sample once; a field that is not an image is refused by name."""
+    need_pack()
+    torch = pytest.importorskip("torch")
+    np = pytest.importorskip("numpy")
+    from PIL import Image
+    import hdmlp.torch
+    (tmp_path / "img").mkdir()
+    rows = []
+    for i in range(40):
+        a = (np.arange(20 * (24 + i) * 3).reshape(20, 24 + i, 3) * (i + 1) % 251).astype("u1")
+        Image.fromarray(a).save(tmp_path / "img" / f"{i}.png")
+        rows.append({"__key__": f"k{i:02d}", "image": f"img/{i}.png", "label": i % 3,
+                     "caption": f"picture {i}", "n": i})
+    (tmp_path / "all.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "img.jsonl").write_text("".join(
+        json.dumps({k: r[k] for k in ("__key__", "image", "label")}) + "\n" for r in rows))
+    fielded, plain = str(tmp_path / "fielded"), str(tmp_path / "plain")
+    hdmlp.pack(None, fielded, manifests=str(tmp_path / "all.jsonl"))
+    hdmlp.pack(None, plain, manifests=str(tmp_path / "img.jsonl"))
+    pipe = hdmlp.ImagePipeline(16, mode="val")
+
+    def images(path, check_records):
+        out = {}
+        with hdmlp.Dataset(path) as ds:
+            for b in hdmlp.Loader(ds, batch_size=8, memory="4MB", seed=1, epochs=1,
+                                  image=pipe):
+                recs = b.records if check_records else [None] * len(b)
+                for img, i, rec in zip(b.images, b.indices, recs):
+                    key = ds.info(i)["key"].decode()
+                    if check_records:
+                        got = hdmlp.sample_fields(rec, ds.fields)
+                        assert str(got["caption"], "utf-8") == f"picture {int(key[1:])}"
+                    else:
+                        assert b.records is None
+                    out[key] = img.copy()
+        return out
+    a, b = images(fielded, True), images(plain, False)
+    assert sorted(a) == sorted(b) == sorted(r["__key__"] for r in rows)
+    assert all(np.array_equal(a[k], b[k]) for k in a)
+
+    for workers in (0, 2):
+        ds = hdmlp.torch.HdmlpIterableDataset(fielded, batch_size=8, memory="4MB", seed=1,
+                                              image=pipe)
+        seen = []
+        for it in hdmlp.torch.DataLoader(ds, batch_size=None, num_workers=workers):
+            assert it["image"].shape == (len(it["n"]), 16, 16, 3)
+            assert it["caption"] == [f"picture {n}" for n in it["n"].tolist()]
+            for img, n in zip(it["image"], it["n"].tolist()):
+                assert np.array_equal(img.numpy(), a[f"k{n:02d}"])
+            seen += it["n"].tolist()
+            del it  # zero-copy images (workers=0): the batch goes back to the loader
+        assert sorted(seen) == list(range(40))
+    with hdmlp.Dataset(fielded) as ds:
+        with pytest.raises(hdmlp.InvalidArgumentError, match="image field caption: of type text"):
+            hdmlp.Loader(ds, batch_size=8, memory="4MB",
+                         image=hdmlp.ImagePipeline(16, field="caption"))
