@@ -10,6 +10,9 @@
 #     image, json, txt (name order), txt not required; every field of every sample equals
 #     its member; --info lists the fields; --extract writes a sample's present fields
 #     (PREFIX.FIELD); verify passes.
+#   - A JSONL manifest of the same samples (each member a file: --file-fields image,txt,json,
+#     the class number in column cls: --label-field cls) packs into the same fields, labels
+#     and values, sample for sample (hdmlp-pack --manifest).
 #   - Errors naming the shard and the sample or member: a sample without a .cls member,
 #     without any other member, with two images, a .cls that is not a class number or above
 #     the largest allowed, a link member; a directory or list input with --webdataset.
@@ -18,8 +21,9 @@ source "$(dirname "$0")/lib.sh"
 need_dsdump
 
 "$PYTHON" - "$T" <<'PY' || fail "generating the shards"
-import hashlib, io, os, sys, tarfile
+import hashlib, io, json, os, sys, tarfile
 t = sys.argv[1]
+manifest = []
 
 def add(tf, name, data=None, link=None):
     ti = tarfile.TarInfo(name)
@@ -57,6 +61,16 @@ for kind in ("cls", "fields"):
                     members.reverse()
                 for m, d in members:
                     add(tf, m, d)
+                if kind == "fields":  # the same sample as files and a manifest row
+                    row = {"__key__": key, "cls": cls}
+                    for e, d in ((ext, img), ("json", js), ("txt", txt)):
+                        if d is not None:
+                            path = "m/%s.%s" % (key, e)
+                            os.makedirs(os.path.dirname(os.path.join(t, path)), exist_ok=True)
+                            with open(os.path.join(t, path), "wb") as f:
+                                f.write(d)
+                            row["image" if e == ext else e] = path
+                    manifest.append(json.dumps(row))
                 line = "%s\t%d\t%d\t%016x" % (key, cls, len(img), fnv(img))
                 if kind == "fields":
                     line = "%s\t%d\tcls=#%d\timage=%d:%016x\tjson=%d:%016x\ttxt=%s" % (
@@ -65,6 +79,8 @@ for kind in ("cls", "fields"):
                 want.append(line)
     with open(os.path.join(t, "want-" + kind), "w") as f:
         f.write("\n".join(sorted(want)) + "\n")
+with open(os.path.join(t, "m.jsonl"), "w") as f:
+    f.write("\n".join(manifest) + "\n")
 
 def shard(name, members, links=()):
     with tarfile.open(os.path.join(t, name), "w") as tf:
@@ -121,6 +137,16 @@ verify_ok "$F" "fields"
     fail "--extract wrote an absent field"
 "$PACK" --extract "$F" s0/000001 >/dev/null 2>"$LOG/stderr" && fail "--extract of fields to stdout"
 grep -q "give -o PREFIX" "$LOG/stderr" || fail "--extract without -o: $(cat "$LOG/stderr")"
+ok
+
+# --- the same samples from a manifest ---------------------------------------------------------
+M=$T/manifest
+pk_ok --manifest "$T/m.jsonl" --file-fields image,txt,json --label-field cls --seed 5 -o "$M"
+grep -q "Packed 600 samples with 14 labels" "$LOG/stdout" || fail "manifest summary: $(head -3 "$LOG/stdout")"
+dump "$M" --hash | awk -F'\t' '{ print $3 "\t" $2 "\t" $10 "\t" $11 "\t" $12 "\t" $13 }' |
+    LC_ALL=C sort >"$T/got"
+diff "$T/want-fields" "$T/got" >"$LOG/diff" || fail "manifest fields differ from the files ($(head -3 "$LOG/diff"))"
+verify_ok "$M" "manifest"
 ok
 
 # --- errors ------------------------------------------------------------------------------
