@@ -469,16 +469,13 @@ size_t pack_json_unescape(const uint8_t *s, size_t n, uint8_t *out)
             return SIZE_MAX;
         }
         i += 4;
-        if (u >= 0xD800 && u < 0xDC00) { /* a high surrogate: its low one follows */
-            uint32_t lo;
-            if (i + 7 > n || s[i + 1] != '\\' || s[i + 2] != 'u' || !hex4(s + i + 3, &lo) ||
-                lo < 0xDC00 || lo > 0xDFFF) {
-                return SIZE_MAX;
-            }
-            u = 0x10000 + ((u - 0xD800) << 10) + (lo - 0xDC00);
+        uint32_t lo;
+        if (u >= 0xD800 && u < 0xDC00 && i + 7 <= n && s[i + 1] == '\\' && s[i + 2] == 'u' &&
+            hex4(s + i + 3, &lo) && lo >= 0xDC00 && lo <= 0xDFFF) {
+            u = 0x10000 + ((u - 0xD800) << 10) + (lo - 0xDC00); /* a surrogate pair */
             i += 6;
-        } else if (u >= 0xDC00 && u <= 0xDFFF) {
-            return SIZE_MAX;
+        } else if (u >= 0xD800 && u <= 0xDFFF) {
+            u = 0xFFFD; /* a lone surrogate: the replacement character, as UTF-8 has none */
         }
         if (u < 0x80) {
             out[o++] = (uint8_t)u;

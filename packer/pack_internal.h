@@ -365,7 +365,7 @@ void pack_fields_finish(pack_fields *f);
 int pack_fields_value(const pack_fields *f, uint32_t id, const uint8_t *v, uint64_t n,
                       uint8_t *out, uint64_t *out_len, fmt_value *scalar);
 /* s[0..n), the inside of a JSON string, unescaped into out (room for n): its length, or
- * SIZE_MAX when an escape is malformed. */
+ * SIZE_MAX when an escape is malformed. A lone surrogate escape becomes U+FFFD. */
 size_t pack_json_unescape(const uint8_t *s, size_t n, uint8_t *out);
 /* Frees the names (safe on a zeroed one). */
 void pack_fields_free(pack_fields *f);

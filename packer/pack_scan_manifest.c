@@ -599,6 +599,36 @@ static bool csv_open_quote(const uint8_t *r, size_t n)
 
 /* ---- the scan ---------------------------------------------------------------------------- */
 
+/* The offset of the first byte of s[0..n) that is not well-formed UTF-8, or n. */
+static size_t utf8_bad(const uint8_t *s, size_t n)
+{
+    size_t i = 0;
+    while (i < n) {
+        const uint8_t c = s[i];
+        const size_t len = c < 0x80             ? 1
+                           : (c & 0xE0) == 0xC0 ? 2
+                           : (c & 0xF0) == 0xE0 ? 3
+                           : (c & 0xF8) == 0xF0 ? 4
+                                                : 0;
+        if (len == 0 || len > n - i || (len == 2 && c < 0xC2) || (len == 4 && c > 0xF4)) {
+            return i;
+        }
+        uint32_t u = len == 1 ? c : c & (0x7F >> len);
+        for (size_t k = 1; k < len; k++) {
+            if ((s[i + k] & 0xC0) != 0x80) {
+                return i;
+            }
+            u = u << 6 | (s[i + k] & 0x3F);
+        }
+        if ((len == 3 && (u < 0x800 || (u >= 0xD800 && u <= 0xDFFF))) ||
+            (len == 4 && (u < 0x10000 || u > 0x10FFFF))) {
+            return i;
+        }
+        i += len;
+    }
+    return n;
+}
+
 static bool is_csv(const char *file)
 {
     const size_t n = strlen(file);
@@ -649,6 +679,12 @@ static int scan_lines(man_scan *s, FILE *f)
         }
         const uint64_t here = s->line;
         s->line = rec_line;
+        const size_t bad = utf8_bad(rec.p, n);
+        if (bad != n) {
+            rc = hd_err(HDMLP_E_INVAL, "%s:%llu: not UTF-8 at byte %zu of the %s", s->file,
+                        (unsigned long long)rec_line, bad + 1, s->csv ? "record" : "line");
+            break;
+        }
         bool blank = true;
         for (size_t i = 0; i < n && blank; i++) {
             blank = rec.p[i] == ' ' || rec.p[i] == '\t';

@@ -4,7 +4,7 @@
 # the ASan build of tests/run.sh this is the sanitizer check of each regression. Fuzzing
 # itself: tests/fuzz/run.sh and tests/fuzz/README.md. A target's first regress/ directory is
 # seen at the next configure (cmake -S . -B build).
-foreach(t index chunk rpc list archive image)
+foreach(t index chunk rpc list archive image manifest)
   add_executable(fuzz_replay_${t} ${CMAKE_CURRENT_LIST_DIR}/fuzz_replay.c
                  ${CMAKE_CURRENT_LIST_DIR}/fuzz_${t}.c)
   target_link_libraries(fuzz_replay_${t} PRIVATE hdmlp_static)
@@ -20,3 +20,4 @@ target_include_directories(fuzz_replay_rpc PRIVATE ${PROJECT_SOURCE_DIR}/rpc
   $<TARGET_PROPERTY:hdmlp_rpc,INTERFACE_INCLUDE_DIRECTORIES>)
 target_link_libraries(fuzz_replay_list PRIVATE hdmlp_packer)
 target_link_libraries(fuzz_replay_archive PRIVATE hdmlp_packer)
+target_link_libraries(fuzz_replay_manifest PRIVATE hdmlp_packer)

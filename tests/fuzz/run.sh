@@ -4,12 +4,12 @@
 #
 #   tests/fuzz/run.sh                 build and fuzz every target
 #   tests/fuzz/run.sh index           only fuzz_index (names: index, chunk, rpc, list, archive,
-#                                     image)
+#                                     image, manifest)
 #   tests/fuzz/run.sh --gen-corpus    regenerate tests/fuzz/corpus/* (no fuzzing)
 #   tests/fuzz/run.sh --gen-corpus index   regenerate only tests/fuzz/corpus/index
 #
 # Needs clang with the libFuzzer runtime (Debian: clang-14 + libclang-rt-14-dev); fuzz_rpc
-# also needs protoc-c and libprotobuf-c-dev, fuzz_list and fuzz_archive libarchive-dev,
+# also needs protoc-c and libprotobuf-c-dev, fuzz_list, fuzz_archive and fuzz_manifest libarchive-dev,
 # fuzz_image libturbojpeg0-dev and libspng-dev.
 # Long runs and the regression replay: tests/fuzz/README.md.
 set -euo pipefail
@@ -18,7 +18,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 CC=${FUZZ_CC:-clang}
 seconds=${FUZZ_SECONDS:-30}
-targets=(index chunk rpc list archive image)
+targets=(index chunk rpc list archive image manifest)
 work=$(mktemp -d "${TMPDIR:-/tmp}/hdmlp-fuzz.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
@@ -36,7 +36,7 @@ target_extra() {
         extra=(-I loader/ranks -I rpc -I "$work/gen" rpc/rpc_codec.c "$work/gen/hdmlp.pb-c.c"
             -lprotobuf-c)
     fi
-    if [ "$1" = list ] || [ "$1" = archive ]; then # the packer library (packer/pack_*.c), not its CLI
+    if [ "$1" = list ] || [ "$1" = archive ] || [ "$1" = manifest ]; then # the packer library (packer/pack_*.c), not its CLI
         extra=(-I packer packer/pack_*.c -larchive -lturbojpeg -lspng -lm -lpthread)
     fi
     if [ "$1" = image ]; then # the image pipeline's decode and augmentation
