@@ -194,6 +194,96 @@ Test(loader_fields, loaders_deliver_field_records, .timeout = 120)
     testds_rm_rf(dir);
 }
 
+/* Delivers the rest of the run (up to `stop` batches; 0: all) from ld into order[*n...],
+ * checking every field record. */
+static void drain(const testds_spec *spec, hdmlp_loader *ld, uint64_t *order, uint64_t *n,
+                  uint64_t stop)
+{
+    hdmlp_batch *batch = NULL;
+    uint64_t batches = 0;
+    int rc;
+    while ((stop == 0 || batches < stop) && (rc = hdmlp_loader_next(ld, &batch)) == HDMLP_OK) {
+        const hdmlp_sample_view *v = hdmlp_batch_samples(batch);
+        for (size_t i = 0; i < hdmlp_batch_size(batch); i++) {
+            expect_fields(spec, v[i].index, v[i].label, v[i].data, v[i].size);
+            order[(*n)++] = hdmlp_batch_epoch(batch) * spec->n_samples + v[i].index;
+        }
+        hdmlp_batch_release(batch);
+        batches++;
+    }
+    cr_assert(stop != 0 || rc == HDMLP_END, "%s", hdmlp_last_error());
+}
+
+/* Field records through the chunk tiers (a RAM cache and an SSD cache, read back by a second
+ * run: the same order as the first, every sample once an epoch) and an exact resume (the
+ * same samples, fields and order as one uninterrupted run). */
+Test(loader_fields, fields_go_through_tiers_and_resume, .timeout = 120)
+{
+    const testds_spec spec = fields_spec(2000, 40);
+    char dir[512], ssd[600];
+    hdmlp_dataset *ds = make_fields(&spec, dir, sizeof(dir));
+    snprintf(ssd, sizeof(ssd), "%.500s.ssd", dir);
+    uint64_t *want = calloc(2 * spec.n_samples, sizeof(uint64_t));
+    uint64_t *got = calloc(2 * spec.n_samples, sizeof(uint64_t));
+    uint64_t *tiered = calloc(2 * spec.n_samples, sizeof(uint64_t));
+    uint64_t n_want = 0, n_tiered = 0;
+    for (int run = 0; run < 3; run++) { /* plain; RAM + SSD (filling); SSD again (reading) */
+        hdmlp_config *cfg = new_config(300000, 16, 2);
+        cr_assert_eq(hdmlp_config_set_memory_raise(cfg, 1), HDMLP_OK);
+        if (run > 0) {
+            cr_assert_eq(hdmlp_config_set_ram_cache(cfg, 100000), HDMLP_OK);
+            cr_assert_eq(hdmlp_config_set_ssd_cache(cfg, ssd, 64u << 20), HDMLP_OK);
+        }
+        hdmlp_loader *ld = new_loader(ds, cfg);
+        uint64_t n = 0;
+        uint64_t *order = run == 0 ? want : run == 1 ? tiered : got;
+        drain(&spec, ld, order, &n, 0);
+        hdmlp_stats st;
+        cr_assert_eq(hdmlp_loader_stats(ld, &st, sizeof(st)), HDMLP_OK);
+        hdmlp_loader_free(ld);
+        cr_assert_eq(n, 2 * spec.n_samples);
+        uint8_t *seen = calloc(2 * spec.n_samples, 1);
+        for (uint64_t i = 0; i < n; i++) {
+            cr_assert_eq(seen[order[i]], 0, "run %d: a sample twice in an epoch", run);
+            seen[order[i]] = 1;
+        }
+        free(seen);
+        if (run == 0) {
+            n_want = n;
+        } else if (run == 1) {
+            n_tiered = n;
+        } else {
+            cr_expect_gt(st.ssd_cache_bytes + st.ram_cache_bytes, 0, "no chunk from a tier");
+            cr_assert(n == n_tiered && memcmp(got, tiered, n * sizeof(uint64_t)) == 0,
+                      "the SSD cache's run has another order");
+        }
+    }
+    /* Stop after 37 batches, save, resume in a new loader. */
+    hdmlp_config *cfg = new_config(300000, 16, 2);
+    cr_assert_eq(hdmlp_config_set_memory_raise(cfg, 1), HDMLP_OK);
+    hdmlp_loader *ld = new_loader(ds, cfg);
+    uint64_t n = 0;
+    drain(&spec, ld, got, &n, 37);
+    uint8_t state[HDMLP_STATE_MAX];
+    size_t len = 0;
+    cr_assert_eq(hdmlp_loader_save_state(ld, state, sizeof(state), &len), HDMLP_OK);
+    hdmlp_loader_free(ld);
+    hdmlp_config *cfg2 = new_config(300000, 16, 2);
+    cr_assert_eq(hdmlp_config_set_memory_raise(cfg2, 1), HDMLP_OK);
+    cr_assert_eq(hdmlp_config_set_resume(cfg2, state, len), HDMLP_OK);
+    ld = new_loader(ds, cfg2);
+    drain(&spec, ld, got, &n, 0);
+    hdmlp_loader_free(ld);
+    cr_assert(n == n_want && memcmp(got, want, n * sizeof(uint64_t)) == 0,
+              "resumed: another order");
+    free(want);
+    free(got);
+    free(tiered);
+    hdmlp_dataset_close(ds);
+    testds_rm_rf(dir);
+    testds_rm_rf(ssd);
+}
+
 /* A flipped byte of a caption is found by verify and by reading the sample, naming the
  * field; the other samples read. */
 Test(loader_fields, a_damaged_value_is_named_by_its_field)
