@@ -404,6 +404,37 @@ static int write_data(run_state *r)
     return rc;
 }
 
+/* The summary's list of fields (pack_summary.fields): each one's name, type and samples. */
+static void summary_fields(pack_summary *sum, const fmt_field *fields, uint32_t nf,
+                           uint32_t label_field, const char *const *name,
+                           const uint32_t *name_len, uint64_t n, const pack_fields *wf)
+{
+    char *const out = sum->fields;
+    const size_t cap = sizeof(sum->fields);
+    out[0] = '\0';
+    size_t at = 0;
+    for (uint32_t f = 0; fields != NULL && f < nf && at < cap; f++) {
+        uint64_t have = n;
+        for (uint32_t i = 0; i < wf->n; i++) {
+            have = wf->final_of[i] == f ? wf->count[i] : have;
+        }
+        char what[64];
+        if (f == label_field) {
+            snprintf(what, sizeof(what), "label");
+        } else {
+            snprintf(what, sizeof(what), "%llu/%llu", (unsigned long long)have,
+                     (unsigned long long)n);
+        }
+        const int k =
+            snprintf(out + at, cap - at, "%s%.*s %s%s%s %s", f ? ", " : "", (int)name_len[f],
+                     name[f], fmt_field_type_name(fields[f].type), fields[f].dtype ? " " : "",
+                     fmt_dtype_name(fields[f].dtype), what);
+        at = k < 0 || (size_t)k >= cap - at ? cap : at + (size_t)k;
+    }
+    if (at >= cap) {
+        memcpy(out + cap - 4, "...", 4);
+    }
+}
 static int build_index(run_state *r, pack_summary *sum)
 {
     pack_ctx *const ctx = &r->ctx;
@@ -503,6 +534,7 @@ static int build_index(run_state *r, pack_summary *sum)
     if (rc != HDMLP_OK) {
         return hd_err_wrap(rc, "encoding the index: ");
     }
+    summary_fields(sum, fielded ? fields : NULL, nf, label_field, name, name_len, n, wf);
     sum->samples = n;
     sum->chunks = b.n_chunks;
     sum->segments = b.n_segments;

@@ -145,6 +145,7 @@ typedef enum pack_skip_reason {
 const char *pack_skip_reason_text(int reason);
 
 #define PACK_EMPTY_LABEL_NAMES 512
+#define PACK_FIELDS_TEXT 1024
 
 typedef struct pack_summary {
     uint64_t samples;
@@ -168,6 +169,10 @@ typedef struct pack_summary {
     /* their names, ", "-separated, bytes outside printable ASCII as \xNN, cut with "..."
      * when longer than the buffer; "" if none */
     char empty_label_names[PACK_EMPTY_LABEL_NAMES];
+    /* Samples with fields: each field in the dataset's order, its type and how many samples
+     * have it ("caption text 43/50, image image 50/50, label int64 label"), cut with "..."
+     * when longer; "" for a dataset of one value and a label. */
+    char fields[PACK_FIELDS_TEXT];
     double seconds; /* wall time of pack_run */
 } pack_summary;
 

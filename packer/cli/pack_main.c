@@ -294,6 +294,9 @@ static void print_summary(const pack_summary *s, const char *out)
         printf("no dictionary). ");
     }
     printf("Seed %llu. %.2f s, %.1f MB/s.\n", (unsigned long long)s->seed, s->seconds, rate);
+    if (s->fields[0] != '\0') {
+        printf("Fields: %s.\n", s->fields);
+    }
     if (s->images_resized || s->images_kept) {
         char a_h[32], b_h[32];
         printf("Images: %llu re-encoded (%s before, %s after), %llu over the limit kept as "

@@ -83,13 +83,29 @@ def sample_fields(sample, fields):
     return out
 
 
-def batch_fields(samples, fields):
-    """Dict {field name: list of one value a sample} (each as `sample_fields` gives it) of a
-    batch's field records (`samples`: e.g. `batch.samples`, or `batch.views(writable=True)`
-    for writable buffers): variable-length values as a list of buffers. Stacking and
-    conversion are the caller's (hdmlp.torch.collate_fields does both for PyTorch)."""
+def batch_fields(samples, fields, stack=False):
+    """Dict {field name: one value a sample} of a batch's field records (`samples`: e.g.
+    `batch.samples`, `batch.records` beside decoded images, or `batch.views(writable=True)`
+    for writable buffers), each value as `sample_fields` gives it: variable-length values
+    as a list of buffers. With stack=True (numpy needed), a field every sample has that is a
+    scalar becomes one numpy array of its type, and an ndarray of a fixed shape one array
+    (n, *shape) (a copy); the others stay lists. hdmlp.torch.collate_fields does the same
+    for PyTorch, with text decoded and JSON parsed."""
     out = {field["name"]: [] for field in fields}
     for sample in samples:
         for name, value in sample_fields(sample, fields).items():
             out[name].append(value)
+    if stack:
+        import numpy as np
+        for field in fields:
+            values = out[field["name"]]
+            if not values or any(v is None for v in values):
+                continue
+            if field["type"] in _NUMPY_SCALAR:
+                out[field["name"]] = np.array(values, dtype=_NUMPY_SCALAR[field["type"]])
+            elif field["type"] == "ndarray" and None not in field["shape"]:
+                out[field["name"]] = np.stack(values)
     return out
+
+
+_NUMPY_SCALAR = {"int64": "int64", "float32": "float32", "float64": "float64"}

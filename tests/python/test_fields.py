@@ -183,6 +183,13 @@ def test_jsonl_manifest_round_trip(tmp_path):
                 assert i not in seen
                 seen.add(i)
         assert len(seen) == len(rows)
+        batch = next(iter(hdmlp.Loader(ds, batch_size=16, memory="1MB", seed=2, epochs=1)))
+        lists, stacked = (hdmlp.batch_fields(batch.samples, ds.fields, stack=s)
+                          for s in (False, True))
+        assert stacked["fix"].shape == (16, 2, 4) and stacked["count"].dtype == "int64"
+        assert stacked["count"].tolist() == lists["count"]
+        assert all((a == b).all() for a, b in zip(stacked["fix"], lists["fix"]))
+        assert isinstance(stacked["var"], list) and isinstance(stacked["caption"], list)
 
 
 def test_csv_manifest_round_trip(tmp_path):
