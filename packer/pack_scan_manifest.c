@@ -649,6 +649,8 @@ static int scan_lines(man_scan *s, FILE *f)
             if (ferror(f)) {
                 rc =
                     hd_err(HDMLP_E_IO, "cannot read manifest %s: %s", s->file, strerror(errno));
+            } else if (errno == ENOMEM) {
+                rc = hd_err(HDMLP_E_NOMEM, "out of memory reading %s", s->file);
             } else if (rec.len > 0) {
                 s->line = rec_line;
                 rc = hd_err(HDMLP_E_INVAL, "%s:%llu: a quoted cell without its end", s->file,
