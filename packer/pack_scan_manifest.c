@@ -283,8 +283,8 @@ static int add_value(man_scan *s, const char *col, size_t col_len, const uint8_t
     const int is_file = in_list(o->file_fields ? o->file_fields : "image", col, col_len);
     s->text.len = 0;
     if (is_key || is_label || is_file) { /* their text: unquoted */
-        if (!s->csv && !quoted &&
-            !(is_label && v[0] != '{' && v[0] != '[' && v[0] != 't' && v[0] != 'f')) {
+        const int number = v[0] == '-' || (v[0] >= '0' && v[0] <= '9'); /* JSON checked */
+        if (!s->csv && !quoted && !(is_label && number)) {
             return row_err(s, HDMLP_E_INVAL, col, col_len,
                            is_label ? "a label must be a string or a number"
                                     : "must be a string");
@@ -297,8 +297,10 @@ static int add_value(man_scan *s, const char *col, size_t col_len, const uint8_t
         if (!quoted) {
             memcpy(s->text.p, v, n);
         }
-        if (s->text.len == SIZE_MAX || memchr(s->text.p, '\0', s->text.len)) {
-            return row_err(s, HDMLP_E_INVAL, col, col_len, "a string with a NUL byte");
+        if (s->text.len == SIZE_MAX || s->text.len == 0 ||
+            memchr(s->text.p, '\0', s->text.len)) {
+            return row_err(s, HDMLP_E_INVAL, col, col_len,
+                           s->text.len == 0 ? "an empty string" : "a string with a NUL byte");
         }
         s->text.p[s->text.len] = '\0';
     }
