@@ -103,3 +103,26 @@ def test_pack_to_s3_and_upload(s3, small_ds, tmp_root):
     res = subprocess.run([pack, "--upload", small_ds.path, "-o", "http://127.0.0.1:1/x"],
                          capture_output=True, text=True)
     assert res.returncode == 2 and "s3://" in res.stderr
+
+
+def test_fields_over_s3(s3, tmp_root):
+    """Samples with fields from object storage: the same field records, batch for batch,
+    as the local copy of the dataset."""
+    mkds = os.environ.get("HDMLP_MKDS_FIELDS")
+    if not mkds:
+        pytest.skip("HDMLP_MKDS_FIELDS not set (run through ctest)")
+    local = os.path.join(tmp_root, "s3root", "bucket", "fields")
+    shutil.rmtree(local, ignore_errors=True)
+    subprocess.run([mkds, local, "400", "16", "7"], check=True)
+    remote, here = hdmlp.Dataset("s3://bucket/fields"), hdmlp.Dataset(local)
+    assert remote.field_records and remote.fields == here.fields
+    for i in range(0, 400, 37):
+        assert bytes(remote[i]) == bytes(here[i])
+    kw = dict(batch_size=16, memory=1 << 20, seed=3, epochs=1)
+    got = [[bytes(s) for s in b.samples] for b in hdmlp.Loader(remote, **kw)]
+    want = [[bytes(s) for s in b.samples] for b in hdmlp.Loader(here, **kw)]
+    assert got == want and sum(map(len, got)) == 400
+    for batch in got:
+        for s in batch:
+            assert set(hdmlp.sample_fields(s, remote.fields)) == {"data", "label", "caption",
+                                                                  "score"}
