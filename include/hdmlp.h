@@ -760,7 +760,8 @@ HDMLP_API int hdmlp_image_config_set_allocator(hdmlp_image_config *ic,
  * the memory budget first (stats budget_images): output buffers for prefetch + 2 batches
  * (the batches decoded ahead and two the consumer may hold; each batch × height × width ×
  * channels × element size bytes) and prefetch − 1 raw batches of the largest samples queued
- * for decoding. The rest of the budget is split as without the pipeline, so the delivered
+ * for decoding (prefetch of them with field records, which stay with their images until
+ * release). The rest of the budget is split as without the pipeline, so the delivered
  * order is that of a loader without it given the budget less budget_images, and a budget
  * hdmlp_loader_create accepts runs a loop that holds one batch to the end.
  * hdmlp_loader_create fails with HDMLP_E_RANGE, naming the pipeline's share, when the
