@@ -7,13 +7,16 @@
  *   5 CLI         pack_main.c → pack_inspect.c (→ pack_image.c's probe), pack_progress.c,
  *                 pack_run() (packer.h)
  *   4 driver      pack_run.c: scan → sort → shuffle → dictionary → chunks → index → commit
- *   3 stages      pack_scan_dir.c, pack_scan_list.c, pack_scan_archive.c (→ pack_spill.c),
+ *   3 stages      pack_scan_dir.c, pack_scan_list.c, pack_scan_archive.c (→ pack_spill.c,
+ *                 pack_wds.c: WebDataset groups), pack_scan_manifest.c (JSONL and CSV;
+ *                 → pack_text.c, pack_spill.c), both → pack_fields.c (samples with fields),
  *                 pack_sort.c (the merge of the sorted runs; → pack_packed.c),
  *                 pack_write.c (→ pack_codec.c, pack_image.c, pack_segment.c,
  *                 pack_source.c, pack_packed.c),
  *                 pack_outdir.c
  *   2 services    pack_codec.c (→ pack_source.c, pack_packed.c), pack_image.c (image
- *                 preparation), pack_spill.c, pack_source.c, pack_segment.c,
+ *                 preparation), pack_fields.c (→ pack_npy.c, pack_text.c), pack_spill.c,
+ *                 pack_source.c, pack_segment.c,
  *                 pack_packed.c (items in packed order; → format/fmt_perm.c, the shuffle)
  *   1 base        pack_items.c (buffers, items, labels; → pack_tmpfile.c, unlinked
  *                 temporary files), pack_notify.c (cancel, progress, warnings through
@@ -334,6 +337,7 @@ int pack_fields_id(pack_fields *f, const char *where, const char *name, size_t l
  * dims, or of another dtype or number of dims than the field's earlier ones. */
 int pack_fields_note(pack_fields *f, uint32_t id, const char *where, const uint8_t *head,
                      size_t head_len, uint64_t size);
+/* ---- .npy files (pack_npy.c) ---------------------------------------------------------- */
 /* Bytes of an .npy file's start that hold its header (a longer header is refused). */
 #define PACK_NPY_HEAD_MAX 4096u
 /* An .npy file's header (b[0..n) of a file of `size` bytes). */
@@ -343,7 +347,23 @@ typedef struct pack_npy {
     uint32_t shape[FMT_MAX_NDIM];
     uint64_t data_off;
 } pack_npy;
+/* HDMLP_E_INVAL (or _UNSUPPORTED) naming what is wrong: no magic, a header longer than n,
+ * not C order, not little-endian numbers of 1-8 bytes, more than FMT_MAX_NDIM dims, data
+ * bytes other than the shape says. */
 int pack_npy_parse(const uint8_t *b, size_t n, uint64_t size, pack_npy *out);
+
+/* ---- JSON and UTF-8 text (pack_text.c) ------------------------------------------------- */
+/* Each scanner takes [p, e) and returns where what it scanned ends, or NULL when it is not
+ * one: whitespace (never NULL); a string (p at its '"'; past the closing quote); a value
+ * (nested at most 64 deep). Strings are checked (escapes, no control bytes), not decoded. */
+const uint8_t *pack_json_ws(const uint8_t *p, const uint8_t *e);
+const uint8_t *pack_json_string(const uint8_t *p, const uint8_t *e);
+const uint8_t *pack_json_value(const uint8_t *p, const uint8_t *e);
+/* s[0..n), the inside of a JSON string, unescaped into out (room for n): its length, or
+ * SIZE_MAX when an escape is malformed. A lone surrogate escape becomes U+FFFD. */
+size_t pack_json_unescape(const uint8_t *s, size_t n, uint8_t *out);
+/* The offset of the first byte of s[0..n) that is not well-formed UTF-8, or n. */
+size_t pack_utf8_bad(const uint8_t *s, size_t n);
 /* HDMLP_E_INVAL naming `where` and the field when a field of `list` (comma-separated names;
  * NULL or "" for none) has no value among v[0..n). */
 int pack_fields_check_required(const pack_fields *f, const char *list, const pack_field_val *v,
@@ -364,9 +384,6 @@ void pack_fields_finish(pack_fields *f);
  * of them. HDMLP_E_INVAL naming the field for a value that does not parse. */
 int pack_fields_value(const pack_fields *f, uint32_t id, const uint8_t *v, uint64_t n,
                       uint8_t *out, uint64_t *out_len, fmt_value *scalar);
-/* s[0..n), the inside of a JSON string, unescaped into out (room for n): its length, or
- * SIZE_MAX when an escape is malformed. A lone surrogate escape becomes U+FFFD. */
-size_t pack_json_unescape(const uint8_t *s, size_t n, uint8_t *out);
 /* Frees the names (safe on a zeroed one). */
 void pack_fields_free(pack_fields *f);
 

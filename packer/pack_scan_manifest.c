@@ -20,7 +20,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define JSON_MAX_DEPTH 64
 #define KEY_COLUMN "__key__"
 
 typedef struct man_scan {
@@ -57,126 +56,6 @@ static bool in_list(const char *list, const char *name, size_t len)
 static bool same(const char *a, const char *name, size_t len)
 {
     return strlen(a) == len && memcmp(a, name, len) == 0;
-}
-
-/* ---- JSON: a validating scanner of one object a line ----------------------------------- */
-
-static const uint8_t *ws(const uint8_t *p, const uint8_t *e)
-{
-    while (p < e && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')) {
-        p++;
-    }
-    return p;
-}
-
-/* p at '"': past the closing quote, or NULL (a control byte, a bad escape, no end). */
-static const uint8_t *j_string(const uint8_t *p, const uint8_t *e)
-{
-    for (p++; p < e; p++) {
-        if (*p == '"') {
-            return p + 1;
-        }
-        if (*p < 0x20) {
-            return NULL;
-        }
-        if (*p == '\\') {
-            if (++p >= e) {
-                return NULL;
-            }
-            if (*p == 'u') {
-                for (int i = 1; i <= 4; i++) {
-                    if (p + i >= e || !strchr("0123456789abcdefABCDEF", p[i]) || p[i] == 0) {
-                        return NULL;
-                    }
-                }
-                p += 4;
-            } else if (!strchr("\"\\/bfnrt", *p) || *p == 0) {
-                return NULL;
-            }
-        }
-    }
-    return NULL;
-}
-
-static const uint8_t *digits(const uint8_t *p, const uint8_t *e)
-{
-    const uint8_t *const s = p;
-    while (p < e && *p >= '0' && *p <= '9') {
-        p++;
-    }
-    return p > s ? p : NULL;
-}
-
-static const uint8_t *j_number(const uint8_t *p, const uint8_t *e)
-{
-    if (p < e && *p == '-') {
-        p++;
-    }
-    if (p < e && *p == '0') {
-        p++;
-    } else if (!(p = digits(p, e))) {
-        return NULL;
-    }
-    if (p < e && *p == '.' && !(p = digits(p + 1, e))) {
-        return NULL;
-    }
-    if (p < e && (*p == 'e' || *p == 'E')) {
-        p++;
-        if (p < e && (*p == '+' || *p == '-')) {
-            p++;
-        }
-        p = digits(p, e);
-    }
-    return p;
-}
-
-static const uint8_t *j_value(const uint8_t *p, const uint8_t *e, int depth)
-{
-    if (p >= e || depth > JSON_MAX_DEPTH) {
-        return NULL;
-    }
-    static const char *const lit[] = {"true", "false", "null"};
-    for (int i = 0; i < 3; i++) {
-        const size_t l = strlen(lit[i]);
-        if ((size_t)(e - p) >= l && memcmp(p, lit[i], l) == 0) {
-            return p + l;
-        }
-    }
-    if (*p == '"') {
-        return j_string(p, e);
-    }
-    if (*p != '{' && *p != '[') {
-        return j_number(p, e);
-    }
-    const uint8_t close = *p == '{' ? '}' : ']';
-    const int obj = *p == '{';
-    p = ws(p + 1, e);
-    if (p < e && *p == close) {
-        return p + 1;
-    }
-    for (;;) {
-        if (obj) {
-            if (p >= e || *p != '"' || !(p = j_string(p, e))) {
-                return NULL;
-            }
-            p = ws(p, e);
-            if (p >= e || *p != ':') {
-                return NULL;
-            }
-            p = ws(p + 1, e);
-        }
-        if (!(p = j_value(p, e, depth + 1))) {
-            return NULL;
-        }
-        p = ws(p, e);
-        if (p < e && *p == close) {
-            return p + 1;
-        }
-        if (p >= e || *p != ',') {
-            return NULL;
-        }
-        p = ws(p + 1, e);
-    }
 }
 
 /* ---- the open row ------------------------------------------------------------------------ */
@@ -453,20 +332,20 @@ static int row_end(man_scan *s)
 static int json_row(man_scan *s, const uint8_t *p, const uint8_t *e)
 {
     const uint8_t *const start = p;
-    p = ws(p, e);
+    p = pack_json_ws(p, e);
     if (p >= e || *p != '{') {
         return hd_err(HDMLP_E_INVAL, "%s:%llu: not a JSON object (one object a line)", s->file,
                       (unsigned long long)s->line);
     }
     row_begin(s);
-    p = ws(p + 1, e);
+    p = pack_json_ws(p + 1, e);
     if (p < e && *p == '}') {
         p++;
     } else {
         for (;;) {
             const uint8_t *const k = p;
             const uint8_t *v;
-            if (p >= e || *p != '"' || !(p = j_string(p, e))) {
+            if (p >= e || *p != '"' || !(p = pack_json_string(p, e))) {
                 break;
             }
             int rc = pack_buf_reserve(&s->path, (size_t)(p - k));
@@ -484,19 +363,19 @@ static int json_row(man_scan *s, const uint8_t *p, const uint8_t *e)
                               s->file, (unsigned long long)s->line, kl, PACK_FIELD_NAME_MAX);
             }
             memcpy(col, s->path.p, kl);
-            p = ws(p, e);
+            p = pack_json_ws(p, e);
             if (p >= e || *p != ':') {
                 break;
             }
-            v = p = ws(p + 1, e);
-            if (!(p = j_value(p, e, 0))) {
+            v = p = pack_json_ws(p + 1, e);
+            if (!(p = pack_json_value(p, e))) {
                 break;
             }
             rc = add_value(s, col, kl, v, (size_t)(p - v));
             if (rc != HDMLP_OK) {
                 return rc;
             }
-            p = ws(p, e);
+            p = pack_json_ws(p, e);
             if (p < e && *p == '}') {
                 p++;
                 break;
@@ -504,10 +383,10 @@ static int json_row(man_scan *s, const uint8_t *p, const uint8_t *e)
             if (p >= e || *p != ',') {
                 break;
             }
-            p = ws(p + 1, e);
+            p = pack_json_ws(p + 1, e);
         }
     }
-    if (p > start && p[-1] == '}' && ws(p, e) == e) {
+    if (p > start && p[-1] == '}' && pack_json_ws(p, e) == e) {
         return row_end(s);
     }
     return hd_err(HDMLP_E_INVAL, "%s:%llu: malformed JSON at byte %zu of the line", s->file,
@@ -601,36 +480,6 @@ static bool csv_open_quote(const uint8_t *r, size_t n)
 
 /* ---- the scan ---------------------------------------------------------------------------- */
 
-/* The offset of the first byte of s[0..n) that is not well-formed UTF-8, or n. */
-static size_t utf8_bad(const uint8_t *s, size_t n)
-{
-    size_t i = 0;
-    while (i < n) {
-        const uint8_t c = s[i];
-        const size_t len = c < 0x80             ? 1
-                           : (c & 0xE0) == 0xC0 ? 2
-                           : (c & 0xF0) == 0xE0 ? 3
-                           : (c & 0xF8) == 0xF0 ? 4
-                                                : 0;
-        if (len == 0 || len > n - i || (len == 2 && c < 0xC2) || (len == 4 && c > 0xF4)) {
-            return i;
-        }
-        uint32_t u = len == 1 ? c : c & (0x7F >> len);
-        for (size_t k = 1; k < len; k++) {
-            if ((s[i + k] & 0xC0) != 0x80) {
-                return i;
-            }
-            u = u << 6 | (s[i + k] & 0x3F);
-        }
-        if ((len == 3 && (u < 0x800 || (u >= 0xD800 && u <= 0xDFFF))) ||
-            (len == 4 && (u < 0x10000 || u > 0x10FFFF))) {
-            return i;
-        }
-        i += len;
-    }
-    return n;
-}
-
 static bool is_csv(const char *file)
 {
     const size_t n = strlen(file);
@@ -683,7 +532,7 @@ static int scan_lines(man_scan *s, FILE *f)
         }
         const uint64_t here = s->line;
         s->line = rec_line;
-        const size_t bad = utf8_bad(rec.p, n);
+        const size_t bad = pack_utf8_bad(rec.p, n);
         if (bad != n) {
             rc = hd_err(HDMLP_E_INVAL, "%s:%llu: not UTF-8 at byte %zu of the %s", s->file,
                         (unsigned long long)rec_line, bad + 1, s->csv ? "record" : "line");
