@@ -597,7 +597,7 @@ static int check_mode_args(const args *a)
             return 2;
         }
         if (a->n_inputs == 0) {
-            usage_error("%s", "no inputs (DIR, ARCHIVE or --list FILE)");
+            usage_error("%s", "no inputs (DIR, ARCHIVE, --list FILE or --manifest FILE)");
             return 2;
         }
         if (a->o.dict && a->o.compress == PACK_COMPRESS_NONE) {
