@@ -4,15 +4,18 @@
 #   list      hdmlp-pack --list train.tsv           (a classification dataset, as before)
 #   manifest  a JSONL manifest of image and label   (fields: packed as one value + label)
 #   fielded   the same manifest plus an int64 field (samples delivered as field records)
-# then read by hdmlp-bench (E epochs at 25 % of the raw bytes, warm), 3 rounds alternating,
-# every contender under the same limits. Prints samples/s and each one's ratio to `list`,
-# and the metadata beyond the values: DIR/index + DIR/tables + DIR/keys per sample, and the
-# value records per field per sample.
-#   tests/bench/fields_cost.sh BUILD [WORK] [EPOCHS]
+# then read by hdmlp-bench (E epochs at 25 % of the raw bytes, warm), R rounds, each round
+# starting with the next contender,
+# every contender under the same limits. Prints samples/s by round, each one's ratio to
+# `list` by round and the median ratio (`manifest` has the same files as `list`: its spread
+# is the machine's), and the metadata beyond the values: DIR/index + DIR/tables + DIR/keys
+# per sample, and the value records per field per sample.
+#   tests/bench/fields_cost.sh BUILD [WORK] [EPOCHS] [ROUNDS]
 set -e
 B=${1:?usage: fields_cost.sh BUILD [WORK] [EPOCHS]}
 W=${2:-${TMPDIR:-/var/tmp}/hdmlp-fields-cost}
-E=${3:-3}
+E=${3:-10}
+R=${4:-5}
 HERE=$(cd "$(dirname "$0")" && pwd)
 PY=/usr/bin/python3
 mkdir -p "$W"
@@ -38,20 +41,23 @@ $P -o "$W/fielded" --manifest "$W/tree/fielded.jsonl"
 for v in list manifest fielded; do
   $B/loader/hdmlp-bench "$W/$v" --memory 25% --epochs 1 --quiet >/dev/null  # warm
 done
-for r in 1 2 3; do
-  for v in list manifest fielded; do
+order=(list manifest fielded)
+for r in $(seq "$R"); do
+  for i in 0 1 2; do # each round starts with the next contender
+    v=${order[$(( (i + r) % 3 ))]}
     $B/loader/hdmlp-bench "$W/$v" --memory 25% --epochs "$E" --json --quiet > "$W/$v.$r.json"
   done
 done
-$PY - "$W" "$B" <<'EOF'
-import json, os, subprocess, sys
-w, b = sys.argv[1], sys.argv[2]
+$PY - "$W" "$B" "$R" <<'EOF'
+import json, os, statistics, subprocess, sys
+w, b, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
 names = ["list", "manifest", "fielded"]
-rate = {v: [json.load(open(f"{w}/{v}.{r}.json"))["samples_per_s"] for r in (1, 2, 3)]
+rate = {v: [json.load(open(f"{w}/{v}.{r}.json"))["samples_per_s"] for r in range(1, rounds + 1)]
         for v in names}
 for v in names:
-    ratios = " / ".join(f"{x / y:.3f}" for x, y in zip(rate[v], rate["list"]))
-    print(f"{v:9} samples/s {' / '.join(str(round(x)) for x in rate[v])}   of list: {ratios}")
+    ratios = [x / y for x, y in zip(rate[v], rate["list"])]
+    print(f"{v:9} samples/s {' / '.join(str(round(x)) for x in rate[v])}   of list: "
+          f"{' / '.join(f'{x:.3f}' for x in ratios)}   median {statistics.median(ratios):.3f}")
 for v in names:
     d = f"{w}/{v}"
     meta = sum(os.path.getsize(f"{d}/{f}") for f in ("index", "tables", "keys"))
