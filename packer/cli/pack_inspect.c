@@ -229,9 +229,62 @@ static int find_sample(hdmlp_dataset *ds, const char *path, const char *what, ui
     return 0;
 }
 
+/* An ndarray value (each varying dim's size as u64, then the elements) as an .npy file
+ * (format 1.0: C order, little-endian) into buf (cap bytes, at least 128): its header's
+ * length, the elements following the value's sizes at *elems (*n_elems bytes). 0 when the
+ * value does not fill its shape. */
+static size_t npy_header(const hdmlp_field_info *in, const unsigned char *v, size_t size,
+                         char *buf, size_t cap, const unsigned char **elems, size_t *n_elems)
+{
+    static const char *const descr[] = {"",    "|u1", "|i1", "<u2", "<i2", "<u4",
+                                        "<i4", "<u8", "<i8", "<f2", "<f4", "<f8"};
+    static const unsigned item[] = {1, 1, 1, 2, 2, 4, 4, 8, 8, 2, 4, 8};
+    if (in->dtype == 0 || in->dtype >= sizeof(item) / sizeof(item[0]) || in->ndim > 4) {
+        return 0;
+    }
+    char shape[128] = "";
+    size_t at = 0, sl = 0;
+    uint64_t count = 1;
+    for (uint32_t d = 0; d < in->ndim; d++) {
+        uint64_t dim = in->shape[d];
+        if (dim == 0) {
+            if (size - at < 8) {
+                return 0;
+            }
+            dim = 0;
+            for (int b = 7; b >= 0; b--) {
+                dim = dim << 8 | v[at + (size_t)b];
+            }
+            at += 8;
+        }
+        count = dim != 0 && count > UINT64_MAX / dim ? UINT64_MAX : count * dim;
+        sl +=
+            (size_t)snprintf(shape + sl, sizeof(shape) - sl, "%llu%s", (unsigned long long)dim,
+                             in->ndim == 1      ? ","
+                             : d + 1 < in->ndim ? ", "
+                                                : "");
+    }
+    if (count > (size - at) / item[in->dtype] || count * item[in->dtype] != size - at) {
+        return 0;
+    }
+    int hl =
+        snprintf(buf + 10, cap - 10, "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }",
+                 descr[in->dtype], shape);
+    while ((10 + (size_t)hl + 1) % 64 != 0) {
+        buf[10 + hl++] = ' ';
+    }
+    buf[10 + hl++] = '\n';
+    memcpy(buf, "\x93NUMPY\x01\x00", 8);
+    buf[8] = (char)(hl & 0xFF);
+    buf[9] = (char)(hl >> 8);
+    *elems = v + at;
+    *n_elems = size - at;
+    return 10 + (size_t)hl;
+}
+
 /* A sample with fields (its field record at buf): each present field into OUT.NAME (a
- * stored value's bytes; an int64 or float as decimal text and a newline), naming each file
- * on standard output. 0, or 1 after naming the error. */
+ * stored value's bytes; an ndarray as an .npy file; an int64 or float as decimal text and a
+ * newline), naming each file on standard output. 0, or 1 after naming the error. */
 static int extract_fields(hdmlp_dataset *ds, const char *path, const unsigned char *buf,
                           size_t size, const char *out)
 {
@@ -256,8 +309,21 @@ static int extract_fields(hdmlp_dataset *ds, const char *path, const unsigned ch
         char name[4096], text[64];
         snprintf(name, sizeof(name), "%s.%.*s", out, (int)in.name_size, in.name);
         const void *data = v.data;
-        size_t len = (size_t)v.size;
-        if (in.type == HDMLP_FIELD_INT64) {
+        size_t len = (size_t)v.size, head_len = 0;
+        char head[256];
+        if (in.type == HDMLP_FIELD_NDARRAY) {
+            const unsigned char *elems = NULL;
+            head_len =
+                npy_header(&in, v.data, (size_t)v.size, head, sizeof(head), &elems, &len);
+            if (head_len == 0) {
+                fprintf(stderr,
+                        PACK_CLI_NAME ": %s: field %.*s: an ndarray value of %llu bytes that "
+                                      "its shape does not fill\n",
+                        path, (int)in.name_size, in.name, (unsigned long long)v.size);
+                return 1;
+            }
+            data = elems;
+        } else if (in.type == HDMLP_FIELD_INT64) {
             len = (size_t)snprintf(text, sizeof(text), "%lld\n", (long long)v.i64);
             data = text;
         } else if (in.type == HDMLP_FIELD_FLOAT32 || in.type == HDMLP_FIELD_FLOAT64) {
@@ -265,7 +331,8 @@ static int extract_fields(hdmlp_dataset *ds, const char *path, const unsigned ch
             data = text;
         }
         const int fd = open(name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-        if (fd < 0 || write_all(fd, data, len) != 0 || close(fd) != 0) {
+        if (fd < 0 || write_all(fd, (const unsigned char *)head, head_len) != 0 ||
+            write_all(fd, data, len) != 0 || close(fd) != 0) {
             fprintf(stderr, PACK_CLI_NAME ": cannot write %s: %s\n", name, strerror(errno));
             return 1;
         }

@@ -190,6 +190,14 @@ def test_jsonl_manifest_round_trip(tmp_path):
         assert stacked["count"].tolist() == lists["count"]
         assert all((a == b).all() for a, b in zip(stacked["fix"], lists["fix"]))
         assert isinstance(stacked["var"], list) and isinstance(stacked["caption"], list)
+    # --extract writes each field; ndarrays as .npy files numpy reads back
+    import numpy as np
+    subprocess.run([os.environ["HDMLP_PACK"], "--extract", str(out), "s0004", "-o",
+                    str(tmp_path / "x")], check=True, capture_output=True)
+    for name in ("var", "fix"):
+        got, want = np.load(tmp_path / f"x.{name}"), np.load(tmp_path / rows[4][name])
+        assert got.dtype == want.dtype and np.array_equal(got, want)
+    assert (tmp_path / "x.image").read_bytes() == (tmp_path / rows[4]["image"]).read_bytes()
 
 
 def test_csv_manifest_round_trip(tmp_path):
