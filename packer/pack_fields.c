@@ -48,11 +48,11 @@ static const char *form_name(uint8_t form)
                                     : "files";
 }
 
-int pack_fields_id(pack_fields *f, const char *where, const char *name, size_t len,
-                   pack_form form, uint8_t type, uint32_t *id)
+int pack_fields_id(pack_fields *f, const char *name, size_t len, pack_form form, uint8_t type,
+                   uint32_t *id)
 {
     if (len == 0 || len > PACK_FIELD_NAME_MAX) {
-        return hd_err(HDMLP_E_INVAL, "%s: field name of %zu bytes (1 to %u)", where, len,
+        return hd_err(HDMLP_E_INVAL, "field name of %zu bytes (1 to %u)", len,
                       PACK_FIELD_NAME_MAX);
     }
     if (form != PACK_FORM_FILE) {
@@ -64,8 +64,8 @@ int pack_fields_id(pack_fields *f, const char *where, const char *name, size_t l
         }
         if (f->form[i] != form || f->type[i] != type) {
             return hd_err(
-                HDMLP_E_INVAL, "%s: field %.*s holds %s of type %s here, %s of type %s before",
-                where, (int)len, name, form_name(form),
+                HDMLP_E_INVAL, "field %.*s holds %s of type %s here, %s of type %s before",
+                (int)len, name, form_name(form),
                 form == PACK_FORM_FILE ? fmt_field_type_name(type) : "?", form_name(f->form[i]),
                 f->form[i] == PACK_FORM_FILE ? fmt_field_type_name(f->type[i]) : "?");
         }
@@ -74,11 +74,10 @@ int pack_fields_id(pack_fields *f, const char *where, const char *name, size_t l
     }
     if (f->label_name[0] != '\0' && strlen(f->label_name) == len &&
         memcmp(f->label_name, name, len) == 0) {
-        return hd_err(HDMLP_E_INVAL, "%s: a value of field %.*s, the label's name", where,
-                      (int)len, name);
+        return hd_err(HDMLP_E_INVAL, "a value of field %.*s, the label's name", (int)len, name);
     }
     if (f->n == PACK_MAX_FIELDS) {
-        return hd_err(HDMLP_E_RANGE, "%s: more than %u fields (%.*s would be one more)", where,
+        return hd_err(HDMLP_E_RANGE, "more than %u fields (%.*s would be one more)",
                       PACK_MAX_FIELDS, (int)len, name);
     }
     const uint32_t i = f->n;
@@ -140,8 +139,8 @@ static unsigned value_kind(uint8_t form, const uint8_t *v, size_t n)
     return num != 0 ? num : PACK_SEEN_OTHER;
 }
 
-int pack_fields_note(pack_fields *f, uint32_t id, const char *where, const uint8_t *head,
-                     size_t head_len, uint64_t size)
+int pack_fields_note(pack_fields *f, uint32_t id, const uint8_t *head, size_t head_len,
+                     uint64_t size)
 {
     if (f->form[id] != PACK_FORM_FILE) {
         f->seen[id] |= (uint8_t)value_kind(f->form[id], head, head_len);
@@ -154,7 +153,7 @@ int pack_fields_note(pack_fields *f, uint32_t id, const char *where, const uint8
     pack_npy a;
     const int rc = pack_npy_parse(head, head_len, size, &a);
     if (rc != HDMLP_OK) {
-        return hd_err_wrap(rc, "%s: field %.*s: ", where, (int)f->len[id], name);
+        return hd_err_wrap(rc, "field %.*s: ", (int)f->len[id], name);
     }
     if (f->count[id] == 0 && f->dtype[id] == 0) {
         f->dtype[id] = a.dtype;
@@ -164,9 +163,9 @@ int pack_fields_note(pack_fields *f, uint32_t id, const char *where, const uint8
     }
     if (a.dtype != f->dtype[id] || a.ndim != f->ndim[id]) {
         return hd_err(HDMLP_E_INVAL,
-                      "%s: field %.*s: an array of dtype %s and %u dims, earlier ones %s and "
+                      "field %.*s: an array of dtype %s and %u dims, earlier ones %s and "
                       "%u (a field's arrays share dtype and number of dims)",
-                      where, (int)f->len[id], name, fmt_dtype_name(a.dtype), a.ndim,
+                      (int)f->len[id], name, fmt_dtype_name(a.dtype), a.ndim,
                       fmt_dtype_name(f->dtype[id]), f->ndim[id]);
     }
     for (uint32_t d = 0; d < a.ndim; d++) {
@@ -178,7 +177,7 @@ int pack_fields_note(pack_fields *f, uint32_t id, const char *where, const uint8
 }
 
 int pack_fields_check_required(const pack_fields *f, const char *list, const pack_field_val *v,
-                               uint32_t n, const char *where)
+                               uint32_t n)
 {
     for (const char *p = list; p != NULL && *p != '\0';) {
         const char *const comma = strchr(p, ',');
@@ -189,8 +188,7 @@ int pack_fields_check_required(const pack_fields *f, const char *list, const pac
                 f->len[v[i].field] == l && memcmp(f->names.p + f->off[v[i].field], p, l) == 0;
         }
         if (!found) {
-            return hd_err(HDMLP_E_INVAL, "%s: no value of the required field %.*s", where,
-                          (int)l, p);
+            return hd_err(HDMLP_E_INVAL, "no value of the required field %.*s", (int)l, p);
         }
         p = comma ? comma + 1 : NULL;
     }
@@ -209,20 +207,7 @@ int pack_fields_put_trailer(pack_spill_writer *spill, const pack_field_val *v, u
     }
     fmt_st32(t + len, n);
     fmt_st32(t + len + 4, PACK_FIELDS_TRAILER_MAGIC);
-    len += 8;
-    for (size_t done = 0; done < len;) {
-        uint8_t *p;
-        size_t avail;
-        const int rc = pack_spill_reserve(spill, &p, &avail);
-        if (rc != HDMLP_OK) {
-            return rc;
-        }
-        const size_t k = avail < len - done ? avail : len - done;
-        memcpy(p, t + done, k);
-        spill->len += k;
-        done += k;
-    }
-    return HDMLP_OK;
+    return pack_spill_append(spill, t, len + 8);
 }
 
 int pack_fields_parse(const uint8_t *buf, uint64_t len, pack_field_val *vals, uint32_t *n)

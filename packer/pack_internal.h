@@ -325,18 +325,19 @@ struct pack_spill_writer;
  * bmp, gif, tif, tiff) image, txt and text text, json JSON, npy ndarray, any other bytes. */
 uint8_t pack_fields_ext_type(const char *ext, size_t ext_len);
 /* The field name[0..len) of `form` (PACK_FORM_FILE: of `type`), registered on first sight:
- * *id. HDMLP_E_INVAL naming `where` and the field when the name is empty, longer than
+ * *id. HDMLP_E_INVAL naming the field when the name is empty, longer than
  * PACK_FIELD_NAME_MAX or the label's, or the field held another form or type before;
- * HDMLP_E_RANGE past PACK_MAX_FIELDS. */
-int pack_fields_id(pack_fields *f, const char *where, const char *name, size_t len,
-                   pack_form form, uint8_t type, uint32_t *id);
+ * HDMLP_E_RANGE past PACK_MAX_FIELDS. These functions name the field, not the input: the
+ * caller adds where (hd_err_wrap), on failure only. */
+int pack_fields_id(pack_fields *f, const char *name, size_t len, pack_form form, uint8_t type,
+                   uint32_t *id);
 /* Notes a value of field id (size bytes; head[0..head_len) its first ones: a JSON or CSV
  * value's whole text, an .npy file's header): what JSON and CSV values were, an ndarray's
- * dtype, dims and shape. HDMLP_E_INVAL (or _UNSUPPORTED) naming `where` and the field for an
+ * dtype, dims and shape. HDMLP_E_INVAL (or _UNSUPPORTED) naming the field for an
  * .npy file that is malformed, not C-ordered little-endian numbers of up to FMT_MAX_NDIM
  * dims, or of another dtype or number of dims than the field's earlier ones. */
-int pack_fields_note(pack_fields *f, uint32_t id, const char *where, const uint8_t *head,
-                     size_t head_len, uint64_t size);
+int pack_fields_note(pack_fields *f, uint32_t id, const uint8_t *head, size_t head_len,
+                     uint64_t size);
 /* ---- .npy files (pack_npy.c) ---------------------------------------------------------- */
 /* Bytes of an .npy file's start that hold its header (a longer header is refused). */
 #define PACK_NPY_HEAD_MAX 4096u
@@ -364,10 +365,10 @@ const uint8_t *pack_json_value(const uint8_t *p, const uint8_t *e);
 size_t pack_json_unescape(const uint8_t *s, size_t n, uint8_t *out);
 /* The offset of the first byte of s[0..n) that is not well-formed UTF-8, or n. */
 size_t pack_utf8_bad(const uint8_t *s, size_t n);
-/* HDMLP_E_INVAL naming `where` and the field when a field of `list` (comma-separated names;
- * NULL or "" for none) has no value among v[0..n). */
+/* HDMLP_E_INVAL naming the field when a field of `list` (comma-separated names; NULL or ""
+ * for none) has no value among v[0..n). */
 int pack_fields_check_required(const pack_fields *f, const char *list, const pack_field_val *v,
-                               uint32_t n, const char *where);
+                               uint32_t n);
 /* Appends n values' trailer (PACK_FIELDS_TRAILER_MAGIC) to the spill. */
 int pack_fields_put_trailer(struct pack_spill_writer *spill, const pack_field_val *v,
                             uint32_t n);
@@ -520,6 +521,8 @@ int pack_spill_open(pack_ctx *ctx, pack_spill_writer *w);
 /* Space to append into (flushing when full); then advance w->len by what was used. The
  * logical end of the spill is w->pos + w->len. */
 int pack_spill_reserve(pack_spill_writer *w, uint8_t **p, size_t *avail);
+/* Appends data[0..n) (through pack_spill_reserve). */
+int pack_spill_append(pack_spill_writer *w, const void *data, size_t n);
 /* Flushes; updates ctx->spill_size. Frees the buffer either way. */
 int pack_spill_close(pack_ctx *ctx, pack_spill_writer *w, int ok);
 

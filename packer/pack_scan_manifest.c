@@ -66,21 +66,13 @@ static int row_err(man_scan *s, int code, const char *col, size_t col_len, const
                   (int)col_len, col, what);
 }
 
-static int spill_bytes(man_scan *s, const uint8_t *b, size_t n)
+/* rc, named by the open row and column when it is an error (pack_fields.c's name only the
+ * field). */
+static int in_column(const man_scan *s, const char *col, size_t col_len, int rc)
 {
-    for (size_t done = 0; done < n;) {
-        uint8_t *p;
-        size_t avail;
-        const int rc = pack_spill_reserve(&s->w, &p, &avail);
-        if (rc != HDMLP_OK) {
-            return rc;
-        }
-        const size_t k = avail < n - done ? avail : n - done;
-        memcpy(p, b + done, k);
-        s->w.len += k;
-        done += k;
-    }
-    return HDMLP_OK;
+    return rc == HDMLP_OK ? rc
+                          : hd_err_wrap(rc, "%s:%llu: column %.*s: ", s->file,
+                                        (unsigned long long)s->line, (int)col_len, col);
 }
 
 /* Spills the file at `path` (relative to the manifest's directory unless absolute): its
@@ -199,9 +191,6 @@ static int add_value(man_scan *s, const char *col, size_t col_len, const uint8_t
         s->label.len = 0;
         return pack_buf_append(&s->label, s->text.p, s->text.len);
     }
-    char where[512];
-    snprintf(where, sizeof(where), "%s:%llu: column %.*s", s->file, (unsigned long long)s->line,
-             (int)col_len, col);
     const uint64_t src = s->w.pos + s->w.len;
     uint8_t head[PACK_NPY_HEAD_MAX];
     size_t head_len = 0;
@@ -215,24 +204,27 @@ static int add_value(man_scan *s, const char *col, size_t col_len, const uint8_t
         const uint8_t type = dot && (!slash || dot > slash)
                                  ? pack_fields_ext_type(dot + 1, strlen(dot + 1))
                                  : FMT_FIELD_BYTES;
-        rc = pack_fields_id(&ctx->fields, where, col, col_len, PACK_FORM_FILE, type, &id);
+        rc = in_column(s, col, col_len,
+                       pack_fields_id(&ctx->fields, col, col_len, PACK_FORM_FILE, type, &id));
         if (rc == HDMLP_OK) {
             rc = spill_file(s, col, col_len, rel, &size, head, &head_len);
         }
         if (rc == HDMLP_OK) {
-            rc = pack_fields_note(&ctx->fields, id, where, head, head_len, size);
+            rc = in_column(s, col, col_len,
+                           pack_fields_note(&ctx->fields, id, head, head_len, size));
         }
     } else {
-        rc = pack_fields_id(&ctx->fields, where, col, col_len,
-                            s->csv ? PACK_FORM_CELL : PACK_FORM_JSON, 0, &id);
+        const pack_form form = s->csv ? PACK_FORM_CELL : PACK_FORM_JSON;
+        rc = in_column(s, col, col_len,
+                       pack_fields_id(&ctx->fields, col, col_len, form, 0, &id));
         if (rc == HDMLP_OK) {
-            rc = pack_fields_note(&ctx->fields, id, where, v, n, n);
+            rc = in_column(s, col, col_len, pack_fields_note(&ctx->fields, id, v, n, n));
         }
         if (rc == HDMLP_OK && n > UINT32_MAX) {
             rc = row_err(s, HDMLP_E_RANGE, col, col_len, "a value over 4 GiB - 1");
         }
         if (rc == HDMLP_OK) {
-            rc = spill_bytes(s, v, n);
+            rc = pack_spill_append(&s->w, v, n);
         }
     }
     if (rc != HDMLP_OK) {
@@ -291,10 +283,10 @@ static int row_end(man_scan *s)
     }
     char where[600];
     snprintf(where, sizeof(where), "%s:%llu", s->file, (unsigned long long)s->line);
-    int rc = pack_fields_check_required(&ctx->fields, ctx->o->require_fields, s->vals,
-                                        s->n_vals, where);
+    int rc =
+        pack_fields_check_required(&ctx->fields, ctx->o->require_fields, s->vals, s->n_vals);
     if (rc != HDMLP_OK) {
-        return rc;
+        return hd_err_wrap(rc, "%s: ", where);
     }
     if (s->n_vals == 0) {
         return hd_err(HDMLP_E_INVAL, "%s:%llu: a sample without values", s->file,

@@ -78,6 +78,24 @@ int pack_spill_reserve(pack_spill_writer *w, uint8_t **p, size_t *avail)
     return HDMLP_OK;
 }
 
+int pack_spill_append(pack_spill_writer *w, const void *data, size_t n)
+{
+    const uint8_t *const b = data;
+    for (size_t done = 0; done < n;) {
+        uint8_t *p;
+        size_t avail;
+        const int rc = pack_spill_reserve(w, &p, &avail);
+        if (rc != HDMLP_OK) {
+            return rc;
+        }
+        const size_t k = avail < n - done ? avail : n - done;
+        memcpy(p, b + done, k);
+        w->len += k;
+        done += k;
+    }
+    return HDMLP_OK;
+}
+
 int pack_spill_close(pack_ctx *ctx, pack_spill_writer *w, int ok)
 {
     int rc = HDMLP_OK;

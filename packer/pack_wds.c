@@ -86,12 +86,12 @@ static int field_id(pack_ctx *ctx, const char *path, const char *name, const cha
                     size_t ext_len, uint32_t *id)
 {
     char e[PACK_FIELD_NAME_MAX + 1];
-    char where[512];
-    snprintf(where, sizeof(where), "%s: member %s", path, name);
     if (ext_len == 0 || ext_len >= sizeof(e)) {
-        return hd_err(
-            HDMLP_E_INVAL, "%s: %s (a field is named by the member's extension, 1 to %u bytes)",
-            where, ext_len == 0 ? "no extension" : "extension too long", PACK_FIELD_NAME_MAX);
+        return hd_err(HDMLP_E_INVAL,
+                      "%s: member %s: %s (a field is named by the member's extension, 1 to %u "
+                      "bytes)",
+                      path, name, ext_len == 0 ? "no extension" : "extension too long",
+                      PACK_FIELD_NAME_MAX);
     }
     for (size_t i = 0; i < ext_len; i++) {
         e[i] = (char)tolower((unsigned char)ext[i]);
@@ -101,7 +101,8 @@ static int field_id(pack_ctx *ctx, const char *path, const char *name, const cha
         memcpy(e, "image", 5);
         ext_len = 5;
     }
-    return pack_fields_id(&ctx->fields, where, e, ext_len, PACK_FORM_FILE, type, id);
+    const int rc = pack_fields_id(&ctx->fields, e, ext_len, PACK_FORM_FILE, type, id);
+    return rc == HDMLP_OK ? rc : hd_err_wrap(rc, "%s: member %s: ", path, name);
 }
 
 int pack_wds_value(pack_ctx *ctx, const char *path, pack_wds *w, const char *name, size_t len,
@@ -130,11 +131,9 @@ int pack_wds_value(pack_ctx *ctx, const char *path, pack_wds *w, const char *nam
         return hd_err(HDMLP_E_STATE, "%s: member %s was not spilled after its sample's", path,
                       name);
     }
-    char where[512];
-    snprintf(where, sizeof(where), "%s: member %.*s", path, (int)len, name);
-    rc = pack_fields_note(&ctx->fields, id, where, head, head_len, size);
+    rc = pack_fields_note(&ctx->fields, id, head, head_len, size);
     if (rc != HDMLP_OK) {
-        return rc;
+        return hd_err_wrap(rc, "%s: member %.*s: ", path, (int)len, name);
     }
     w->vals[w->n_vals++] = (pack_field_val){id, size};
     w->bytes += size;
@@ -167,11 +166,11 @@ int pack_wds_finish(pack_ctx *ctx, uint32_t input, const char *path, pack_wds *w
             }
             ctx->fields.count[w->vals[i].field]++;
         }
-        char where[600];
-        snprintf(where, sizeof(where), "%s: sample %.*s", path, key_len, key);
         rc = pack_fields_check_required(&ctx->fields, ctx->o->require_fields, w->vals,
-                                        w->n_vals, where);
-        if (rc == HDMLP_OK) {
+                                        w->n_vals);
+        if (rc != HDMLP_OK) {
+            rc = hd_err_wrap(rc, "%s: sample %.*s: ", path, key_len, key);
+        } else {
             rc = pack_fields_put_trailer(spill, w->vals, w->n_vals);
         }
         if (rc == HDMLP_OK) {
