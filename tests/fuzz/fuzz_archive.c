@@ -27,6 +27,7 @@
  * --gen-corpus). Built with neither, it is a plain object for tests/fuzz/fuzz_replay.c.
  */
 #include "fuzz_items.h"
+#include "fuzz_sandbox.h"
 #include "pack_internal.h"
 
 #include <archive.h>
@@ -34,7 +35,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,36 +59,17 @@ static void check(bool ok, const char *what)
 static char fx_root[4096];
 static char fx_in[4200], fx_tmp[4200], fx_cwd[4200];
 
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    (void)remove(path); /* best effort */
-    return 0;
-}
-
-static void fx_cleanup(void)
-{
-    if (fx_root[0]) {
-        (void)nftw(fx_root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-    }
-}
-
 static void fx_init(void)
 {
     if (fx_root[0]) {
         return;
     }
-    const char *tmp = getenv("TMPDIR");
-    char tmpl[2048];
-    snprintf(tmpl, sizeof(tmpl), "%s/hdmlp-fuzz-archive.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    check(mkdtemp(tmpl) != NULL, "mkdtemp");
-    snprintf(fx_root, sizeof(fx_root), "%s", tmpl);
+    const char *const dir = fuzz_sandbox("archive");
+    check(dir != NULL, "mkdtemp");
+    snprintf(fx_root, sizeof(fx_root), "%s", dir);
     snprintf(fx_in, sizeof(fx_in), "%s/in", fx_root);
     snprintf(fx_tmp, sizeof(fx_tmp), "%s/tmp", fx_root);
     snprintf(fx_cwd, sizeof(fx_cwd), "%s/cwd", fx_root);
-    atexit(fx_cleanup);
     check(mkdir(fx_tmp, 0755) == 0 && mkdir(fx_cwd, 0755) == 0, "mkdir");
 }
 

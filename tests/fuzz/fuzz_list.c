@@ -19,11 +19,11 @@
  * a plain object for tests/fuzz/fuzz_replay.c (the regression replay under ctest).
  */
 #include "fuzz_items.h"
+#include "fuzz_sandbox.h"
 #include "pack_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,21 +44,6 @@ static void check(bool ok, const char *what)
 static char fx_root[4096]; /* sandbox directory, with a trailing '/' */
 static char fx_list[4200]; /* the list file inside it */
 
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    return remove(path) == 0 ? 0 : 0; /* best effort */
-}
-
-static void fx_cleanup(void)
-{
-    if (fx_root[0]) {
-        (void)nftw(fx_root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-    }
-}
-
 static void fx_file(const char *name, const char *content)
 {
     char path[4200];
@@ -72,13 +57,10 @@ static void fx_init(void)
     if (fx_root[0]) {
         return;
     }
-    const char *tmp = getenv("TMPDIR");
-    char tmpl[2048];
-    snprintf(tmpl, sizeof(tmpl), "%s/hdmlp-fuzz-list.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    check(mkdtemp(tmpl) != NULL, "mkdtemp");
-    snprintf(fx_root, sizeof(fx_root), "%s/", tmpl);
+    const char *const dir = fuzz_sandbox("list");
+    check(dir != NULL, "mkdtemp");
+    snprintf(fx_root, sizeof(fx_root), "%s/", dir);
     snprintf(fx_list, sizeof(fx_list), "%slist", fx_root);
-    atexit(fx_cleanup);
     fx_file("a", "alpha");
     fx_file("b c", "bravo charlie");
     fx_file("e", "");

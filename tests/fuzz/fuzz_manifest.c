@@ -22,11 +22,11 @@
  * a plain object for tests/fuzz/fuzz_replay.c (the regression replay under ctest).
  */
 #include "fuzz_items.h"
+#include "fuzz_sandbox.h"
 #include "pack_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,21 +45,6 @@ static void check(bool ok, const char *what)
 /* ---- the sandbox ------------------------------------------------------------------------ */
 
 static char fx_root[4096]; /* with a trailing '/' */
-
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    return remove(path) == 0 ? 0 : 0; /* best effort */
-}
-
-static void fx_cleanup(void)
-{
-    if (fx_root[0]) {
-        (void)nftw(fx_root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-    }
-}
 
 static void fx_file(const char *name, const void *content, size_t n)
 {
@@ -92,19 +77,16 @@ static void fx_init(void)
     if (fx_root[0]) {
         return;
     }
-    const char *tmp = getenv("TMPDIR");
-    char tmpl[2048];
-    snprintf(tmpl, sizeof(tmpl), "%s/hdmlp-fuzz-manifest.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    check(mkdtemp(tmpl) != NULL, "mkdtemp");
-    snprintf(fx_root, sizeof(fx_root), "%s/", tmpl);
-    atexit(fx_cleanup);
+    const char *const dir = fuzz_sandbox("manifest");
+    check(dir != NULL, "mkdtemp");
+    snprintf(fx_root, sizeof(fx_root), "%s/", dir);
     fx_file("a.png", "\x89PNG not really", 15);
     fx_npy("v.npy", "<f4", "(2, 3)", 24);
     fx_npy("w.npy", "<i2", "(4,)", 8);
     fx_file("bad.npy", "\x93NUMPY\x01\x00\xff\xff{", 11);
-    char dir[4200];
-    snprintf(dir, sizeof(dir), "%sdir", fx_root);
-    check(mkdir(dir, 0755) == 0, "mkdir");
+    char sub[4200];
+    snprintf(sub, sizeof(sub), "%sdir", fx_root);
+    check(mkdir(sub, 0755) == 0, "mkdir");
 }
 
 static int known_code(int rc)
