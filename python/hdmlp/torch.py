@@ -294,13 +294,7 @@ def _exit_with_training_process():
 
 def _as_tensors(batch):
     """uint8 tensors viewing each sample of the batch (zero-copy)."""
-    out = []
-    for view in batch.views(writable=True):
-        if len(view) == 0:
-            out.append(torch.empty(0, dtype=torch.uint8))
-        else:
-            out.append(torch.frombuffer(view, dtype=torch.uint8))
-    return out
+    return [_tensor_of(view) for view in batch.views(writable=True)]
 
 
 _SCALAR_DTYPES = {"int64": torch.int64, "float32": torch.float32, "float64": torch.float64}
